@@ -1,0 +1,419 @@
+//! Controller bring-up, admin commands, I/O queue creation and shutdown,
+//! in the order NVMe 1.4c §7.6.1 ("Initialization") and §7.6.2
+//! ("Shutdown") prescribe.
+
+use crate::prp::{list_pages_for, pages_spanned};
+use crate::qpair::{DataPtr, QueuePair, QueuePairParts};
+use crate::Error;
+use nvme_hal::{DmaAllocator, DmaRegion, RegisterWindow};
+use nvme_spec::cmd;
+use nvme_spec::identify::{IdentifyController, IdentifyNamespace, IDENTIFY_SIZE};
+use nvme_spec::regs::{offset, shn, shst, Aqa, Cap, Cc, Csts, Vs};
+use nvme_spec::{AdminOpcode, Cqe, Sqe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Choices made at bring-up.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// Entries in the admin queues.
+    pub admin_queue_entries: u16,
+    /// How many I/O queue pairs to ask for (Set Features Number of Queues).
+    pub io_queues: u16,
+    /// Timeout for one admin command.
+    pub admin_timeout: Duration,
+    /// Override of CAP.TO for enable/disable waits (None: use CAP.TO).
+    pub ready_timeout: Option<Duration>,
+    /// Cap on the transfer size when the controller reports no MDTS.
+    pub default_max_transfer: usize,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            admin_queue_entries: 32,
+            io_queues: 1,
+            admin_timeout: Duration::from_secs(10),
+            ready_timeout: None,
+            default_max_transfer: 1 << 20,
+        }
+    }
+}
+
+/// Host memory page size this driver uses (CC.MPS = 0). Every controller
+/// supports it (MPSMIN is 4 KiB on all known devices) and it matches the
+/// host's and the IOMMU's smallest page.
+pub const PAGE_SIZE: usize = 4096;
+
+/// A controller brought up by this driver: admin queue live, identified,
+/// I/O queues allocated. Dropping it shuts the controller down.
+pub struct Controller<R: RegisterWindow + ?Sized> {
+    regs: Arc<R>,
+    mem: Arc<dyn DmaAllocator>,
+    cap: Cap,
+    vs: Vs,
+    admin: QueuePair<R>,
+    scratch: DmaRegion,
+    ident: IdentifyController,
+    max_transfer: usize,
+    io_queues_granted: u16,
+    qids_in_use: Vec<bool>,
+    /// Memory of live I/O queues, kept mapped until the controller forgets
+    /// the queue (deletion or reset), whatever the queue-pair owner does.
+    live: Vec<(u16, DmaRegion, DmaRegion)>,
+    cfg: ControllerConfig,
+    shut_down: bool,
+}
+
+fn wait_until<R: RegisterWindow + ?Sized>(
+    regs: &R,
+    timeout: Duration,
+    what: &'static str,
+    done: impl Fn(Csts) -> bool,
+) -> Result<Csts, Error> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        let csts = Csts::from_bits(regs.read32(offset::CSTS));
+        if done(csts) {
+            return Ok(csts);
+        }
+        if csts.into_bits() == u32::MAX {
+            return Err(Error::Gone);
+        }
+        if start.elapsed() > timeout {
+            return Err(Error::Timeout { what, timeout_ms: timeout.as_millis() as u64, csts: csts.into_bits() });
+        }
+        spins += 1;
+        if spins < 100 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+impl<R: RegisterWindow + ?Sized> Controller<R> {
+    /// Reset and initialize the controller behind `regs`, using `mem` for
+    /// queues and buffers: NVMe 1.4c §7.6.1 steps 1-7, then Identify
+    /// Controller and Set Features Number of Queues.
+    pub fn new(regs: Arc<R>, mem: Arc<dyn DmaAllocator>, cfg: ControllerConfig) -> Result<Self, Error> {
+        // Step 0: what the controller can do.
+        let cap = Cap::from_bits(regs.read64(offset::CAP));
+        let vs = Vs::from_bits(regs.read32(offset::VS));
+        if cap.into_bits() == u64::MAX {
+            return Err(Error::Gone);
+        }
+        if !cap.supports_nvm_command_set() {
+            return Err(Error::Unsupported("controller does not support the NVM command set (CAP.CSS bit 0)".into()));
+        }
+        if cap.min_page_size() > PAGE_SIZE {
+            return Err(Error::Unsupported(format!(
+                "controller's smallest page ({} bytes, CAP.MPSMIN) is larger than the host page of {PAGE_SIZE}",
+                cap.min_page_size()
+            )));
+        }
+        let ready_timeout = cfg.ready_timeout.unwrap_or(Duration::from_millis(cap.timeout_ms()));
+
+        // Step 1: reset. Clear CC.EN and wait for CSTS.RDY to follow (bounded by CAP.TO).
+        let cc = Cc::from_bits(regs.read32(offset::CC));
+        if cc.en() {
+            regs.write32(offset::CC, cc.with_en(false).into_bits());
+        }
+        wait_until(&*regs, ready_timeout, "clear CSTS.RDY after CC.EN=0", |s| !s.rdy())?;
+
+        // Step 2: admin queues: sizes in AQA, base addresses in ASQ/ACQ.
+        let aq = cfg.admin_queue_entries.clamp(2, 4096);
+        let asq = mem.alloc(aq as usize * 64, PAGE_SIZE)?;
+        let acq = mem.alloc(aq as usize * 16, PAGE_SIZE)?;
+        regs.write32(offset::AQA, Aqa::new().with_asqs(aq - 1).with_acqs(aq - 1).into_bits());
+        regs.write64(offset::ASQ, asq.iova());
+        regs.write64(offset::ACQ, acq.iova());
+
+        // Step 3: CC: NVM command set, 4 KiB pages, round robin, entry sizes
+        // 64/16 bytes; then set CC.EN to 1.
+        let cc = Cc::new()
+            .with_css(0)
+            .with_mps((PAGE_SIZE.trailing_zeros() - 12) as u8)
+            .with_ams(0)
+            .with_shn(shn::NONE)
+            .with_iosqes(nvme_spec::sqe::SQE_SIZE_LOG2)
+            .with_iocqes(nvme_spec::cqe::CQE_SIZE_LOG2);
+        regs.write32(offset::CC, cc.into_bits());
+        regs.write32(offset::CC, cc.with_en(true).into_bits());
+
+        // Step 4: wait for CSTS.RDY = 1 (bounded by CAP.TO); CFS means it failed.
+        let csts = wait_until(&*regs, ready_timeout, "set CSTS.RDY after CC.EN=1", |s| s.rdy() || s.cfs())?;
+        if csts.cfs() {
+            return Err(Error::Fatal { during: "enable" });
+        }
+
+        let admin = QueuePair::new(QueuePairParts {
+            regs: regs.clone(),
+            qid: 0,
+            sq_mem: asq.clone(),
+            cq_mem: acq.clone(),
+            entries: aq,
+            dstrd: cap.dstrd(),
+            prp_lists: None,
+            list_pages_per_cmd: 0,
+            page_size: PAGE_SIZE,
+            max_transfer: 2 * PAGE_SIZE,
+        });
+        let scratch = mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?;
+        let mut c = Controller {
+            regs,
+            mem,
+            cap,
+            vs,
+            admin,
+            scratch,
+            ident: IdentifyController::default(),
+            max_transfer: 0,
+            io_queues_granted: 0,
+            qids_in_use: vec![],
+            live: vec![],
+            cfg,
+            shut_down: false,
+        };
+
+        // Step 5: Identify Controller: MDTS bounds every transfer.
+        c.ident = c.identify_controller()?;
+        let mdts = c.ident.max_transfer_bytes(cap.min_page_size()).unwrap_or(c.cfg.default_max_transfer);
+        c.max_transfer = mdts.min(nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND as usize * 512).max(PAGE_SIZE);
+
+        // Step 6: Set Features - Number of Queues, once, before any I/O queue.
+        let want = c.cfg.io_queues.max(1);
+        let cqe = c.admin_command(cmd::set_number_of_queues(want, want), None)?;
+        let (nsq, ncq) = cmd::number_of_queues_allocated(cqe.dw0);
+        c.io_queues_granted = nsq.min(ncq).min(u16::MAX as u32 - 1) as u16;
+        c.qids_in_use = vec![false; c.io_queues_granted as usize + 1];
+        c.qids_in_use[0] = true;
+        Ok(c)
+    }
+
+    /// Controller Capabilities as read at bring-up.
+    pub fn cap(&self) -> Cap {
+        self.cap
+    }
+    /// Version register.
+    pub fn version(&self) -> Vs {
+        self.vs
+    }
+    /// Identify Controller data.
+    pub fn identify(&self) -> &IdentifyController {
+        &self.ident
+    }
+    /// Largest transfer in bytes (from MDTS).
+    pub fn max_transfer(&self) -> usize {
+        self.max_transfer
+    }
+    /// I/O queue pairs the controller granted.
+    pub fn io_queues_granted(&self) -> u16 {
+        self.io_queues_granted
+    }
+    /// Largest I/O queue the controller accepts, in entries (CAP.MQES + 1).
+    pub fn max_queue_entries(&self) -> u32 {
+        self.cap.max_queue_entries()
+    }
+    /// The register window.
+    pub fn regs(&self) -> &Arc<R> {
+        &self.regs
+    }
+    /// The DMA allocator.
+    pub fn allocator(&self) -> &Arc<dyn DmaAllocator> {
+        &self.mem
+    }
+    /// The admin queue pair (read-only, for tracing).
+    pub fn admin_queue(&self) -> &QueuePair<R> {
+        &self.admin
+    }
+    /// Controller Status now.
+    pub fn status(&self) -> Csts {
+        Csts::from_bits(self.regs.read32(offset::CSTS))
+    }
+
+    /// Submit one admin command and wait for its completion. A failed
+    /// status comes back as [`Error::Command`] with the decoded status.
+    pub fn admin_command(&mut self, sqe: Sqe, data: Option<DataPtr>) -> Result<Cqe, Error> {
+        let opcode = AdminOpcode::from_u8(sqe.opcode()).map(|o| o.name()).unwrap_or("admin command");
+        let cid = self.admin.submit(sqe, data, sqe.opcode() as u64)?;
+        self.admin.ring();
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if let Some((cqe, tag)) = self.admin.poll_one_raw() {
+                if tag.is_none() || cqe.cid != cid {
+                    // A stray completion (e.g. of an abandoned command): keep waiting for ours.
+                    continue;
+                }
+                let status = cqe.decoded_status();
+                if !status.is_success() {
+                    return Err(Error::Command { opcode, status, cqe });
+                }
+                return Ok(cqe);
+            }
+            spins += 1;
+            if spins % 1024 == 0 {
+                let csts = self.status();
+                if csts.into_bits() == u32::MAX {
+                    return Err(Error::Gone);
+                }
+                if csts.cfs() {
+                    return Err(Error::Fatal { during: opcode });
+                }
+                if start.elapsed() > self.cfg.admin_timeout {
+                    self.admin.abandon_outstanding();
+                    return Err(Error::CommandTimeout { opcode, timeout_ms: self.cfg.admin_timeout.as_millis() as u64 });
+                }
+            }
+            if spins < 4096 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+    }
+
+    fn identify_page(&mut self, sqe: Sqe) -> Result<Box<[u8; IDENTIFY_SIZE]>, Error> {
+        self.scratch.fill(0, IDENTIFY_SIZE, 0);
+        self.admin_command(sqe, Some(DataPtr::of(&self.scratch)))?;
+        let mut page = Box::new([0u8; IDENTIFY_SIZE]);
+        self.scratch.copy_to(0, &mut page[..]);
+        Ok(page)
+    }
+
+    /// Identify Controller (CNS 01h).
+    pub fn identify_controller(&mut self) -> Result<IdentifyController, Error> {
+        Ok(IdentifyController::parse(&*self.identify_page(cmd::Identify::controller())?))
+    }
+
+    /// Identify Namespace (CNS 00h); an inactive NSID is an error that says so.
+    pub fn identify_namespace(&mut self, nsid: u32) -> Result<IdentifyNamespace, Error> {
+        if nsid == 0 || nsid > self.ident.nn {
+            return Err(Error::InactiveNamespace { nsid, nn: self.ident.nn });
+        }
+        let ns = IdentifyNamespace::parse(&*self.identify_page(cmd::Identify::namespace(nsid))?);
+        if ns.is_inactive() {
+            return Err(Error::InactiveNamespace { nsid, nn: self.ident.nn });
+        }
+        Ok(ns)
+    }
+
+    /// Active namespace IDs (Identify CNS 02h).
+    pub fn active_namespaces(&mut self) -> Result<Vec<u32>, Error> {
+        let page = self.identify_page(cmd::Identify::active_namespaces(0))?;
+        Ok(page
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .take_while(|&n| n != 0)
+            .collect())
+    }
+
+    /// Create an I/O completion queue and submission queue of `entries`
+    /// entries each (clamped to CAP.MQES + 1) on the lowest free queue id,
+    /// polled (no interrupts). NVMe 1.4c §5.3 and §5.4: the CQ first, since
+    /// the SQ names it.
+    pub fn create_io_queue_pair(&mut self, entries: u32) -> Result<QueuePair<R>, Error> {
+        let Some(qid) = self.qids_in_use.iter().position(|u| !u) else {
+            return Err(Error::NoQueues { granted: self.io_queues_granted });
+        };
+        let qid = qid as u16;
+        let entries = entries.clamp(2, self.cap.max_queue_entries()) as u16;
+        let sq_mem = self.mem.alloc(entries as usize * 64, PAGE_SIZE)?;
+        let cq_mem = self.mem.alloc(entries as usize * 16, PAGE_SIZE)?;
+        // PRP list pages: enough per command for a max-size unaligned transfer.
+        let list_entries = pages_spanned(4, self.max_transfer, PAGE_SIZE) - 1;
+        let list_pages_per_cmd = if list_entries > 1 { list_pages_for(list_entries, PAGE_SIZE / 8) } else { 0 };
+        let prp_lists = if list_pages_per_cmd > 0 {
+            Some(self.mem.alloc((entries as usize - 1) * list_pages_per_cmd * PAGE_SIZE, PAGE_SIZE)?)
+        } else {
+            None
+        };
+
+        self.admin_command(cmd::CreateIoCq::new(qid, entries as u32, cq_mem.iova()).build(), None)?;
+        if let Err(e) = self.admin_command(cmd::CreateIoSq::new(qid, entries as u32, sq_mem.iova(), qid).build(), None) {
+            let _ = self.admin_command(cmd::delete_io_cq(qid), None);
+            return Err(e);
+        }
+        self.qids_in_use[qid as usize] = true;
+        self.live.push((qid, sq_mem.clone(), cq_mem.clone()));
+        Ok(QueuePair::new(QueuePairParts {
+            regs: self.regs.clone(),
+            qid,
+            sq_mem,
+            cq_mem,
+            entries,
+            dstrd: self.cap.dstrd(),
+            prp_lists,
+            list_pages_per_cmd,
+            page_size: PAGE_SIZE,
+            max_transfer: self.max_transfer,
+        }))
+    }
+
+    /// Delete an I/O queue pair: the SQ first (the controller aborts what is
+    /// still in it), then its CQ. NVMe 1.4c §5.6 and §5.5.
+    pub fn delete_io_queue_pair(&mut self, qp: QueuePair<R>) -> Result<(), Error> {
+        let qid = qp.qid();
+        let (sq_mem, _) = qp.memory();
+        if !self.live.iter().any(|(q, s, _)| *q == qid && s.iova() == sq_mem.iova()) {
+            return Err(Error::Invalid(format!("queue pair {qid} does not belong to this controller")));
+        }
+        drop(qp);
+        self.admin_command(cmd::delete_io_sq(qid), None)?;
+        self.admin_command(cmd::delete_io_cq(qid), None)?;
+        self.qids_in_use[qid as usize] = false;
+        self.live.retain(|(q, _, _)| *q != qid);
+        Ok(())
+    }
+
+    /// Normal shutdown, NVMe 1.4c §7.6.2: delete what is left of the I/O
+    /// queues, write CC.SHN = 01b, wait for CSTS.SHST = 10b, then clear
+    /// CC.EN so the next owner (the kernel's nvme driver) finds a
+    /// controller in reset, ready to be initialized.
+    pub fn shutdown(mut self) -> Result<(), Error> {
+        self.shutdown_inner()
+    }
+
+    fn shutdown_inner(&mut self) -> Result<(), Error> {
+        if self.shut_down {
+            return Ok(());
+        }
+        self.shut_down = true;
+        let mut first_err = None;
+        let live: Vec<u16> = self.live.iter().map(|(q, _, _)| *q).collect();
+        for qid in live {
+            for sqe in [cmd::delete_io_sq(qid), cmd::delete_io_cq(qid)] {
+                if let Err(e) = self.admin_command(sqe, None) {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        let cc = Cc::from_bits(self.regs.read32(offset::CC));
+        self.regs.write32(offset::CC, cc.with_shn(shn::NORMAL).into_bits());
+        let timeout = Duration::from_millis(self.cap.timeout_ms().max(5000));
+        let r = wait_until(&*self.regs, timeout, "report shutdown complete (CSTS.SHST)", |s| {
+            s.shst() == shst::COMPLETE || s.cfs()
+        });
+        let cc = Cc::from_bits(self.regs.read32(offset::CC));
+        self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
+        let r2 = wait_until(&*self.regs, Duration::from_millis(self.cap.timeout_ms()), "clear CSTS.RDY", |s| !s.rdy());
+        // The controller is reset: it no longer references any queue memory.
+        self.live.clear();
+        if let Err(e) = r.and(r2) {
+            first_err.get_or_insert(e);
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<R: RegisterWindow + ?Sized> Drop for Controller<R> {
+    fn drop(&mut self) {
+        // Hand the device back in a usable state even on an error path.
+        let _ = self.shutdown_inner();
+    }
+}

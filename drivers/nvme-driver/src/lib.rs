@@ -1,0 +1,67 @@
+//! # nvme-driver: a userspace NVMe queue-pair driver
+//!
+//! Start with [`Controller::new`] (bring-up as NVMe 1.4c §7.6.1 orders it),
+//! then [`Controller::create_io_queue_pair`] once per thread, then
+//! [`QueuePair::read`]/[`QueuePair::write`] + [`QueuePair::ring`] +
+//! [`QueuePair::poll`] in a loop. The same code runs on any
+//! [`nvme_hal::RegisterWindow`] and [`nvme_hal::DmaAllocator`]: VFIO's BAR0
+//! and IOMMU-mapped memory, or the in-process simulated controller.
+//!
+//! Layers, bottom up (each file is short enough to read in one sitting):
+//! * [`queue`]: one ring each for submissions and completions, phase tag, doorbells;
+//! * [`prp`]: describing a data buffer with PRP entries and lists;
+//! * [`cid`]: command identifiers and what each outstanding one stands for;
+//! * [`qpair`]: a queue pair, the hot path;
+//! * [`controller`]: bring-up, admin commands, queue creation, shutdown.
+
+#![forbid(unsafe_code)]
+
+pub mod cid;
+pub mod controller;
+pub mod prp;
+pub mod qpair;
+pub mod queue;
+
+pub use controller::{Controller, ControllerConfig, PAGE_SIZE};
+pub use qpair::{Completion, DataPtr, QueuePair, QueueStats, SubmitError};
+
+use nvme_spec::{Cqe, Status};
+
+/// Errors of the driver, each saying what happened and, where there is one,
+/// what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A CSTS wait ran out of time.
+    #[error("controller did not {what} within {timeout_ms} ms (CAP.TO); CSTS={csts:#x}. The device may be hung: reset it (rebind to nvme, or power-cycle)")]
+    Timeout { what: &'static str, timeout_ms: u64, csts: u32 },
+    /// CSTS.CFS was set.
+    #[error("controller reported fatal status (CSTS.CFS=1) during {during}; it needs a controller reset")]
+    Fatal { during: &'static str },
+    /// Registers read all ones: the device is gone or not responding.
+    #[error("controller registers read as all ones: the device was removed or stopped responding")]
+    Gone,
+    /// A command completed with an error status.
+    #[error("{opcode} failed: {status} [{cqe}]")]
+    Command { opcode: &'static str, status: Status, cqe: Cqe },
+    /// An admin command did not complete in time.
+    #[error("{opcode} did not complete within {timeout_ms} ms")]
+    CommandTimeout { opcode: &'static str, timeout_ms: u64 },
+    /// A namespace that is not active.
+    #[error("namespace {nsid} is not active on this controller (it has {nn} namespace ids); pick one listed by `nvme-bypass info`")]
+    InactiveNamespace { nsid: u32, nn: u32 },
+    /// All granted I/O queues are in use.
+    #[error("all {granted} I/O queue pairs the controller granted are in use; use fewer threads")]
+    NoQueues { granted: u16 },
+    /// The controller lacks something we need.
+    #[error("unsupported controller: {0}")]
+    Unsupported(String),
+    /// A bad argument.
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    /// Submitting failed.
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+    /// DMA memory could not be had.
+    #[error(transparent)]
+    Dma(#[from] nvme_hal::DmaError),
+}

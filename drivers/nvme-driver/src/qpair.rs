@@ -1,0 +1,330 @@
+//! A queue pair: one submission queue, its completion queue, the CIDs of
+//! the commands in flight and their PRP list pages. The admin queue and
+//! every I/O queue are this type. It is the hot path of the vfio and sim
+//! backends: no allocation, lock or system call per command.
+
+use crate::cid::CidTable;
+use crate::prp::{build_prps, DmaPrpList, PrpError};
+use crate::queue::{CompletionQueue, SubmissionQueue};
+use nvme_hal::{DmaRegion, RegisterWindow};
+use nvme_spec::cmd::ReadWrite;
+use nvme_spec::{Cqe, Sqe, Status};
+use std::sync::Arc;
+
+/// A data buffer as the controller sees it: a bus address and a length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataPtr {
+    /// Bus address (IOVA) of the first byte.
+    pub iova: u64,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+impl DataPtr {
+    /// The whole of a DMA region.
+    pub fn of(r: &DmaRegion) -> Self {
+        DataPtr { iova: r.iova(), len: r.len() }
+    }
+}
+
+/// A completed command, as handed to the caller of [`QueuePair::poll`].
+#[derive(Clone, Copy, Debug)]
+pub struct Completion {
+    /// The tag given at submission.
+    pub tag: u64,
+    /// The command identifier it used.
+    pub cid: u16,
+    /// Decoded status; check [`Status::is_success`].
+    pub status: Status,
+    /// Command specific result (completion dword 0).
+    pub dw0: u32,
+}
+
+/// Why a command could not be submitted. Cheap to return on the hot path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// No free CID or submission slot: poll for completions first.
+    #[error("queue full: {outstanding} commands outstanding")]
+    QueueFull { outstanding: usize },
+    /// The transfer is longer than the controller's maximum (MDTS).
+    #[error("transfer of {len} bytes exceeds the controller's maximum of {max} bytes (MDTS); use a smaller --bs")]
+    TooLarge { len: usize, max: usize },
+    /// The buffer cannot be described with PRPs.
+    #[error(transparent)]
+    Prp(#[from] PrpError),
+}
+
+/// Counters kept by a queue pair; read them between runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Commands posted.
+    pub submitted: u64,
+    /// Completions delivered to the caller.
+    pub completed: u64,
+    /// Submission doorbell writes (MMIO on hardware).
+    pub sq_doorbells: u64,
+    /// Completion doorbell writes.
+    pub cq_doorbells: u64,
+    /// Completions whose CID was not outstanding (rejected).
+    pub invalid_cid: u64,
+    /// Completions naming another submission queue (rejected).
+    pub wrong_sqid: u64,
+}
+
+/// One submission queue, its completion queue, and their commands.
+pub struct QueuePair<R: RegisterWindow + ?Sized> {
+    regs: Arc<R>,
+    qid: u16,
+    sq: SubmissionQueue,
+    cq: CompletionQueue,
+    cids: CidTable,
+    prp_lists: Option<DmaRegion>,
+    list_pages_per_cmd: usize,
+    page_size: usize,
+    max_transfer: usize,
+    stats: QueueStats,
+    last_rejected: Option<Cqe>,
+}
+
+/// Everything needed to assemble a queue pair from memory the caller set up.
+pub struct QueuePairParts<R: RegisterWindow + ?Sized> {
+    /// Register window for the doorbells.
+    pub regs: Arc<R>,
+    /// Queue identifier (0 = admin).
+    pub qid: u16,
+    /// Submission ring memory.
+    pub sq_mem: DmaRegion,
+    /// Completion ring memory.
+    pub cq_mem: DmaRegion,
+    /// Entries in each ring.
+    pub entries: u16,
+    /// Doorbell stride exponent (CAP.DSTRD).
+    pub dstrd: u8,
+    /// PRP list pages, `list_pages_per_cmd` pages per CID, or `None` when
+    /// no command will span more than two pages.
+    pub prp_lists: Option<DmaRegion>,
+    /// List pages reserved per command.
+    pub list_pages_per_cmd: usize,
+    /// Controller memory page size (CC.MPS).
+    pub page_size: usize,
+    /// Largest transfer in bytes.
+    pub max_transfer: usize,
+}
+
+impl<R: RegisterWindow + ?Sized> QueuePair<R> {
+    /// Assemble a queue pair. At most `entries - 1` commands are outstanding,
+    /// so neither ring can overflow.
+    pub fn new(p: QueuePairParts<R>) -> Self {
+        let sq = SubmissionQueue::new(p.sq_mem, p.entries, nvme_spec::regs::sq_tail_doorbell(p.qid, p.dstrd));
+        let cq = CompletionQueue::new(p.cq_mem, p.entries, nvme_spec::regs::cq_head_doorbell(p.qid, p.dstrd));
+        QueuePair {
+            regs: p.regs,
+            qid: p.qid,
+            sq,
+            cq,
+            cids: CidTable::new(p.entries - 1),
+            prp_lists: p.prp_lists,
+            list_pages_per_cmd: p.list_pages_per_cmd,
+            page_size: p.page_size,
+            max_transfer: p.max_transfer,
+            stats: QueueStats::default(),
+            last_rejected: None,
+        }
+    }
+
+    /// Queue identifier.
+    pub fn qid(&self) -> u16 {
+        self.qid
+    }
+    /// Most commands that can be outstanding at once (ring entries - 1).
+    pub fn depth(&self) -> usize {
+        self.cids.capacity()
+    }
+    /// Commands outstanding now.
+    #[inline]
+    pub fn outstanding(&self) -> usize {
+        self.cids.outstanding()
+    }
+    /// Largest transfer in bytes.
+    pub fn max_transfer(&self) -> usize {
+        self.max_transfer
+    }
+    /// Counters.
+    pub fn stats(&self) -> QueueStats {
+        self.stats
+    }
+    /// The last completion rejected for an unknown CID or wrong SQ id.
+    pub fn last_rejected(&self) -> Option<Cqe> {
+        self.last_rejected
+    }
+    /// The submission queue (read-only view, for tracing).
+    pub fn sq(&self) -> &SubmissionQueue {
+        &self.sq
+    }
+    /// The completion queue (read-only view, for tracing).
+    pub fn cq(&self) -> &CompletionQueue {
+        &self.cq
+    }
+    /// Tags of the commands outstanding, with their CIDs.
+    pub fn outstanding_commands(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
+        self.cids.busy_cids().map(|c| (c, self.cids.tag(c).unwrap_or(0)))
+    }
+    /// The register window.
+    pub fn regs(&self) -> &Arc<R> {
+        &self.regs
+    }
+
+    /// Post a command (its CID and PRPs are filled in here) without ringing
+    /// the doorbell. Returns the CID used.
+    #[inline]
+    pub fn submit(&mut self, mut sqe: Sqe, data: Option<DataPtr>, tag: u64) -> Result<u16, SubmitError> {
+        if self.sq.is_full() {
+            return Err(SubmitError::QueueFull { outstanding: self.cids.outstanding() });
+        }
+        let Some(cid) = self.cids.alloc(tag) else {
+            return Err(SubmitError::QueueFull { outstanding: self.cids.outstanding() });
+        };
+        if let Some(d) = data {
+            if d.len > self.max_transfer {
+                self.cids.cancel(cid);
+                return Err(SubmitError::TooLarge { len: d.len, max: self.max_transfer });
+            }
+            let (prp1, prp2) = match &self.prp_lists {
+                Some(mem) => {
+                    let mut list = DmaPrpList {
+                        mem,
+                        offset: cid as usize * self.list_pages_per_cmd * self.page_size,
+                        pages: self.list_pages_per_cmd,
+                        page_size: self.page_size,
+                    };
+                    build_prps(d.iova, d.len, self.page_size, &mut list)
+                }
+                None => build_prps(d.iova, d.len, self.page_size, &mut NoList),
+            }
+            .inspect_err(|_| self.cids.cancel(cid))?;
+            sqe.prp1 = prp1;
+            sqe.prp2 = prp2;
+        }
+        sqe.set_cid(cid);
+        self.sq.post(&sqe);
+        self.stats.submitted += 1;
+        Ok(cid)
+    }
+
+    /// Post a Read of `blocks` blocks at `slba` into `data`.
+    #[inline]
+    pub fn read(&mut self, nsid: u32, slba: u64, blocks: u32, data: DataPtr, tag: u64) -> Result<u16, SubmitError> {
+        self.submit(ReadWrite::read(nsid, slba, blocks).build(), Some(data), tag)
+    }
+    /// Post a Write of `blocks` blocks at `slba` from `data`.
+    #[inline]
+    pub fn write(&mut self, nsid: u32, slba: u64, blocks: u32, data: DataPtr, tag: u64) -> Result<u16, SubmitError> {
+        self.submit(ReadWrite::write(nsid, slba, blocks).build(), Some(data), tag)
+    }
+    /// Post a Write Zeroes of `blocks` blocks at `slba`.
+    pub fn write_zeroes(&mut self, nsid: u32, slba: u64, blocks: u32, tag: u64) -> Result<u16, SubmitError> {
+        self.submit(ReadWrite::write_zeroes(nsid, slba, blocks).build(), None, tag)
+    }
+    /// Post a Flush.
+    pub fn flush(&mut self, nsid: u32, tag: u64) -> Result<u16, SubmitError> {
+        self.submit(nvme_spec::cmd::flush(nsid), None, tag)
+    }
+
+    /// True when commands were posted since the last doorbell.
+    #[inline]
+    pub fn needs_doorbell(&self) -> bool {
+        self.sq.needs_doorbell()
+    }
+    /// Ring the submission doorbell once for everything posted since the
+    /// last ring (no-op when nothing is new).
+    #[inline]
+    pub fn ring(&mut self) {
+        if self.sq.needs_doorbell() {
+            self.sq.ring_doorbell(&*self.regs);
+            self.stats.sq_doorbells += 1;
+        }
+    }
+
+    /// Is a completion waiting at the head of the completion queue?
+    #[inline]
+    pub fn completion_pending(&self) -> bool {
+        self.cq.cqe_pending()
+    }
+
+    /// Reap up to `max` completions, calling `f` for each, then ring the
+    /// completion doorbell once. Completions with an unknown CID or another
+    /// queue's SQ id are counted and dropped, never delivered.
+    #[inline]
+    pub fn poll(&mut self, max: usize, mut f: impl FnMut(Completion)) -> usize {
+        let mut n = 0;
+        let mut seen = 0;
+        while seen < max {
+            let Some(cqe) = self.cq.pop() else { break };
+            seen += 1;
+            self.sq.update_head(cqe.sq_head);
+            if cqe.sq_id != self.qid {
+                self.stats.wrong_sqid += 1;
+                self.last_rejected = Some(cqe);
+                continue;
+            }
+            let Some(tag) = self.cids.release(cqe.cid) else {
+                self.stats.invalid_cid += 1;
+                self.last_rejected = Some(cqe);
+                continue;
+            };
+            n += 1;
+            f(Completion { tag, cid: cqe.cid, status: cqe.decoded_status(), dw0: cqe.dw0 });
+        }
+        if seen > 0 {
+            self.cq.ring_doorbell(&*self.regs);
+            self.stats.cq_doorbells += 1;
+        }
+        self.stats.completed += n as u64;
+        n
+    }
+
+    /// Reap one completion and return the raw entry (admin path, tracing).
+    pub fn poll_one_raw(&mut self) -> Option<(Cqe, Option<u64>)> {
+        let cqe = self.cq.pop()?;
+        self.sq.update_head(cqe.sq_head);
+        let tag = if cqe.sq_id == self.qid { self.cids.release(cqe.cid) } else { None };
+        if tag.is_none() {
+            if cqe.sq_id != self.qid {
+                self.stats.wrong_sqid += 1;
+            } else {
+                self.stats.invalid_cid += 1;
+            }
+            self.last_rejected = Some(cqe);
+        } else {
+            self.stats.completed += 1;
+        }
+        self.cq.ring_doorbell(&*self.regs);
+        self.stats.cq_doorbells += 1;
+        Some((cqe, tag))
+    }
+
+    /// Forget every outstanding command (after the controller was reset or
+    /// the queue deleted: their completions will never come). Returns their tags.
+    pub fn abandon_outstanding(&mut self) -> Vec<u64> {
+        let cids: Vec<u16> = self.cids.busy_cids().collect();
+        cids.into_iter().filter_map(|c| self.cids.release(c)).collect()
+    }
+
+    pub(crate) fn memory(&self) -> (DmaRegion, DmaRegion) {
+        (self.sq.memory().clone(), self.cq.memory().clone())
+    }
+}
+
+/// A list sink with no pages: commands of at most two pages only.
+struct NoList;
+impl crate::prp::PrpListSink for NoList {
+    fn pages(&self) -> usize {
+        0
+    }
+    fn page_iova(&self, _: usize) -> u64 {
+        0
+    }
+    fn write_entry(&mut self, _: usize, _: usize, _: u64) {
+        unreachable!("no PRP list pages")
+    }
+}

@@ -1,0 +1,330 @@
+//! The queue-pair driver against the in-process simulated controller:
+//! bring-up, identify, queues, data integrity, and the controller's answers
+//! to malformed commands. No hardware needed.
+
+use nvme_driver::{Controller, ControllerConfig, DataPtr, Error, QueuePair, SubmitError};
+use nvme_hal::{DmaRegion, RegisterWindow};
+use nvme_sim::{DataMode, SimConfig, SimController, SimRegisters};
+use nvme_spec::status::{command_specific as cs, generic as gs};
+use nvme_spec::{Sqe, StatusCodeType};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn quiet(cfg: SimConfig) -> SimConfig {
+    // Park soon when idle: many tests run side by side on two cores.
+    SimConfig { idle_spins: 2000, ..cfg }
+}
+
+fn bring_up(cfg: SimConfig, io_queues: u16) -> (SimController, Controller<SimRegisters>) {
+    let sim = SimController::start(quiet(cfg)).unwrap();
+    let ctrl = Controller::new(
+        sim.registers(),
+        sim.allocator(),
+        ControllerConfig { io_queues, admin_timeout: Duration::from_secs(5), ..Default::default() },
+    )
+    .unwrap();
+    (sim, ctrl)
+}
+
+/// Run one command to completion on an I/O queue and return its status.
+fn run(qp: &mut QueuePair<SimRegisters>, sqe: Sqe, data: Option<DataPtr>) -> nvme_spec::Status {
+    qp.submit(sqe, data, 7).unwrap();
+    qp.ring();
+    let start = Instant::now();
+    loop {
+        let mut st = None;
+        qp.poll(1, |c| st = Some(c.status));
+        if let Some(s) = st {
+            return s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "command timed out");
+        std::hint::spin_loop();
+    }
+}
+
+fn wait_all(qp: &mut QueuePair<SimRegisters>, mut n: usize) {
+    let start = Instant::now();
+    while n > 0 {
+        n -= qp.poll(64, |c| assert!(c.status.is_success(), "{}", c.status));
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+}
+
+#[test]
+fn bring_up_identify_and_queue_creation() {
+    let (sim, mut ctrl) = bring_up(SimConfig::default(), 4);
+    assert!(ctrl.status().rdy());
+    assert_eq!(ctrl.version().to_string(), "1.4.0");
+    let id = ctrl.identify().clone();
+    assert_eq!(id.sn, "NVBSIM0001");
+    assert_eq!(id.mn, "nvme-bypass simulated controller");
+    assert_eq!(id.nn, 1);
+    assert_eq!(ctrl.max_transfer(), 512 << 10, "MDTS 7 with 4 KiB pages");
+    assert_eq!(ctrl.io_queues_granted(), 4);
+    let ns = ctrl.identify_namespace(1).unwrap();
+    assert_eq!(ns.lba_size(), 512);
+    assert_eq!(ns.nsze, 1 << 17);
+    assert_eq!(ctrl.active_namespaces().unwrap(), vec![1]);
+    let q1 = ctrl.create_io_queue_pair(64).unwrap();
+    let q2 = ctrl.create_io_queue_pair(1024).unwrap();
+    assert_eq!((q1.qid(), q2.qid()), (1, 2));
+    assert_eq!(q1.depth(), 63);
+    ctrl.delete_io_queue_pair(q1).unwrap();
+    let q1b = ctrl.create_io_queue_pair(16).unwrap();
+    assert_eq!(q1b.qid(), 1, "a deleted queue id is reused");
+    ctrl.delete_io_queue_pair(q1b).unwrap();
+    ctrl.delete_io_queue_pair(q2).unwrap();
+    let regs = sim.registers();
+    ctrl.shutdown().unwrap();
+    let csts = regs.read32(nvme_spec::regs::offset::CSTS);
+    assert_eq!(csts & 1, 0, "controller disabled after shutdown");
+}
+
+#[test]
+fn inactive_and_invalid_namespaces() {
+    let (_sim, mut ctrl) = bring_up(SimConfig { inactive_namespaces: 2, ..Default::default() }, 1);
+    assert_eq!(ctrl.identify().nn, 3);
+    assert!(matches!(ctrl.identify_namespace(2), Err(Error::InactiveNamespace { nsid: 2, .. })));
+    assert!(matches!(ctrl.identify_namespace(9), Err(Error::InactiveNamespace { nsid: 9, .. })));
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    let st = run(&mut qp, nvme_spec::cmd::ReadWrite::read(2, 0, 1).build(), Some(DataPtr::of(&buf)));
+    assert_eq!((st.sct, st.sc), (StatusCodeType::GENERIC, gs::INVALID_NAMESPACE_OR_FORMAT));
+}
+
+fn stamp(buf: &DmaRegion, lba: u64, blocks: u32, lba_size: usize, seed: u64) {
+    for b in 0..blocks as usize {
+        let mut block = vec![0u8; lba_size];
+        for (i, chunk) in block.chunks_mut(8).enumerate() {
+            chunk.copy_from_slice(&(seed ^ (lba + b as u64) << 20 ^ i as u64).to_le_bytes());
+        }
+        buf.copy_from(b * lba_size, &block);
+    }
+}
+
+fn check(buf: &DmaRegion, lba: u64, blocks: u32, lba_size: usize, seed: u64) {
+    let copy = buf.sub(0, blocks as usize * lba_size);
+    let expect = {
+        let tmp = nvme_hal::HostMemory::plain().map(copy.len()).unwrap();
+        stamp(&tmp, lba, blocks, lba_size, seed);
+        let mut v = vec![0u8; copy.len()];
+        tmp.copy_to(0, &mut v);
+        v
+    };
+    let mut got = vec![0u8; copy.len()];
+    copy.copy_to(0, &mut got);
+    assert!(got == expect, "data mismatch at lba {lba}");
+}
+
+#[test]
+fn read_after_write_with_prp_lists_512_and_4k_lbas() {
+    for lba_size in [512u32, 4096] {
+        let cfg = SimConfig::default().with_namespace(64 << 20, lba_size);
+        let (_sim, mut ctrl) = bring_up(cfg, 1);
+        let mut qp = ctrl.create_io_queue_pair(32).unwrap();
+        let mem = ctrl.allocator().clone();
+        let ls = lba_size as usize;
+        // 1 block, 8 KiB, 128 KiB (PRP list), MDTS-sized 512 KiB, and an unaligned buffer.
+        for (bytes, offset_in_buf) in [(ls, 0usize), (8192, 0), (128 << 10, 0), (512 << 10, 0), (8192, 512)] {
+            let blocks = (bytes / ls) as u32;
+            let buf = mem.alloc(bytes + 4096, 4096).unwrap();
+            let data = buf.sub(offset_in_buf, bytes);
+            let lba = 1000 / (ls as u64 / 512) + blocks as u64;
+            stamp(&data, lba, blocks, ls, 42);
+            let st = run(&mut qp, nvme_spec::cmd::ReadWrite::write(1, lba, blocks).build(), Some(DataPtr::of(&data)));
+            assert!(st.is_success(), "{st}");
+            data.fill(0, bytes, 0);
+            let st = run(&mut qp, nvme_spec::cmd::ReadWrite::read(1, lba, blocks).build(), Some(DataPtr::of(&data)));
+            assert!(st.is_success(), "{st}");
+            check(&data, lba, blocks, ls, 42);
+        }
+        // Above MDTS: refused before it reaches the controller.
+        let big = mem.alloc(1 << 20, 4096).unwrap();
+        let e = qp.read(1, 0, (1 << 20) / lba_size, DataPtr::of(&big), 0).unwrap_err();
+        assert!(matches!(e, SubmitError::TooLarge { len: 1048576, max: 524288 }));
+        // Write Zeroes then read back zeroes.
+        let buf = mem.alloc(4096, 4096).unwrap();
+        stamp(&buf, 5, 4096 / lba_size, ls, 1);
+        assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::write(1, 5, 4096 / lba_size).build(), Some(DataPtr::of(&buf))).is_success());
+        assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::write_zeroes(1, 5, 4096 / lba_size).build(), None).is_success());
+        assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::read(1, 5, 4096 / lba_size).build(), Some(DataPtr::of(&buf))).is_success());
+        assert_eq!(buf.read64(0), 0);
+        assert!(run(&mut qp, nvme_spec::cmd::flush(1), None).is_success());
+        ctrl.delete_io_queue_pair(qp).unwrap();
+    }
+}
+
+#[test]
+fn out_of_range_lba_is_a_decoded_error() {
+    let (_sim, mut ctrl) = bring_up(SimConfig::default().with_namespace(1 << 20, 512), 1);
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    let st = run(&mut qp, nvme_spec::cmd::ReadWrite::read(1, 2047, 2).build(), Some(DataPtr::of(&buf)));
+    assert_eq!(st.sct, StatusCodeType::GENERIC);
+    assert_eq!(st.sc, gs::LBA_OUT_OF_RANGE);
+    assert!(st.dnr);
+    assert_eq!(st.name(), "LBA OUT OF RANGE");
+    // The last block itself is fine.
+    assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::read(1, 2047, 1).build(), Some(DataPtr::of(&buf))).is_success());
+}
+
+#[test]
+fn simulator_rejects_malformed_commands_with_the_right_status() {
+    let (_sim, mut ctrl) = bring_up(SimConfig::default(), 2);
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(8192, 4096).unwrap();
+    // Invalid opcode on the I/O queue.
+    let mut bad = Sqe::default();
+    bad.cdw0.set_opc(0x7f);
+    bad.nsid = 1;
+    let st = run(&mut qp, bad, None);
+    assert_eq!((st.sct, st.sc, st.dnr), (StatusCodeType::GENERIC, gs::INVALID_OPCODE, true));
+    // SGL requested (PSDT != 0): the controller supports none -> Invalid Field.
+    let mut sgl = nvme_spec::cmd::ReadWrite::read(1, 0, 1).build();
+    sgl.cdw0.set_psdt(1);
+    assert_eq!(run(&mut qp, sgl, Some(DataPtr::of(&buf))).sc, gs::INVALID_FIELD);
+    // PRP2 with an offset for a two-page transfer: Invalid PRP Offset.
+    let mut off = nvme_spec::cmd::ReadWrite::read(1, 0, 16).build();
+    off.prp1 = buf.iova();
+    off.prp2 = buf.iova() + 4096 + 8;
+    qp.submit(off, None, 1).unwrap();
+    qp.ring();
+    let mut got = None;
+    while got.is_none() {
+        qp.poll(1, |c| got = Some(c.status));
+    }
+    assert_eq!(got.unwrap().sc, gs::INVALID_PRP_OFFSET);
+    // A data pointer the controller cannot reach: Data Transfer Error.
+    let mut wild = nvme_spec::cmd::ReadWrite::read(1, 0, 1).build();
+    wild.prp1 = 0x1000;
+    qp.submit(wild, None, 1).unwrap();
+    qp.ring();
+    let mut got = None;
+    while got.is_none() {
+        qp.poll(1, |c| got = Some(c.status));
+    }
+    assert_eq!(got.unwrap().sc, gs::DATA_TRANSFER_ERROR);
+
+    // Admin: creating a queue with id 0, an existing id, or beyond the grant.
+    let mem = ctrl.allocator().alloc(4096, 4096).unwrap();
+    for (qid, expect) in [(0u16, cs::INVALID_QUEUE_IDENTIFIER), (1, cs::INVALID_QUEUE_IDENTIFIER), (3, cs::INVALID_QUEUE_IDENTIFIER)] {
+        let e = ctrl.admin_command(nvme_spec::cmd::CreateIoCq::new(qid, 8, mem.iova()).build(), None).unwrap_err();
+        match e {
+            Error::Command { status, .. } => assert_eq!((status.sct, status.sc), (StatusCodeType::COMMAND_SPECIFIC, expect)),
+            e => panic!("{e}"),
+        }
+    }
+    // Queue size 1 (QSIZE 0) and above MQES: Invalid Queue Size.
+    for entries in [1u32, 4096] {
+        let e = ctrl.admin_command(nvme_spec::cmd::CreateIoCq::new(2, entries, mem.iova()).build(), None).unwrap_err();
+        assert!(matches!(e, Error::Command { status, .. } if status.sc == cs::INVALID_QUEUE_SIZE), "{entries}");
+    }
+    // An SQ naming a CQ that does not exist.
+    let e = ctrl.admin_command(nvme_spec::cmd::CreateIoSq::new(2, 8, mem.iova(), 2).build(), None).unwrap_err();
+    assert!(matches!(e, Error::Command { status, .. } if status.sc == cs::COMPLETION_QUEUE_INVALID));
+    // Deleting a CQ that still has its SQ: Invalid Queue Deletion.
+    let e = ctrl.admin_command(nvme_spec::cmd::delete_io_cq(1), None).unwrap_err();
+    assert!(matches!(e, Error::Command { status, .. } if status.sc == cs::INVALID_QUEUE_DELETION));
+    // Number of Queues after queues exist: Command Sequence Error.
+    let e = ctrl.admin_command(nvme_spec::cmd::set_number_of_queues(4, 4), None).unwrap_err();
+    assert!(matches!(e, Error::Command { status, .. } if status.sc == gs::COMMAND_SEQUENCE_ERROR));
+    // Unknown admin opcode; unknown log page; unknown CNS.
+    let mut unk = Sqe::default();
+    unk.cdw0.set_opc(0x3f);
+    assert!(matches!(ctrl.admin_command(unk, None), Err(Error::Command { status, .. }) if status.sc == gs::INVALID_OPCODE));
+    let lp = nvme_spec::cmd::get_log_page(0x70, 0, 512, 0);
+    assert!(matches!(ctrl.admin_command(lp, Some(DataPtr::of(&mem))), Err(Error::Command { status, .. }) if status.sc == cs::INVALID_LOG_PAGE));
+    let mut id = nvme_spec::cmd::Identify::controller();
+    id.cdw10 = 0x55;
+    assert!(matches!(ctrl.admin_command(id, Some(DataPtr::of(&mem))), Err(Error::Command { status, .. }) if status.sc == gs::INVALID_FIELD));
+    // A SMART log read works.
+    assert!(ctrl.admin_command(nvme_spec::cmd::get_log_page(2, u32::MAX, 512, 0), Some(DataPtr::of(&mem))).is_ok());
+    ctrl.delete_io_queue_pair(qp).unwrap();
+}
+
+#[test]
+fn cid_exhaustion_and_reuse_on_a_live_queue() {
+    let (_sim, mut ctrl) = bring_up(SimConfig { data: DataMode::Null, ..Default::default() }, 1);
+    let mut qp = ctrl.create_io_queue_pair(4).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    for i in 0..3 {
+        qp.read(1, i, 1, DataPtr::of(&buf), i).unwrap();
+    }
+    assert!(matches!(qp.read(1, 0, 1, DataPtr::of(&buf), 9), Err(SubmitError::QueueFull { outstanding: 3 })));
+    qp.ring();
+    let mut tags = vec![];
+    while tags.len() < 3 {
+        qp.poll(4, |c| tags.push(c.tag));
+    }
+    tags.sort();
+    assert_eq!(tags, vec![0, 1, 2]);
+    // Many laps around a 4-entry ring.
+    for lap in 0..1000u64 {
+        for i in 0..3 {
+            qp.read(1, i, 1, DataPtr::of(&buf), lap * 3 + i).unwrap();
+        }
+        qp.ring();
+        wait_all(&mut qp, 3);
+    }
+    assert_eq!(qp.stats().completed, 3003);
+    assert_eq!(qp.stats().invalid_cid, 0);
+}
+
+#[test]
+fn many_queue_pairs_on_threads() {
+    let (_sim, mut ctrl) = bring_up(SimConfig::default().with_namespace(16 << 20, 512), 2);
+    let qps: Vec<_> = (0..2).map(|_| ctrl.create_io_queue_pair(64).unwrap()).collect();
+    let mem = ctrl.allocator().clone();
+    let handles: Vec<_> = qps
+        .into_iter()
+        .enumerate()
+        .map(|(t, mut qp)| {
+            let mem = mem.clone();
+            std::thread::spawn(move || {
+                let buf = mem.alloc(4096, 4096).unwrap();
+                for i in 0..200u64 {
+                    let lba = (t as u64 * 10_000) + i * 8;
+                    stamp(&buf, lba, 8, 512, t as u64);
+                    assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::write(1, lba, 8).build(), Some(DataPtr::of(&buf))).is_success());
+                    buf.fill(0, 4096, 0xff);
+                    assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::read(1, lba, 8).build(), Some(DataPtr::of(&buf))).is_success());
+                    check(&buf, lba, 8, 512, t as u64);
+                }
+                qp
+            })
+        })
+        .collect();
+    for h in handles {
+        let qp = h.join().unwrap();
+        ctrl.delete_io_queue_pair(qp).unwrap();
+    }
+}
+
+#[test]
+fn doorbell_stride_2() {
+    let (sim, mut ctrl) = bring_up(SimConfig { dstrd: 2, ..Default::default() }, 1);
+    assert_eq!(ctrl.cap().dstrd(), 2);
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    assert_eq!(qp.sq().doorbell_offset(), 0x1020);
+    assert_eq!(qp.cq().doorbell_offset(), 0x1030);
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::read(1, 0, 1).build(), Some(DataPtr::of(&buf))).is_success());
+    let regs: Arc<SimRegisters> = sim.registers();
+    assert_eq!(regs.read32(0x1020), 1, "SQ1 tail doorbell at 0x1020");
+    assert_eq!(regs.read32(0x1030), 1, "CQ1 head doorbell at 0x1030");
+}
+
+#[test]
+fn dropping_the_controller_shuts_it_down() {
+    let sim = SimController::start(quiet(SimConfig::default())).unwrap();
+    let regs = sim.registers();
+    {
+        let mut ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+        let _qp = ctrl.create_io_queue_pair(8).unwrap();
+        // dropped without shutdown: an error path
+    }
+    assert_eq!(regs.read32(nvme_spec::regs::offset::CSTS) & 1, 0, "not ready: handed back reset");
+    // And it can be brought up again.
+    let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+    ctrl.shutdown().unwrap();
+}

@@ -1,0 +1,372 @@
+//! DMA-visible memory: a region the device reads and writes on its own
+//! schedule, with a bus address (IOVA) the device uses to reach it.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// Errors allocating or mapping DMA memory.
+#[derive(Debug, thiserror::Error)]
+pub enum DmaError {
+    /// mmap failed.
+    #[error("could not allocate {len} bytes of {kind} memory: {source}{hint}")]
+    Alloc {
+        len: usize,
+        kind: &'static str,
+        hint: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The region could not be locked in RAM.
+    #[error("could not lock {len} bytes of DMA memory in RAM (RLIMIT_MEMLOCK too low?): {source}; raise it with `ulimit -l unlimited` or run as root")]
+    Lock {
+        len: usize,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Mapping the region for the device (IOMMU) failed.
+    #[error("could not map {len} bytes at IOVA {iova:#x} for the device: {msg}")]
+    Map { len: usize, iova: u64, msg: String },
+    /// The allocator's address space is used up.
+    #[error("out of DMA memory: asked for {asked} bytes, {left} left in the pool; {hint}")]
+    Exhausted { asked: usize, left: usize, hint: &'static str },
+}
+
+/// Something that hands out DMA memory a controller can reach.
+///
+/// The VFIO layer maps memory through the IOMMU; the simulated controller
+/// hands out memory it can translate by IOVA; tests use [`HostMemory`].
+pub trait DmaAllocator: Send + Sync {
+    /// A zeroed region of at least `len` bytes, aligned to `align` in both
+    /// virtual and bus address (`align` a power of two, at most the page size
+    /// the allocator uses for large requests).
+    fn alloc(&self, len: usize, align: usize) -> Result<DmaRegion, DmaError>;
+}
+
+impl<T: DmaAllocator + ?Sized> DmaAllocator for Arc<T> {
+    fn alloc(&self, len: usize, align: usize) -> Result<DmaRegion, DmaError> {
+        (**self).alloc(len, align)
+    }
+}
+
+/// A handle to DMA-visible memory: a raw pointer, a length, a bus address,
+/// and a keep-alive for whatever owns the mapping (its `Drop` unmaps).
+///
+/// No method returns a reference into the memory. Small values move with
+/// volatile loads and stores; the words that hand ownership between host and
+/// device (a completion's status dword) use atomic acquire/release; payloads
+/// move with `copy_from`/`copy_to`, which the caller may use only while the
+/// device is not accessing those bytes (before the doorbell that publishes a
+/// write, after the completion of a read).
+///
+/// Cloning or slicing gives another handle to the same memory: the memory is
+/// shared with a device by design, and the protocol (doorbells, phase tags)
+/// says who may touch which bytes when.
+#[derive(Clone)]
+pub struct DmaRegion {
+    ptr: NonNull<u8>,
+    len: usize,
+    iova: u64,
+    _owner: Arc<dyn Send + Sync>,
+}
+
+// SAFETY: a DmaRegion is a pointer to memory kept alive by `_owner` (which is
+// itself Send + Sync); moving the handle to another thread moves no data.
+unsafe impl Send for DmaRegion {}
+// SAFETY: every access goes through volatile or atomic operations on raw
+// pointers, never through references, and ownership of the bytes between
+// users is decided by the NVMe queue protocol, as between host and device.
+unsafe impl Sync for DmaRegion {}
+
+impl std::fmt::Debug for DmaRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DmaRegion {{ iova: {:#x}, len: {:#x} }}", self.iova, self.len)
+    }
+}
+
+impl DmaRegion {
+    /// Wrap memory owned by `owner`.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` bytes for as long as
+    /// `owner` lives, and nothing may create Rust references into it.
+    pub unsafe fn from_raw_parts(ptr: NonNull<u8>, len: usize, iova: u64, owner: Arc<dyn Send + Sync>) -> Self {
+        DmaRegion { ptr, len, iova, _owner: owner }
+    }
+
+    /// The bus address the device uses for the first byte.
+    #[inline]
+    pub fn iova(&self) -> u64 {
+        self.iova
+    }
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The virtual address of the first byte, for handing to the kernel
+    /// (io_uring buffer registration). Dereferencing it is the caller's
+    /// responsibility.
+    #[inline]
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+    /// The same memory seen by the device at another bus address (used by
+    /// allocators that map host memory at IOVAs of their own choosing).
+    pub fn with_iova(mut self, iova: u64) -> Self {
+        self.iova = iova;
+        self
+    }
+    /// The same memory with `guard` kept alive (and dropped) together with
+    /// the last handle of the returned region and its clones: an allocator
+    /// learns this way when the memory is no longer used by its owner.
+    pub fn with_guard<G: Send + Sync + 'static>(self, guard: G) -> DmaRegion {
+        DmaRegion { ptr: self.ptr, len: self.len, iova: self.iova, _owner: Arc::new((self._owner, guard)) }
+    }
+    /// A handle to `len` bytes starting at `offset`.
+    pub fn sub(&self, offset: usize, len: usize) -> DmaRegion {
+        assert!(offset.checked_add(len).is_some_and(|e| e <= self.len), "DMA sub-region out of bounds");
+        DmaRegion {
+            // SAFETY: offset <= self.len, so the result stays inside (or one past) the allocation.
+            ptr: unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(offset)) },
+            len,
+            iova: self.iova + offset as u64,
+            _owner: self._owner.clone(),
+        }
+    }
+
+    #[inline(always)]
+    fn at<T>(&self, offset: usize) -> *mut T {
+        let size = std::mem::size_of::<T>();
+        assert!(offset <= self.len && self.len - offset >= size, "DMA access out of bounds");
+        let p = self.ptr.as_ptr().wrapping_add(offset) as *mut T;
+        debug_assert!(p.is_aligned(), "unaligned DMA access");
+        p
+    }
+
+    /// Volatile load of a u32 (4-byte aligned).
+    #[inline]
+    pub fn read32(&self, offset: usize) -> u32 {
+        // SAFETY: `at` checked bounds; the memory is valid while `_owner` lives;
+        // any bit pattern is a valid u32.
+        unsafe { self.at::<u32>(offset).read_volatile() }
+    }
+    /// Volatile store of a u32.
+    #[inline]
+    pub fn write32(&self, offset: usize, v: u32) {
+        // SAFETY: as for read32.
+        unsafe { self.at::<u32>(offset).write_volatile(v) }
+    }
+    /// Volatile load of a u64 (8-byte aligned).
+    #[inline]
+    pub fn read64(&self, offset: usize) -> u64 {
+        // SAFETY: as for read32.
+        unsafe { self.at::<u64>(offset).read_volatile() }
+    }
+    /// Volatile store of a u64.
+    #[inline]
+    pub fn write64(&self, offset: usize, v: u64) {
+        // SAFETY: as for read32.
+        unsafe { self.at::<u64>(offset).write_volatile(v) }
+    }
+    /// Volatile store of 16 dwords (one 64-byte submission entry), as one
+    /// 64-byte value so the compiler may use wide stores.
+    #[inline]
+    pub fn write_dwords16(&self, offset: usize, v: [u32; 16]) {
+        // SAFETY: as for read32; [u32; 16] has no padding.
+        unsafe { self.at::<[u32; 16]>(offset).write_volatile(v) }
+    }
+    /// Volatile load of 16 dwords.
+    #[inline]
+    pub fn read_dwords16(&self, offset: usize) -> [u32; 16] {
+        // SAFETY: as for read32.
+        unsafe { self.at::<[u32; 16]>(offset).read_volatile() }
+    }
+    /// Volatile load of 3 dwords (the first 12 bytes of a completion entry).
+    #[inline]
+    pub fn read_dwords3(&self, offset: usize) -> [u32; 3] {
+        // SAFETY: as for read32.
+        unsafe { self.at::<[u32; 3]>(offset).read_volatile() }
+    }
+    /// Volatile store of 3 dwords.
+    #[inline]
+    pub fn write_dwords3(&self, offset: usize, v: [u32; 3]) {
+        // SAFETY: as for read32.
+        unsafe { self.at::<[u32; 3]>(offset).write_volatile(v) }
+    }
+    /// Atomic load with Acquire ordering: the word that tells whether the
+    /// other side has published new data (a completion's phase/status dword).
+    /// Everything the other side wrote before its Release store is visible
+    /// after this load observes that store.
+    #[inline]
+    pub fn load32_acquire(&self, offset: usize) -> u32 {
+        let p = self.at::<u32>(offset);
+        // SAFETY: bounds checked, 4-byte aligned (debug-asserted; callers use
+        // entry-aligned offsets); the memory outlives the temporary atomic view
+        // and is only accessed atomically or by volatile ops ordered by this protocol.
+        unsafe { AtomicU32::from_ptr(p) }.load(Ordering::Acquire)
+    }
+    /// Atomic store with Release ordering (publishes earlier stores).
+    #[inline]
+    pub fn store32_release(&self, offset: usize, v: u32) {
+        let p = self.at::<u32>(offset);
+        // SAFETY: as for load32_acquire.
+        unsafe { AtomicU32::from_ptr(p) }.store(v, Ordering::Release)
+    }
+    /// Copy `src` into the region at `offset`.
+    pub fn copy_from(&self, offset: usize, src: &[u8]) {
+        assert!(offset <= self.len && self.len - offset >= src.len(), "DMA copy out of bounds");
+        // SAFETY: bounds checked; `src` is ordinary memory and cannot overlap
+        // DMA memory, to which no references exist.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len()) }
+    }
+    /// Copy from the region at `offset` into `dst`.
+    pub fn copy_to(&self, offset: usize, dst: &mut [u8]) {
+        assert!(offset <= self.len && self.len - offset >= dst.len(), "DMA copy out of bounds");
+        // SAFETY: as for copy_from.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset), dst.as_mut_ptr(), dst.len()) }
+    }
+    /// Copy `len` bytes from `src` at `src_off` into this region at `offset`
+    /// (region to region, e.g. the simulated controller moving data).
+    pub fn copy_from_region(&self, offset: usize, src: &DmaRegion, src_off: usize, len: usize) {
+        assert!(offset <= self.len && self.len - offset >= len, "DMA copy out of bounds");
+        assert!(src_off <= src.len && src.len - src_off >= len, "DMA copy out of bounds");
+        // SAFETY: both ranges checked; `copy` tolerates overlap.
+        unsafe { std::ptr::copy(src.ptr.as_ptr().add(src_off), self.ptr.as_ptr().add(offset), len) }
+    }
+    /// Set `len` bytes at `offset` to `byte`.
+    pub fn fill(&self, offset: usize, len: usize, byte: u8) {
+        assert!(offset <= self.len && self.len - offset >= len, "DMA fill out of bounds");
+        // SAFETY: bounds checked.
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(offset), byte, len) }
+    }
+}
+
+/// An anonymous private mapping, unmapped on drop.
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; it is not tied to a thread.
+unsafe impl Send for Mapping {}
+// SAFETY: Mapping itself is never read or written through; it only unmaps on drop.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len came from a successful mmap and are unmapped once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Ordinary process memory as a DMA region whose "bus address" is its
+/// virtual address: for unit tests, io_uring registered buffers, and as the
+/// backing of allocators that choose their own IOVAs (VFIO, the simulator).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostMemory {
+    /// Back allocations of 2 MiB multiples with hugepages (MAP_HUGETLB).
+    pub hugepages: bool,
+    /// Lock the pages in RAM (mlock), as memory a device DMAs into must be.
+    pub lock: bool,
+}
+
+/// Size of an x86-64 huge page.
+pub const HUGEPAGE_SIZE: usize = 2 << 20;
+
+impl HostMemory {
+    /// Plain pageable memory, for tests and the simulator.
+    pub fn plain() -> Self {
+        HostMemory { hugepages: false, lock: false }
+    }
+    /// Map `len` bytes (rounded up to the page size) of zeroed memory.
+    pub fn map(&self, len: usize) -> Result<DmaRegion, DmaError> {
+        let page = if self.hugepages { HUGEPAGE_SIZE } else { 4096 };
+        let len = len.max(1).div_ceil(page) * page;
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        if self.hugepages {
+            flags |= libc::MAP_HUGETLB;
+        }
+        // SAFETY: anonymous mapping with no address hint; the result is checked.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(DmaError::Alloc {
+                len,
+                kind: if self.hugepages { "hugepage" } else { "anonymous" },
+                hint: if self.hugepages {
+                    "; reserve hugepages with `echo 512 > /proc/sys/vm/nr_hugepages` (nvme-bypass bind does this)"
+                } else {
+                    ""
+                },
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).expect("mmap returned NULL");
+        let owner = Arc::new(Mapping { ptr, len });
+        if self.lock {
+            // SAFETY: the range is the mapping just created.
+            if unsafe { libc::mlock(p, len) } != 0 {
+                return Err(DmaError::Lock { len, source: std::io::Error::last_os_error() });
+            }
+        }
+        // SAFETY: ptr is valid for len bytes while `owner` (the mapping) lives.
+        Ok(unsafe { DmaRegion::from_raw_parts(ptr, len, ptr.as_ptr() as u64, owner) })
+    }
+}
+
+impl DmaAllocator for HostMemory {
+    fn alloc(&self, len: usize, align: usize) -> Result<DmaRegion, DmaError> {
+        assert!(align.is_power_of_two() && align <= 4096 || self.hugepages && align <= HUGEPAGE_SIZE);
+        self.map(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volatile_and_copy_round_trip() {
+        let r = HostMemory::plain().alloc(8192, 4096).unwrap();
+        assert_eq!(r.len(), 8192);
+        assert_eq!(r.iova() % 4096, 0);
+        r.write32(4, 0xdead_beef);
+        assert_eq!(r.read32(4), 0xdead_beef);
+        r.write64(8, u64::MAX);
+        assert_eq!(r.read64(8), u64::MAX);
+        r.copy_from(100, b"hello");
+        let mut b = [0u8; 5];
+        r.copy_to(100, &mut b);
+        assert_eq!(&b, b"hello");
+        let s = r.sub(4096, 4096);
+        assert_eq!(s.iova(), r.iova() + 4096);
+        s.store32_release(0, 7);
+        assert_eq!(r.load32_acquire(4096), 7);
+        let d: [u32; 16] = std::array::from_fn(|i| i as u32);
+        s.write_dwords16(64, d);
+        assert_eq!(s.read_dwords16(64), d);
+        s.fill(0, 4096, 0);
+        assert_eq!(s.read64(64), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of bounds")]
+    fn out_of_bounds_panics() {
+        let r = HostMemory::plain().alloc(4096, 4096).unwrap();
+        r.read32(4094);
+    }
+
+    #[test]
+    fn region_outlives_allocator_handle() {
+        let r = HostMemory::plain().alloc(4096, 4096).unwrap();
+        let s = r.sub(0, 16);
+        drop(r);
+        s.write32(0, 1);
+        assert_eq!(s.read32(0), 1);
+    }
+}

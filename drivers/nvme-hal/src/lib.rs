@@ -1,0 +1,30 @@
+//! # nvme-hal: registers and DMA memory, the only place with raw pointers
+//!
+//! A userspace NVMe driver talks to its controller through two kinds of
+//! memory, and both are shared with a party the Rust compiler knows nothing
+//! about:
+//!
+//! * the **register window** (BAR0 on a PCI device): reads and writes have
+//!   side effects, so they must be volatile, exactly sized, and never merged
+//!   or elided ([`RegisterWindow`]);
+//! * **DMA memory** the controller reads (submission entries, PRP lists,
+//!   write data) and writes (completion entries, read data) on its own
+//!   schedule ([`DmaRegion`]).
+//!
+//! Handing out `&T` or `&mut T` into either would be undefined behaviour:
+//! the compiler may assume the bytes do not change behind a shared reference.
+//! So this crate exposes *copies in and out* (volatile loads and stores,
+//! atomics for the words used to synchronise, `copy_from`/`copy_to` for
+//! payloads) and nothing else. It is the pattern of libvfn's `support/mmio.h`
+//! and ixy.rs's `get_reg32`/`set_reg32`, and it is where every `unsafe`
+//! block of the driver stack lives, each with its `// SAFETY:` argument.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod dma;
+mod os;
+mod regs;
+
+pub use dma::{DmaAllocator, DmaError, DmaRegion, HostMemory};
+pub use os::pin_current_thread;
+pub use regs::{MemRegisters, RegisterWindow};

@@ -1,0 +1,980 @@
+//! The controller thread: register state machine (enable, disable,
+//! shutdown), doorbell polling, command fetch, execution and completion.
+
+use crate::memory::{IovaMap, SimMemory};
+use crate::regs::SimRegisters;
+use crate::{DataMode, SimConfig, SimError};
+use nvme_hal::DmaRegion;
+use nvme_spec::cmd::DsmRange;
+use nvme_spec::identify::{IdentifyController, IdentifyNamespace, LbaFormat, IDENTIFY_SIZE};
+use nvme_spec::opcode::{cns, feature, log_page, AdminOpcode, NvmOpcode};
+use nvme_spec::regs::{offset, shn, shst, Aqa, Cap, Cc, Csts, Vs};
+use nvme_spec::status::{command_specific as cs, generic as gs, Status};
+use nvme_spec::{Cqe, Sqe};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Controller-side counters, readable while the controller runs.
+#[derive(Default, Debug)]
+pub struct SimStats {
+    /// Submission entries fetched.
+    pub fetched: AtomicU64,
+    /// Completion entries posted.
+    pub completed: AtomicU64,
+    /// Completions with an error status.
+    pub errors: AtomicU64,
+    /// Doorbell writes with a value beyond the queue size (ignored).
+    pub invalid_doorbell_writes: AtomicU64,
+    /// Times the thread parked for lack of work.
+    pub parks: AtomicU64,
+    /// Controller resets (CC.EN 1 -> 0).
+    pub resets: AtomicU64,
+}
+
+/// Fault injection switches, set by tests while the controller runs.
+#[derive(Default, Debug)]
+pub struct Faults {
+    /// Drop (never post) the completion of every Nth I/O command (0 = off).
+    pub drop_every: AtomicU32,
+    /// Delay every I/O completion by this many microseconds (0 = off).
+    pub delay_us: AtomicU32,
+    /// Complete every Nth I/O command with `status_sc`/`status_sct` (0 = off).
+    pub status_every: AtomicU32,
+    /// Status code for `status_every`.
+    pub status_sc: AtomicU32,
+    /// Status code type for `status_every`.
+    pub status_sct: AtomicU32,
+    /// Set DNR on injected statuses.
+    pub status_dnr: AtomicBool,
+    /// Set CSTS.CFS now and stop processing.
+    pub fatal: AtomicBool,
+    /// Stop fetching commands (a hung controller) until cleared.
+    pub hang: AtomicBool,
+    /// Post the completion of every Nth I/O command with a CID that was
+    /// never submitted (0 = off).
+    pub corrupt_cid_every: AtomicU32,
+}
+
+/// What the controller did, for `nvme-bypass trace`.
+#[derive(Clone, Debug)]
+pub enum SimEvent {
+    /// CC.EN went 0 -> 1 and the controller is ready.
+    Enabled { asq: u64, acq: u64, admin_entries: u16 },
+    /// CC.EN went 1 -> 0: reset.
+    Reset,
+    /// Shutdown processing completed (CSTS.SHST = 10b).
+    ShutdownComplete,
+    /// The controller read a new tail doorbell value.
+    DoorbellSeen { qid: u16, tail: u16, shadow: bool },
+    /// The controller fetched a submission entry.
+    Fetch { qid: u16, slot: u16, sqe: Sqe },
+    /// The controller posted a completion entry.
+    Complete { cqid: u16, slot: u16, cqe: Cqe },
+    /// A PRP list was walked.
+    PrpList { list_iova: u64, entries: Vec<u64> },
+    /// A queue was created or deleted.
+    Queue { qid: u16, cq: bool, created: bool, entries: u16 },
+}
+
+struct Sq {
+    mem: DmaRegion,
+    size: u16,
+    head: u16,
+    cqid: u16,
+    db: usize,
+}
+
+struct Cq {
+    mem: DmaRegion,
+    size: u16,
+    tail: u16,
+    phase: bool,
+    db: usize,
+    sq_count: u16,
+}
+
+/// Shadow doorbell buffers (Doorbell Buffer Config).
+struct Shadow {
+    dbs: DmaRegion,
+    eis: DmaRegion,
+}
+
+enum State {
+    Disabled,
+    Enabling(Instant),
+    Ready,
+    ShutDown,
+    Fatal,
+}
+
+pub(crate) struct Device {
+    cfg: SimConfig,
+    regs: Arc<SimRegisters>,
+    mem: Arc<SimMemory>,
+    map: IovaMap,
+    stats: Arc<SimStats>,
+    faults: Arc<Faults>,
+    state: State,
+    last_cc: u32,
+    page_size: usize,
+    sqs: Vec<Option<Sq>>,
+    cqs: Vec<Option<Cq>>,
+    active: Vec<u16>,
+    namespaces: Vec<Vec<u8>>,
+    granted: Option<u16>,
+    aers: Vec<u16>,
+    shadow: Option<Shadow>,
+    io_count: u32,
+    posted: u64,
+    ident_ctrl: Box<[u8; IDENTIFY_SIZE]>,
+    ident_ns: Vec<Box<[u8; IDENTIFY_SIZE]>>,
+    scratch: Vec<u8>,
+}
+
+fn err(sc: u8) -> Status {
+    Status::generic(sc).with_dnr()
+}
+fn cs_err(sc: u8) -> Status {
+    Status::command_specific(sc).with_dnr()
+}
+
+type Outcome = Result<u32, Status>;
+
+impl Device {
+    pub(crate) fn new(
+        cfg: SimConfig,
+        regs: Arc<SimRegisters>,
+        mem: Arc<SimMemory>,
+        stats: Arc<SimStats>,
+        faults: Arc<Faults>,
+    ) -> Result<Self, SimError> {
+        let cap = Cap::new()
+            .with_mqes((cfg.max_queue_entries - 1) as u16)
+            .with_cqr(true)
+            .with_to(cfg.timeout_500ms)
+            .with_dstrd(cfg.dstrd)
+            .with_css(1)
+            .with_mpsmin(0)
+            .with_mpsmax(4);
+        regs.dev_store64(offset::CAP, cap.into_bits());
+        regs.dev_store(offset::VS, Vs::new().with_mjr(1).with_mnr(4).into_bits());
+
+        let mut namespaces = vec![];
+        for n in &cfg.namespaces {
+            let bytes = n.blocks * n.lba_size as u64;
+            if cfg.data == DataMode::Ram {
+                let mut v = Vec::new();
+                v.try_reserve_exact(bytes as usize).map_err(|_| SimError::Memory(bytes))?;
+                v.resize(bytes as usize, 0);
+                namespaces.push(v);
+            } else {
+                namespaces.push(Vec::new());
+            }
+        }
+        let ic = IdentifyController {
+            vid: 0x1b36,
+            ssvid: 0x1af4,
+            sn: cfg.serial.clone(),
+            mn: cfg.model.clone(),
+            fr: cfg.firmware.clone(),
+            rab: 6,
+            ieee: 0x525400,
+            mdts: cfg.mdts,
+            ver: 0x0001_0400,
+            cntrltype: 1,
+            oacs: if cfg.shadow_doorbells { nvme_spec::identify::oacs::DOORBELL_BUFFER_CONFIG } else { 0 },
+            acl: 3,
+            aerl: 3,
+            elpe: 0,
+            sqes: 0x66,
+            cqes: 0x44,
+            maxcmd: 0,
+            nn: cfg.namespaces.len() as u32 + cfg.inactive_namespaces,
+            oncs: nvme_spec::identify::oncs::DATASET_MANAGEMENT | nvme_spec::identify::oncs::WRITE_ZEROES,
+            vwc: 0,
+            subnqn: format!("nqn.2024-01.io.nvme-bypass:sim:{}", cfg.serial),
+            ..Default::default()
+        };
+        let ident_ns = cfg
+            .namespaces
+            .iter()
+            .map(|n| {
+                let mut lbaf = [LbaFormat::default(); 16];
+                lbaf[0] = LbaFormat { ms: 0, lbads: 9, rp: 0 };
+                lbaf[1] = LbaFormat { ms: 0, lbads: 12, rp: 0 };
+                IdentifyNamespace {
+                    nsze: n.blocks,
+                    ncap: n.blocks,
+                    nuse: n.blocks,
+                    nlbaf: 1,
+                    flbas: if n.lba_size == 4096 { 1 } else { 0 },
+                    dlfeat: 1, // deallocated blocks read as zeroes
+                    lbaf,
+                    ..Default::default()
+                }
+                .to_bytes()
+            })
+            .collect();
+        let nq = cfg.max_io_queues as usize + 1;
+        Ok(Device {
+            regs,
+            mem,
+            map: IovaMap::default(),
+            stats,
+            faults,
+            state: State::Disabled,
+            last_cc: 0,
+            page_size: 4096,
+            sqs: (0..nq).map(|_| None).collect(),
+            cqs: (0..nq).map(|_| None).collect(),
+            active: vec![],
+            namespaces,
+            granted: None,
+            aers: vec![],
+            shadow: None,
+            io_count: 0,
+            posted: 0,
+            ident_ctrl: ic.to_bytes(),
+            ident_ns,
+            scratch: vec![0; 2 << 20],
+            cfg,
+        })
+    }
+
+    fn emit(&self, ev: impl FnOnce() -> SimEvent) {
+        if let Some(h) = &self.cfg.events {
+            h(&ev());
+        }
+    }
+
+    fn csts(&self) -> Csts {
+        Csts::from_bits(self.regs.dev_load(offset::CSTS))
+    }
+    fn set_csts(&self, c: Csts) {
+        self.regs.dev_store(offset::CSTS, c.into_bits());
+    }
+
+    pub(crate) fn run(mut self, stop: &AtomicBool) {
+        let mut idle: u32 = 0;
+        let mut park = Duration::from_micros(20);
+        while !stop.load(Ordering::Relaxed) {
+            let mut work = self.check_registers();
+            if matches!(self.state, State::Ready) {
+                if self.faults.fatal.load(Ordering::Relaxed) {
+                    self.set_csts(self.csts().with_cfs(true));
+                    self.state = State::Fatal;
+                    continue;
+                }
+                if !self.faults.hang.load(Ordering::Relaxed) {
+                    let mut i = 0;
+                    while i < self.active.len() {
+                        let qid = self.active[i];
+                        work += self.process_sq(qid, 64);
+                        i += 1;
+                    }
+                }
+            }
+            if work > 0 {
+                idle = 0;
+                park = Duration::from_micros(20);
+            } else {
+                idle += 1;
+                if idle < self.cfg.idle_spins {
+                    std::hint::spin_loop();
+                } else if idle < self.cfg.idle_spins + 64 {
+                    std::thread::yield_now();
+                } else {
+                    self.regs.sleeping.store(true, Ordering::SeqCst);
+                    self.stats.parks.fetch_add(1, Ordering::Relaxed);
+                    std::thread::park_timeout(park);
+                    self.regs.sleeping.store(false, Ordering::SeqCst);
+                    park = (park * 2).min(self.cfg.max_park);
+                    idle = self.cfg.idle_spins;
+                }
+            }
+        }
+    }
+
+    /// React to CC changes: enable, disable (reset), shutdown.
+    fn check_registers(&mut self) -> usize {
+        let cc_bits = self.regs.dev_load(offset::CC);
+        let changed = cc_bits != self.last_cc;
+        let cc = Cc::from_bits(cc_bits);
+        let last = Cc::from_bits(self.last_cc);
+        self.last_cc = cc_bits;
+        if changed && last.en() && !cc.en() {
+            self.reset();
+            return 1;
+        }
+        match self.state {
+            State::Disabled if cc.en() => {
+                self.state = State::Enabling(Instant::now());
+                1
+            }
+            State::Enabling(t) => {
+                if !cc.en() {
+                    self.state = State::Disabled;
+                } else if t.elapsed() >= self.cfg.ready_delay {
+                    self.enable(cc);
+                }
+                1
+            }
+            State::Ready if cc.shn() != shn::NONE => {
+                self.set_csts(self.csts().with_shst(shst::COMPLETE));
+                self.state = State::ShutDown;
+                self.emit(|| SimEvent::ShutdownComplete);
+                1
+            }
+            State::ShutDown if cc.shn() == shn::NONE && changed => {
+                // Leaving shutdown without a reset is not allowed; stay put.
+                0
+            }
+            _ => 0,
+        }
+    }
+
+    fn enable(&mut self, cc: Cc) {
+        let aqa = Aqa::from_bits(self.regs.dev_load(offset::AQA));
+        let asq = self.regs.dev_load64(offset::ASQ);
+        let acq = self.regs.dev_load64(offset::ACQ);
+        let (asqs, acqs) = (aqa.asqs() as u32 + 1, aqa.acqs() as u32 + 1);
+        self.map = self.mem.snapshot();
+        let page = 4096usize << cc.mps();
+        let valid = cc.css() == 0
+            && cc.mps() <= 4
+            && cc.ams() == 0
+            && asqs >= 2
+            && acqs >= 2
+            && asq % page as u64 == 0
+            && acq % page as u64 == 0;
+        let sq_mem = self.map.translate(asq, asqs as usize * 64).map(|(r, o)| r.sub(o, asqs as usize * 64));
+        let cq_mem = self.map.translate(acq, acqs as usize * 16).map(|(r, o)| r.sub(o, acqs as usize * 16));
+        match (valid, sq_mem, cq_mem) {
+            (true, Some(sq_mem), Some(cq_mem)) => {
+                self.page_size = page;
+                let d = self.cfg.dstrd;
+                self.cqs[0] = Some(Cq {
+                    mem: cq_mem,
+                    size: acqs as u16,
+                    tail: 0,
+                    phase: true,
+                    db: nvme_spec::regs::cq_head_doorbell(0, d),
+                    sq_count: 1,
+                });
+                self.sqs[0] = Some(Sq {
+                    mem: sq_mem,
+                    size: asqs as u16,
+                    head: 0,
+                    cqid: 0,
+                    db: nvme_spec::regs::sq_tail_doorbell(0, d),
+                });
+                self.active = vec![0];
+                self.set_csts(Csts::new().with_rdy(true));
+                self.state = State::Ready;
+                self.emit(|| SimEvent::Enabled { asq, acq, admin_entries: asqs as u16 });
+            }
+            _ => {
+                // An invalid configuration: report a fatal controller status
+                // rather than leave the host waiting for RDY.
+                self.set_csts(Csts::new().with_cfs(true));
+                self.state = State::Fatal;
+            }
+        }
+    }
+
+    fn reset(&mut self) {
+        for q in self.sqs.iter_mut() {
+            *q = None;
+        }
+        for q in self.cqs.iter_mut() {
+            *q = None;
+        }
+        self.active.clear();
+        self.granted = None;
+        self.aers.clear();
+        self.shadow = None;
+        // Doorbells read as zero after a reset.
+        let end = nvme_spec::regs::cq_head_doorbell(self.cfg.max_io_queues, self.cfg.dstrd);
+        let mut off = offset::DOORBELL_BASE;
+        while off <= end {
+            self.regs.dev_store(off, 0);
+            off += 4;
+        }
+        self.set_csts(Csts::new());
+        self.state = State::Disabled;
+        self.stats.resets.fetch_add(1, Ordering::Relaxed);
+        self.emit(|| SimEvent::Reset);
+    }
+
+    /// The value the host has published for a doorbell: the MMIO register,
+    /// or, for I/O queues once Doorbell Buffer Config is active, the shadow
+    /// doorbell (the admin queue always uses MMIO, as Linux and QEMU do).
+    /// The shadow buffer has the doorbells' layout, from offset 0.
+    #[inline]
+    fn doorbell(&self, qid: u16, db: usize) -> (u32, bool) {
+        match &self.shadow {
+            Some(s) if qid != 0 => {
+                (s.dbs.load32_acquire(db - offset::DOORBELL_BASE), true)
+            }
+            _ => (self.regs.dev_load(db), false),
+        }
+    }
+
+    /// Fetch and execute up to `burst` commands of submission queue `qid`.
+    fn process_sq(&mut self, qid: u16, burst: usize) -> usize {
+        let Some(sq) = self.sqs[qid as usize].as_ref() else { return 0 };
+        let (tail, shadow) = self.doorbell(qid, sq.db);
+        if tail >= sq.size as u32 {
+            self.stats.invalid_doorbell_writes.fetch_add(1, Ordering::Relaxed);
+            return 0;
+        }
+        let tail = tail as u16;
+        if tail == sq.head {
+            return 0;
+        }
+        // Memory the host allocated before ringing is visible now (the
+        // doorbell load synchronised with its store): refresh our IOVA map
+        // if it changed, like an IOTLB refill.
+        if self.mem.generation() != self.map.generation() {
+            self.map = self.mem.snapshot();
+        }
+        self.emit(|| SimEvent::DoorbellSeen { qid, tail, shadow });
+        let mut n = 0;
+        while n < burst {
+            let Some(sq) = self.sqs[qid as usize].as_ref() else { break };
+            if sq.head == tail {
+                break;
+            }
+            let cqid = sq.cqid;
+            let Some(cq) = self.cqs[cqid as usize].as_ref() else { break };
+            let (cq_head, _) = self.doorbell(cqid, cq.db);
+            let next_tail = if cq.tail + 1 == cq.size { 0 } else { cq.tail + 1 };
+            if next_tail as u32 == cq_head {
+                break; // completion queue full: leave the entry unfetched
+            }
+            let sq = self.sqs[qid as usize].as_mut().unwrap();
+            let slot = sq.head;
+            let sqe = Sqe::from_dwords(sq.mem.read_dwords16(slot as usize * 64));
+            sq.head = if sq.head + 1 == sq.size { 0 } else { sq.head + 1 };
+            let sq_head = sq.head;
+            n += 1;
+            self.emit(|| SimEvent::Fetch { qid, slot, sqe });
+            let outcome = if qid == 0 { self.admin(&sqe) } else { self.nvm(&sqe) };
+            let (status, dw0) = match outcome {
+                Some(Ok(dw0)) => (Status::SUCCESS, dw0),
+                Some(Err(s)) => (s, 0),
+                None => continue, // no completion now (AER held, or dropped by fault injection)
+            };
+            let mut cid = sqe.cid();
+            let corrupt = self.faults.corrupt_cid_every.load(Ordering::Relaxed);
+            if qid != 0 && corrupt != 0 && self.io_count % corrupt == 0 {
+                cid = cid.wrapping_add(0x4000);
+            }
+            self.post(cqid, Cqe { dw0, dw1: 0, sq_head, sq_id: qid, cid, status: status.to_cqe_status(false) });
+        }
+        if n > 0 {
+            self.update_eventidx(qid);
+        }
+        if n > 0 {
+            self.stats.fetched.fetch_add(n as u64, Ordering::Relaxed);
+            self.stats.completed.fetch_add(std::mem::take(&mut self.posted), Ordering::Relaxed);
+        }
+        n
+    }
+
+    /// With shadow doorbells, tell the host how far we have read (EventIdx),
+    /// so it knows when an MMIO doorbell write is needed to wake us.
+    fn update_eventidx(&self, qid: u16) {
+        if qid == 0 {
+            return;
+        }
+        if let (Some(s), Some(sq)) = (&self.shadow, self.sqs[qid as usize].as_ref()) {
+            s.eis.store32_release(sq.db - offset::DOORBELL_BASE, sq.head as u32);
+        }
+    }
+
+    fn post(&mut self, cqid: u16, mut cqe: Cqe) {
+        let Some(cq) = self.cqs[cqid as usize].as_mut() else { return };
+        cqe.status.set_p(cq.phase);
+        let [d0, d1, d2, d3] = cqe.to_dwords();
+        let off = cq.tail as usize * 16;
+        cq.mem.write_dwords3(off, [d0, d1, d2]);
+        // The phase/status dword last, with Release: the host's Acquire load
+        // of it makes the rest of the entry (and any read data) visible.
+        cq.mem.store32_release(off + 12, d3);
+        let slot = cq.tail;
+        cq.tail += 1;
+        if cq.tail == cq.size {
+            cq.tail = 0;
+            cq.phase = !cq.phase;
+        }
+        if !cqe.decoded_status().is_success() {
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        self.posted += 1;
+        self.emit(|| SimEvent::Complete { cqid, slot, cqe });
+    }
+
+    // ---------------------------------------------------------------- PRPs
+
+    /// Walk the PRPs of a command moving `len` bytes and call `f(region,
+    /// offset, length, position)` for each piece. NVMe 1.4c §4.3.
+    fn walk_prps(
+        &self,
+        sqe: &Sqe,
+        len: usize,
+        mut f: impl FnMut(&DmaRegion, usize, usize, usize),
+    ) -> Result<(), Status> {
+        if sqe.cdw0.psdt() != 0 {
+            return Err(err(gs::INVALID_FIELD)); // SGLs not supported (SGLS = 0)
+        }
+        let ps = self.page_size;
+        let prp1 = sqe.prp1;
+        if prp1 & 3 != 0 {
+            return Err(err(gs::INVALID_PRP_OFFSET));
+        }
+        let first = (ps - (prp1 as usize & (ps - 1))).min(len);
+        let mut piece = |iova: u64, n: usize, pos: usize| -> Result<(), Status> {
+            let (r, o) = self.map.translate(iova, n).ok_or(err(gs::DATA_TRANSFER_ERROR))?;
+            f(r, o, n, pos);
+            Ok(())
+        };
+        piece(prp1, first, 0)?;
+        let mut done = first;
+        if done == len {
+            return Ok(());
+        }
+        let left = len - done;
+        if left <= ps {
+            if sqe.prp2 & (ps as u64 - 1) != 0 {
+                return Err(err(gs::INVALID_PRP_OFFSET));
+            }
+            return piece(sqe.prp2, left, done);
+        }
+        // PRP2 points to a list; it may start inside a page (qword aligned).
+        let mut list = sqe.prp2;
+        if list & 7 != 0 {
+            return Err(err(gs::INVALID_PRP_OFFSET));
+        }
+        let mut listed = vec![];
+        let trace = self.cfg.events.is_some();
+        while done < len {
+            let (lr, lo) = self.map.translate(list, 8).ok_or(err(gs::DATA_TRANSFER_ERROR))?;
+            let entry = lr.read64(lo);
+            let left = len - done;
+            let last_in_page = (list as usize + 8) % ps == 0;
+            if last_in_page && left > ps {
+                // The last entry of a list page chains to the next list page.
+                if entry & 7 != 0 {
+                    return Err(err(gs::INVALID_PRP_OFFSET));
+                }
+                list = entry;
+                continue;
+            }
+            if entry & (ps as u64 - 1) != 0 {
+                return Err(err(gs::INVALID_PRP_OFFSET));
+            }
+            if trace {
+                listed.push(entry);
+            }
+            let n = left.min(ps);
+            piece(entry, n, done)?;
+            done += n;
+            list += 8;
+        }
+        if trace {
+            self.emit(|| SimEvent::PrpList { list_iova: sqe.prp2, entries: listed });
+        }
+        Ok(())
+    }
+
+    /// Copy `data` to the host buffer the command's PRPs describe.
+    fn to_host(&self, sqe: &Sqe, data: &[u8]) -> Result<(), Status> {
+        self.walk_prps(sqe, data.len(), |r, o, n, pos| r.copy_from(o, &data[pos..pos + n]))
+    }
+
+    // --------------------------------------------------------------- admin
+
+    fn admin(&mut self, sqe: &Sqe) -> Option<Outcome> {
+        let Some(op) = AdminOpcode::from_u8(sqe.opcode()) else {
+            return Some(Err(err(gs::INVALID_OPCODE)));
+        };
+        if sqe.cdw0.fuse() != 0 {
+            return Some(Err(err(gs::INVALID_FIELD)));
+        }
+        Some(match op {
+            AdminOpcode::Identify => self.identify(sqe),
+            AdminOpcode::CreateIoCq => self.create_cq(sqe),
+            AdminOpcode::CreateIoSq => self.create_sq(sqe),
+            AdminOpcode::DeleteIoSq => self.delete_sq(sqe),
+            AdminOpcode::DeleteIoCq => self.delete_cq(sqe),
+            AdminOpcode::SetFeatures => self.set_features(sqe),
+            AdminOpcode::GetFeatures => self.get_features(sqe),
+            AdminOpcode::GetLogPage => self.get_log_page(sqe),
+            // Commands are executed in order as they are fetched, so the
+            // target of an Abort has completed or is not fetched yet: report
+            // "not aborted" (DW0 bit 0 = 1), as QEMU does.
+            AdminOpcode::Abort => Ok(1),
+            AdminOpcode::AsyncEventRequest => {
+                if self.aers.len() > 3 {
+                    Err(cs_err(cs::ASYNC_EVENT_REQUEST_LIMIT_EXCEEDED))
+                } else {
+                    self.aers.push(sqe.cid());
+                    return None; // completes when an event occurs (never, here)
+                }
+            }
+            AdminOpcode::KeepAlive => Ok(0),
+            AdminOpcode::DoorbellBufferConfig => self.doorbell_buffer_config(sqe),
+            AdminOpcode::FormatNvm => Err(err(gs::INVALID_OPCODE)),
+        })
+    }
+
+    fn identify(&mut self, sqe: &Sqe) -> Outcome {
+        let cns = (sqe.cdw10 & 0xff) as u8;
+        let nn = self.cfg.namespaces.len() as u32 + self.cfg.inactive_namespaces;
+        let page: Box<[u8; IDENTIFY_SIZE]> = match cns {
+            cns::CONTROLLER => self.ident_ctrl.clone(),
+            cns::NAMESPACE => {
+                if sqe.nsid == 0 || (sqe.nsid > nn && sqe.nsid != u32::MAX) {
+                    return Err(err(gs::INVALID_NAMESPACE_OR_FORMAT));
+                }
+                match self.ident_ns.get(sqe.nsid as usize - 1) {
+                    Some(p) => p.clone(),
+                    None => Box::new([0; IDENTIFY_SIZE]), // inactive: zeroes
+                }
+            }
+            cns::ACTIVE_NAMESPACES => {
+                let mut p = Box::new([0u8; IDENTIFY_SIZE]);
+                let ids = (1..=self.cfg.namespaces.len() as u32).filter(|&i| i > sqe.nsid);
+                for (k, id) in ids.take(1024).enumerate() {
+                    p[k * 4..k * 4 + 4].copy_from_slice(&id.to_le_bytes());
+                }
+                p
+            }
+            _ => return Err(err(gs::INVALID_FIELD)),
+        };
+        self.to_host(sqe, &page[..])?;
+        Ok(0)
+    }
+
+    fn queue_limit(&self) -> u16 {
+        self.granted.unwrap_or(self.cfg.max_io_queues)
+    }
+
+    fn queue_base(&self, sqe: &Sqe, bytes: usize) -> Result<DmaRegion, Status> {
+        if sqe.prp1 & (self.page_size as u64 - 1) != 0 {
+            return Err(err(gs::INVALID_PRP_OFFSET));
+        }
+        let (r, o) = self.map.translate(sqe.prp1, bytes).ok_or(err(gs::DATA_TRANSFER_ERROR))?;
+        Ok(r.sub(o, bytes))
+    }
+
+    fn check_qsize(&self, qsize0: u32) -> Result<u16, Status> {
+        let entries = qsize0 + 1;
+        if qsize0 == 0 || entries > self.cfg.max_queue_entries {
+            return Err(cs_err(cs::INVALID_QUEUE_SIZE));
+        }
+        Ok(entries as u16)
+    }
+
+    /// Create I/O Completion Queue, NVMe 1.4c §5.3.
+    fn create_cq(&mut self, sqe: &Sqe) -> Outcome {
+        let qid = (sqe.cdw10 & 0xffff) as u16;
+        if qid == 0 || qid > self.queue_limit() || self.cqs[qid as usize].is_some() {
+            return Err(cs_err(cs::INVALID_QUEUE_IDENTIFIER));
+        }
+        let entries = self.check_qsize(sqe.cdw10 >> 16)?;
+        if sqe.cdw11 & 1 == 0 {
+            return Err(err(gs::INVALID_FIELD)); // CAP.CQR: queues must be contiguous
+        }
+        let ien = sqe.cdw11 & 2 != 0;
+        if ien && (sqe.cdw11 >> 16) > 64 {
+            return Err(cs_err(cs::INVALID_INTERRUPT_VECTOR));
+        }
+        let mem = self.queue_base(sqe, entries as usize * 16)?;
+        mem.fill(0, entries as usize * 16, 0); // hardware does not, but stale phases would confuse teaching traces
+        self.cqs[qid as usize] = Some(Cq {
+            mem,
+            size: entries,
+            tail: 0,
+            phase: true,
+            db: nvme_spec::regs::cq_head_doorbell(qid, self.cfg.dstrd),
+            sq_count: 0,
+        });
+        self.emit(|| SimEvent::Queue { qid, cq: true, created: true, entries });
+        Ok(0)
+    }
+
+    /// Create I/O Submission Queue, NVMe 1.4c §5.4.
+    fn create_sq(&mut self, sqe: &Sqe) -> Outcome {
+        let qid = (sqe.cdw10 & 0xffff) as u16;
+        if qid == 0 || qid > self.queue_limit() || self.sqs[qid as usize].is_some() {
+            return Err(cs_err(cs::INVALID_QUEUE_IDENTIFIER));
+        }
+        let entries = self.check_qsize(sqe.cdw10 >> 16)?;
+        if sqe.cdw11 & 1 == 0 {
+            return Err(err(gs::INVALID_FIELD));
+        }
+        let cqid = (sqe.cdw11 >> 16) as u16;
+        if cqid == 0 || cqid as usize >= self.cqs.len() || self.cqs[cqid as usize].is_none() {
+            return Err(cs_err(cs::COMPLETION_QUEUE_INVALID));
+        }
+        let mem = self.queue_base(sqe, entries as usize * 64)?;
+        self.cqs[cqid as usize].as_mut().unwrap().sq_count += 1;
+        let db = nvme_spec::regs::sq_tail_doorbell(qid, self.cfg.dstrd);
+        self.regs.dev_store(db, 0);
+        self.sqs[qid as usize] = Some(Sq { mem, size: entries, head: 0, cqid, db });
+        self.active.push(qid);
+        self.emit(|| SimEvent::Queue { qid, cq: false, created: true, entries });
+        Ok(0)
+    }
+
+    /// Delete I/O Submission Queue, NVMe 1.4c §5.6: commands not yet
+    /// fetched complete with "Command Aborted due to SQ Deletion".
+    fn delete_sq(&mut self, sqe: &Sqe) -> Outcome {
+        let qid = (sqe.cdw10 & 0xffff) as u16;
+        if qid == 0 || qid as usize >= self.sqs.len() || self.sqs[qid as usize].is_none() {
+            return Err(cs_err(cs::INVALID_QUEUE_IDENTIFIER));
+        }
+        let sq = self.sqs[qid as usize].take().unwrap();
+        let (tail, _) = self.doorbell(qid, sq.db);
+        let mut head = sq.head;
+        while tail < sq.size as u32 && head as u32 != tail {
+            let e = Sqe::from_dwords(sq.mem.read_dwords16(head as usize * 64));
+            head = if head + 1 == sq.size { 0 } else { head + 1 };
+            let st = Status::generic(gs::ABORTED_SQ_DELETION).to_cqe_status(false);
+            self.post(sq.cqid, Cqe { dw0: 0, dw1: 0, sq_head: head, sq_id: qid, cid: e.cid(), status: st });
+        }
+        if let Some(cq) = self.cqs[sq.cqid as usize].as_mut() {
+            cq.sq_count -= 1;
+        }
+        self.active.retain(|&q| q != qid);
+        self.emit(|| SimEvent::Queue { qid, cq: false, created: false, entries: sq.size });
+        Ok(0)
+    }
+
+    /// Delete I/O Completion Queue, NVMe 1.4c §5.5.
+    fn delete_cq(&mut self, sqe: &Sqe) -> Outcome {
+        let qid = (sqe.cdw10 & 0xffff) as u16;
+        if qid == 0 || qid as usize >= self.cqs.len() || self.cqs[qid as usize].is_none() {
+            return Err(cs_err(cs::INVALID_QUEUE_IDENTIFIER));
+        }
+        if self.cqs[qid as usize].as_ref().unwrap().sq_count > 0 {
+            return Err(cs_err(cs::INVALID_QUEUE_DELETION));
+        }
+        let cq = self.cqs[qid as usize].take().unwrap();
+        self.emit(|| SimEvent::Queue { qid, cq: true, created: false, entries: cq.size });
+        Ok(0)
+    }
+
+    fn any_io_queue(&self) -> bool {
+        self.cqs.iter().skip(1).any(|q| q.is_some())
+    }
+
+    fn set_features(&mut self, sqe: &Sqe) -> Outcome {
+        match (sqe.cdw10 & 0xff) as u8 {
+            feature::NUMBER_OF_QUEUES => {
+                if self.any_io_queue() {
+                    return Err(err(gs::COMMAND_SEQUENCE_ERROR));
+                }
+                let (nsqr, ncqr) = (sqe.cdw11 & 0xffff, sqe.cdw11 >> 16);
+                if nsqr == 0xffff || ncqr == 0xffff {
+                    return Err(err(gs::INVALID_FIELD));
+                }
+                let max = self.cfg.max_io_queues as u32;
+                let g = (nsqr + 1).min(ncqr + 1).min(max);
+                self.granted = Some(g as u16);
+                Ok((max.min(nsqr + 1) - 1) | (max.min(ncqr + 1) - 1) << 16)
+            }
+            feature::ARBITRATION
+            | feature::POWER_MANAGEMENT
+            | feature::VOLATILE_WRITE_CACHE
+            | feature::INTERRUPT_COALESCING
+            | feature::INTERRUPT_VECTOR_CONFIG
+            | feature::ASYNC_EVENT_CONFIG => Ok(0),
+            _ => Err(err(gs::INVALID_FIELD)),
+        }
+    }
+
+    fn get_features(&mut self, sqe: &Sqe) -> Outcome {
+        match (sqe.cdw10 & 0xff) as u8 {
+            feature::NUMBER_OF_QUEUES => {
+                let g = self.granted.unwrap_or(self.cfg.max_io_queues) as u32 - 1;
+                Ok(g | g << 16)
+            }
+            feature::ARBITRATION
+            | feature::POWER_MANAGEMENT
+            | feature::VOLATILE_WRITE_CACHE
+            | feature::INTERRUPT_COALESCING
+            | feature::ASYNC_EVENT_CONFIG => Ok(0),
+            _ => Err(err(gs::INVALID_FIELD)),
+        }
+    }
+
+    fn get_log_page(&mut self, sqe: &Sqe) -> Outcome {
+        let lid = (sqe.cdw10 & 0xff) as u8;
+        let numd = ((sqe.cdw10 >> 16) | (sqe.cdw11 & 0xffff) << 16) as usize + 1;
+        let len = numd * 4;
+        let size = match lid {
+            log_page::ERROR_INFO => 64,
+            log_page::SMART_HEALTH => 512,
+            log_page::FIRMWARE_SLOT => 512,
+            _ => return Err(cs_err(cs::INVALID_LOG_PAGE)),
+        };
+        let mut page = vec![0u8; len.max(size)];
+        if lid == log_page::FIRMWARE_SLOT {
+            page[0] = 1; // active slot 1
+            let fr = self.cfg.firmware.as_bytes();
+            for i in 0..8 {
+                page[8 + i] = *fr.get(i).unwrap_or(&b' ');
+            }
+        }
+        if len > 2 * self.page_size && sqe.prp2 == 0 {
+            return Err(err(gs::INVALID_FIELD));
+        }
+        self.to_host(sqe, &page[..len])?;
+        Ok(0)
+    }
+
+    /// Doorbell Buffer Config: from now on the host writes doorbell values
+    /// into the shadow buffer (PRP1) and rings MMIO only when our EventIdx
+    /// (PRP2) says we may be asleep past it.
+    fn doorbell_buffer_config(&mut self, sqe: &Sqe) -> Outcome {
+        if !self.cfg.shadow_doorbells {
+            return Err(err(gs::INVALID_OPCODE));
+        }
+        let ps = self.page_size as u64;
+        if sqe.prp1 & (ps - 1) != 0 || sqe.prp2 & (ps - 1) != 0 || sqe.prp1 == 0 || sqe.prp2 == 0 {
+            return Err(err(gs::INVALID_FIELD));
+        }
+        let dbs = self.map.translate(sqe.prp1, ps as usize).map(|(r, o)| r.sub(o, ps as usize));
+        let eis = self.map.translate(sqe.prp2, ps as usize).map(|(r, o)| r.sub(o, ps as usize));
+        let (Some(dbs), Some(eis)) = (dbs, eis) else { return Err(err(gs::DATA_TRANSFER_ERROR)) };
+        self.shadow = Some(Shadow { dbs, eis });
+        Ok(0)
+    }
+
+    // ----------------------------------------------------------------- NVM
+
+    fn nvm(&mut self, sqe: &Sqe) -> Option<Outcome> {
+        self.io_count = self.io_count.wrapping_add(1);
+        let drop_every = self.faults.drop_every.load(Ordering::Relaxed);
+        if drop_every != 0 && self.io_count % drop_every == 0 {
+            return None;
+        }
+        let delay = self.faults.delay_us.load(Ordering::Relaxed);
+        if delay != 0 {
+            std::thread::sleep(Duration::from_micros(delay as u64));
+        }
+        let inject = self.faults.status_every.load(Ordering::Relaxed);
+        let outcome = self.nvm_execute(sqe);
+        if inject != 0 && self.io_count % inject == 0 {
+            let mut s = Status::new(
+                nvme_spec::StatusCodeType(self.faults.status_sct.load(Ordering::Relaxed) as u8),
+                self.faults.status_sc.load(Ordering::Relaxed) as u8,
+            );
+            s.dnr = self.faults.status_dnr.load(Ordering::Relaxed);
+            return Some(Err(s));
+        }
+        Some(outcome)
+    }
+
+    #[inline]
+    fn nvm_execute(&mut self, sqe: &Sqe) -> Outcome {
+        let Some(op) = NvmOpcode::from_u8(sqe.opcode()) else {
+            return Err(err(gs::INVALID_OPCODE));
+        };
+        if sqe.cdw0.fuse() != 0 {
+            return Err(err(gs::INVALID_FIELD));
+        }
+        if op == NvmOpcode::Flush && sqe.nsid == u32::MAX {
+            return Ok(0);
+        }
+        let nsid = sqe.nsid;
+        let nn = self.cfg.namespaces.len() as u32 + self.cfg.inactive_namespaces;
+        if nsid == 0 || nsid > nn {
+            return Err(err(gs::INVALID_NAMESPACE_OR_FORMAT));
+        }
+        let Some(ns) = self.cfg.namespaces.get(nsid as usize - 1).copied() else {
+            return Err(err(gs::INVALID_NAMESPACE_OR_FORMAT)); // inactive
+        };
+        match op {
+            NvmOpcode::Flush => Ok(0),
+            NvmOpcode::Read | NvmOpcode::Write | NvmOpcode::WriteZeroes => {
+                let slba = sqe.cdw10 as u64 | (sqe.cdw11 as u64) << 32;
+                let nlb = (sqe.cdw12 & 0xffff) as u64 + 1;
+                if slba.checked_add(nlb).is_none_or(|end| end > ns.blocks) {
+                    return Err(err(gs::LBA_OUT_OF_RANGE));
+                }
+                if op == NvmOpcode::WriteZeroes {
+                    if self.cfg.data == DataMode::Ram {
+                        let b = ns.lba_size as usize;
+                        let store = &mut self.namespaces[nsid as usize - 1];
+                        store[slba as usize * b..(slba + nlb) as usize * b].fill(0);
+                    }
+                    return Ok(0);
+                }
+                let len = (nlb * ns.lba_size as u64) as usize;
+                if self.cfg.mdts != 0 && len > 4096usize << self.cfg.mdts {
+                    return Err(err(gs::INVALID_FIELD));
+                }
+                if self.cfg.data == DataMode::Null {
+                    // Cheap checks only: the data pointer's alignment.
+                    if sqe.cdw0.psdt() != 0 {
+                        return Err(err(gs::INVALID_FIELD));
+                    }
+                    if sqe.prp1 & 3 != 0 {
+                        return Err(err(gs::INVALID_PRP_OFFSET));
+                    }
+                    return Ok(0);
+                }
+                let base = slba as usize * ns.lba_size as usize;
+                let mut store = std::mem::take(&mut self.namespaces[nsid as usize - 1]);
+                let r = if op == NvmOpcode::Read {
+                    let src = &store[base..base + len];
+                    self.walk_prps(sqe, len, |r, o, n, pos| r.copy_from(o, &src[pos..pos + n]))
+                } else {
+                    let dst = &mut store[base..base + len];
+                    // Stage through scratch so a PRP error leaves the namespace untouched.
+                    let scratch = &mut self.scratch;
+                    if scratch.len() < len {
+                        scratch.resize(len, 0);
+                    }
+                    let mut staged = std::mem::take(scratch);
+                    let r = self.walk_prps(sqe, len, |r, o, n, pos| r.copy_to(o, &mut staged[pos..pos + n]));
+                    if r.is_ok() {
+                        dst.copy_from_slice(&staged[..len]);
+                    }
+                    self.scratch = staged;
+                    r
+                };
+                self.namespaces[nsid as usize - 1] = store;
+                r.map(|_| 0)
+            }
+            NvmOpcode::DatasetManagement => {
+                let nr = (sqe.cdw10 & 0xff) as usize + 1;
+                let mut raw = vec![0u8; nr * 16];
+                let mut tmp = std::mem::take(&mut raw);
+                self.walk_prps(sqe, nr * 16, |r, o, n, pos| r.copy_to(o, &mut tmp[pos..pos + n]))?;
+                let ranges: Vec<DsmRange> =
+                    tmp.chunks_exact(16).map(|c| DsmRange::from_bytes(c.try_into().unwrap())).collect();
+                for r in &ranges {
+                    if r.slba.checked_add(r.blocks as u64).is_none_or(|e| e > ns.blocks) {
+                        return Err(err(gs::LBA_OUT_OF_RANGE));
+                    }
+                }
+                let deallocate = sqe.cdw11 & 4 != 0;
+                if deallocate && self.cfg.data == DataMode::Ram {
+                    let b = ns.lba_size as usize;
+                    let store = &mut self.namespaces[nsid as usize - 1];
+                    for r in &ranges {
+                        store[r.slba as usize * b..(r.slba as usize + r.blocks as usize) * b].fill(0);
+                    }
+                }
+                Ok(0)
+            }
+            _ => Err(err(gs::INVALID_OPCODE)),
+        }
+    }
+}

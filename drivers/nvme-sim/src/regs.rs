@@ -1,0 +1,86 @@
+//! The simulated controller's register window. The driver sees an ordinary
+//! [`RegisterWindow`]; writes to read-only registers are dropped as hardware
+//! drops them, and a write while the controller thread is parked wakes it.
+
+use nvme_hal::{MemRegisters, RegisterWindow};
+use nvme_spec::regs::offset;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::thread::Thread;
+
+/// Register window of a simulated controller.
+pub struct SimRegisters {
+    mem: MemRegisters,
+    /// Set by the controller thread before it parks.
+    pub(crate) sleeping: AtomicBool,
+    pub(crate) thread: OnceLock<Thread>,
+    /// Register writes the driver made (doorbells included): a stand-in for
+    /// MMIO writes, which are what cost on real and virtual hardware.
+    pub(crate) writes: AtomicU64,
+    count_writes: bool,
+}
+
+impl SimRegisters {
+    pub(crate) fn new(len: usize, count_writes: bool) -> Self {
+        SimRegisters {
+            mem: MemRegisters::new(len),
+            sleeping: AtomicBool::new(false),
+            thread: OnceLock::new(),
+            writes: AtomicU64::new(0),
+            count_writes,
+        }
+    }
+    /// Controller-side access to a register (no filtering, no wake-up).
+    #[inline]
+    pub(crate) fn dev_load(&self, off: usize) -> u32 {
+        self.mem.word(off).load(Ordering::Acquire)
+    }
+    #[inline]
+    pub(crate) fn dev_store(&self, off: usize, v: u32) {
+        self.mem.word(off).store(v, Ordering::Release)
+    }
+    pub(crate) fn dev_store64(&self, off: usize, v: u64) {
+        self.dev_store(off, v as u32);
+        self.dev_store(off + 4, (v >> 32) as u32);
+    }
+    pub(crate) fn dev_load64(&self, off: usize) -> u64 {
+        self.dev_load(off) as u64 | (self.dev_load(off + 4) as u64) << 32
+    }
+    /// Number of register writes so far (when counting is enabled).
+    pub fn write_count(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+    #[inline]
+    fn wake(&self) {
+        if self.sleeping.load(Ordering::Relaxed) {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+}
+
+impl RegisterWindow for SimRegisters {
+    #[inline]
+    fn read32(&self, off: usize) -> u32 {
+        self.mem.read32(off)
+    }
+    #[inline]
+    fn write32(&self, off: usize, value: u32) {
+        if self.count_writes {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        // Writable registers: CC, AQA, ASQ, ACQ, INTMS/INTMC and the
+        // doorbells. CAP, VS and CSTS are read only.
+        let writable = off >= offset::DOORBELL_BASE
+            || matches!(off, offset::CC | offset::AQA | offset::INTMS | offset::INTMC)
+            || (offset::ASQ..offset::ACQ + 8).contains(&off);
+        if writable && off < self.mem.len() {
+            self.mem.write32(off, value);
+            self.wake();
+        }
+    }
+    fn len(&self) -> usize {
+        self.mem.len()
+    }
+}

@@ -1,0 +1,1 @@
+//! VFIO layer (see issue 3).
