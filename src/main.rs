@@ -1,1 +1,22 @@
-fn main() {}
+//! nvme-bypass: how much of an NVMe I/O's CPU cost is the kernel's?
+//!
+//! One namespace, three paths (the kernel block layer, io_uring NVMe
+//! passthrough, our own userspace driver over VFIO), the same workload, one
+//! trait ([`backend::Target`]), side by side. The simulated controller is a
+//! fourth path that needs no hardware.
+
+mod backend;
+mod c2c;
+mod cli;
+mod clock;
+mod engine;
+mod progress;
+mod report;
+mod stats;
+mod sys;
+mod verify;
+mod workload;
+
+fn main() {
+    std::process::exit(cli::main());
+}

@@ -26,5 +26,5 @@ mod os;
 mod regs;
 
 pub use dma::{DmaAllocator, DmaError, DmaRegion, HostMemory};
-pub use os::pin_current_thread;
+pub use os::{pin_current_thread, rdtsc, unpin_current_thread};
 pub use regs::{MemRegisters, RegisterWindow};

@@ -19,3 +19,41 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
         Err(std::io::Error::last_os_error())
     }
 }
+
+/// Allow the calling thread on CPUs `0..ncpus` again.
+pub fn unpin_current_thread(ncpus: usize) -> std::io::Result<()> {
+    // SAFETY: as for pin_current_thread; every index is below CPU_SETSIZE.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in 0..ncpus.min(libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Read the CPU's time-stamp counter (x86-64), or 0 elsewhere. Cheap (tens
+/// of cycles) and, on CPUs with an invariant TSC, a steady clock that the
+/// benchmark calibrates against CLOCK_MONOTONIC.
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC has no memory effects and is available on every
+        // x86-64 CPU (user mode, unless CR4.TSD is set, which Linux does not
+        // do by default).
+        #[allow(unused_unsafe)]
+        unsafe {
+            std::arch::x86_64::_rdtsc()
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
+    }
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Run `nvme-bypass bench` on the simulator and check what it prints:
+the fio-shaped JSON (jobs[] with read/write blocks, iops, bw, clat_ns/lat_ns
+percentiles, usr_cpu/sys_cpu) plus our CPU-per-I/O figures, and a mixed
+verify run ending with 0 mismatches. Exits non-zero with the reason."""
+import json, subprocess, sys
+
+BIN = sys.argv[1]
+
+def run(*args):
+    p = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+def fail(msg):
+    print(f"FAIL: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+rc, out, err = run("bench", "--backend", "sim", "--rw", "randread", "--bs", "4k", "--iodepth", "64",
+                   "--runtime", "2", "--output-format", "json", "--sim-data", "null")
+if rc != 0:
+    fail(f"bench exited {rc}: {err}")
+j = json.loads(out)
+job = j["jobs"][0]
+for k in ("jobname", "read", "write", "usr_cpu", "sys_cpu", "job options"):
+    if k not in job:
+        fail(f"jobs[0] lacks {k}")
+rd = job["read"]
+for k in ("iops", "bw", "bw_bytes", "io_bytes", "runtime", "total_ios", "clat_ns", "lat_ns"):
+    if k not in rd:
+        fail(f"read block lacks {k}")
+if rd["iops"] <= 0:
+    fail("no read IOPS")
+pct = rd["clat_ns"]["percentile"]
+for p in ("50.000000", "90.000000", "99.000000", "99.900000", "99.990000"):
+    if p not in pct:
+        fail(f"no {p} percentile")
+nb = j["nvme_bypass"]
+cpu = nb["cpu"]
+for k in ("cpu_ns_per_io", "useful_cpu_ns_per_io", "empty_polls", "empty_poll_ns", "user_ns_per_io", "sys_ns_per_io"):
+    if k not in cpu:
+        fail(f"cpu accounting lacks {k}")
+if not (0 < cpu["useful_cpu_ns_per_io"] <= cpu["cpu_ns_per_io"]):
+    fail("useful CPU per I/O must be positive and at most the raw figure")
+if not nb["emulated"]:
+    fail("simulator figures must be labelled emulated")
+print(f"json ok: {rd['iops']:.0f} IOPS, {cpu['cpu_ns_per_io']:.1f} ns raw / "
+      f"{cpu['useful_cpu_ns_per_io']:.1f} ns useful CPU per I/O, p99 {pct['99.000000']} ns, "
+      f"core-to-core {nb.get('core_to_core_ns')}")
+
+rc, out, err = run("bench", "--backend", "sim", "--rw", "randrw", "--rwmixread", "75", "--verify",
+                   "--iodepth", "16", "--runtime", "2", "--sim-size", "64M", "--output-format", "json")
+if rc != 0:
+    fail(f"verify run exited {rc}: {err}")
+nb = json.loads(out)["nvme_bypass"]
+if nb["mismatches"] != 0 or nb["verified_blocks"] == 0:
+    fail(f"verify: {nb['verified_blocks']} checked, {nb['mismatches']} mismatches")
+print(f"verify ok: randrw 75/25, {nb['verified_blocks']} blocks checked, 0 mismatches")

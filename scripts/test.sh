@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Run every test of nvme-bypass, installing what they need. This is the
+# README's test command and what CI runs (.ci/run calls exactly this).
+#
+# Tiers:
+#   1. cargo test: spec structures, queue mechanics, PRP lists, whole
+#      commands against the in-process simulated controller (no hardware).
+#   2. real-device tests: run only when NVB_TEST_DEVICE names a device;
+#      otherwise they skip and say why.
+#   3. the emulated test bed: a QEMU guest with an emulated NVMe controller
+#      behind a vIOMMU runs the vfio, passthru and block paths.
+#      NVB_SKIP_TESTBED=1 skips it (for quick local runs; CI never sets it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+t0=$SECONDS
+step() { printf '\n==== %s (%ds)\n' "$*" $((SECONDS - t0)); }
+
+step "toolchain"
+if ! command -v cargo >/dev/null; then
+  echo "cargo not found: install Rust from https://rustup.rs (curl https://sh.rustup.rs -sSf | sh), then rerun" >&2
+  exit 2
+fi
+cargo --version
+
+step "tier 1: cargo test (no hardware)"
+LOG=$(mktemp)
+if cargo test --workspace >"$LOG" 2>&1; then
+  grep -E '^test result:' "$LOG" | awk '{p+=$4; f+=$6; i+=$8} END {printf "%d passed, %d failed, %d ignored\n", p, f, i}'
+  rm -f "$LOG"
+else
+  grep -E '^(test .* FAILED|---- |thread .* panicked)|FAILED|error(\[|:)' "$LOG" | head -40
+  echo "FAIL: cargo test (full log: $LOG)" >&2
+  exit 1
+fi
+
+step "release build"
+cargo build --release --quiet
+BIN=$ROOT/target/release/nvme-bypass
+
+step "bench smoke on the simulator (JSON shape, verify)"
+python3 scripts/check-bench.py "$BIN"
+
+step "tier 2: real device tests"
+if [ -n "${NVB_TEST_DEVICE:-}" ]; then
+  NVB_TEST_DEVICE=$NVB_TEST_DEVICE cargo test --release --quiet --test real_device -- --nocapture
+else
+  echo "skipped: no real NVMe device named (set NVB_TEST_DEVICE=/dev/nvmeXnY or a PCI address to run them)"
+fi
+
+step "tier 3: emulated test bed"
+if [ "${NVB_SKIP_TESTBED:-0}" = 1 ]; then
+  echo "skipped: NVB_SKIP_TESTBED=1"
+elif [ -x scripts/testbed/run.sh ] && [ -f tests/testbed/all.sh ]; then
+  scripts/testbed/run.sh --poll-queues 1 --timeout 900 tests/testbed/all.sh
+else
+  echo "skipped: the test bed scripts are not in this tree yet"
+fi
+
+step "all tests passed"

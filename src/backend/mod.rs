@@ -1,0 +1,227 @@
+//! The backend trait: one interface for the four ways this tool drives a
+//! namespace (simulated controller, userspace VFIO driver, io_uring NVMe
+//! passthrough, kernel block layer).
+//!
+//! A [`Target`] is one opened namespace (a controller brought up, a device
+//! file opened). Each benchmark thread asks it for its own [`IoQueue`]: a
+//! queue pair (sim, vfio) or an io_uring ring / aio context (passthru,
+//! block) plus `depth` registered buffers of `buf_size` bytes. Threads share
+//! nothing on the hot path.
+//!
+//! The queue is batch-shaped like the hardware under it: [`IoQueue::submit`]
+//! takes a slice of I/Os and makes them visible to the device with one
+//! doorbell / one system call; [`IoQueue::poll`] reaps up to `out.len()`
+//! completions. Data moves only through the registered buffers, addressed
+//! by index, and is copied in and out with [`IoQueue::buf_write`] /
+//! [`IoQueue::buf_read`] (the buffers are device-visible memory: no Rust
+//! references into them).
+
+pub mod sim;
+pub mod userspace;
+
+use nvme_spec::Status;
+
+/// What an I/O does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// Read `blocks` blocks at `lba` into buffer `buf`.
+    Read,
+    /// Write `blocks` blocks at `lba` from buffer `buf`.
+    Write,
+    /// Flush the volatile write cache.
+    Flush,
+}
+
+/// One I/O request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Io {
+    /// Operation.
+    pub op: Op,
+    /// First logical block.
+    pub lba: u64,
+    /// Number of logical blocks (>= 1 for reads and writes).
+    pub blocks: u32,
+    /// Index of the registered buffer holding the data (< depth).
+    pub buf: u32,
+    /// Caller's tag, returned with the completion.
+    pub tag: u64,
+}
+
+/// How an I/O ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoStatus {
+    /// Success.
+    Ok,
+    /// The controller returned an NVMe error status (sim, vfio, passthru).
+    Nvme(Status),
+    /// The kernel returned an error number (block path), negative errno.
+    Errno(i32),
+    /// The path transferred fewer bytes than asked.
+    Short { done: u32 },
+}
+
+impl IoStatus {
+    /// True for success.
+    #[inline]
+    pub fn is_ok(&self) -> bool {
+        matches!(self, IoStatus::Ok)
+    }
+}
+
+impl std::fmt::Display for IoStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IoStatus::Ok => write!(f, "ok"),
+            IoStatus::Nvme(s) => write!(f, "NVMe status {s}"),
+            IoStatus::Errno(e) => write!(f, "{} (errno {})", std::io::Error::from_raw_os_error(-e), -e),
+            IoStatus::Short { done } => write!(f, "short transfer ({done} bytes)"),
+        }
+    }
+}
+
+/// A completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoDone {
+    /// The tag of the request.
+    pub tag: u64,
+    /// Its outcome.
+    pub status: IoStatus,
+}
+
+impl Default for IoDone {
+    fn default() -> Self {
+        IoDone { tag: 0, status: IoStatus::Ok }
+    }
+}
+
+/// Namespace geometry as the path reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Geometry {
+    /// Namespace id.
+    pub nsid: u32,
+    /// Logical block size in bytes.
+    pub lba_size: u32,
+    /// Capacity in logical blocks.
+    pub blocks: u64,
+    /// Largest single transfer in bytes the path accepts.
+    pub max_transfer: usize,
+}
+
+impl Geometry {
+    /// Capacity in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.blocks * self.lba_size as u64
+    }
+}
+
+/// What a queue counted, for the report. Fields a path does not have stay 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueueCounters {
+    /// Submission doorbell writes (MMIO on hardware; vfio, sim).
+    pub sq_doorbells: u64,
+    /// Completion doorbell writes.
+    pub cq_doorbells: u64,
+    /// Doorbell writes that went to MMIO (without shadow doorbells, all of them).
+    pub mmio_writes: u64,
+    /// System calls made (io_uring_enter, io_submit, io_getevents, pread...).
+    pub syscalls: u64,
+    /// Completions rejected as protocol errors (unknown CID, wrong SQ id).
+    pub rejected_completions: u64,
+}
+
+/// Errors of a backend, each with what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The driver failed.
+    #[error(transparent)]
+    Driver(#[from] nvme_driver::Error),
+    /// The simulator could not start.
+    #[error(transparent)]
+    Sim(#[from] nvme_sim::SimError),
+    /// DMA memory could not be had.
+    #[error(transparent)]
+    Dma(#[from] nvme_hal::DmaError),
+    /// An I/O could not be submitted.
+    #[error("submit failed: {0}")]
+    Submit(#[from] nvme_driver::SubmitError),
+    /// A system call failed.
+    #[error("{what}: {source}{hint}")]
+    Os {
+        what: String,
+        hint: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The running kernel or device lacks a feature the options need.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The options do not fit the device.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl BackendError {
+    /// An OS error with context and a hint.
+    pub fn os(what: impl Into<String>, hint: impl Into<String>, source: std::io::Error) -> Self {
+        let hint = hint.into();
+        BackendError::Os { what: what.into(), hint: if hint.is_empty() { hint } else { format!("; {hint}") }, source }
+    }
+}
+
+/// Parameters of one thread's queue.
+#[derive(Clone, Copy, Debug)]
+pub struct QueueParams {
+    /// Most I/Os in flight.
+    pub depth: usize,
+    /// Size of each registered buffer in bytes.
+    pub buf_size: usize,
+    /// Submission batch: I/Os per doorbell / system call (0 = as many as given).
+    pub batch: usize,
+}
+
+/// One opened namespace.
+pub trait Target: Send {
+    /// Path name as printed in reports: "sim", "vfio", "passthru", "block/io_uring"...
+    fn name(&self) -> String;
+    /// Geometry of the namespace.
+    fn geometry(&self) -> Geometry;
+    /// True when completions are found by busy polling (the thread spins
+    /// whether or not a completion is ready), so empty polls are meaningful.
+    fn polled(&self) -> bool;
+    /// A new queue for the calling thread.
+    fn open_queue(&self, params: QueueParams) -> Result<Box<dyn IoQueue>, BackendError>;
+    /// Facts about the path worth printing (e.g. "shadow doorbells: on").
+    fn describe(&self) -> Vec<(String, String)> {
+        vec![]
+    }
+}
+
+/// One thread's queue: submission, completion, registered buffers.
+pub trait IoQueue: Send {
+    /// Most I/Os in flight.
+    fn depth(&self) -> usize;
+    /// Make a batch of I/Os visible to the device (one doorbell or system
+    /// call). Returns how many were accepted; the rest did not fit.
+    fn submit(&mut self, ios: &[Io]) -> Result<usize, BackendError>;
+    /// Reap up to `out.len()` completions without blocking. Returns how many
+    /// were written to `out`.
+    fn poll(&mut self, out: &mut [IoDone]) -> Result<usize, BackendError>;
+    /// Reap at least `min` completions, blocking if the path can (interrupt
+    /// driven paths wait in the kernel; polled paths spin).
+    fn wait(&mut self, out: &mut [IoDone], min: usize) -> Result<usize, BackendError> {
+        let mut n = 0;
+        while n < min {
+            n += self.poll(&mut out[n..])?;
+        }
+        Ok(n)
+    }
+    /// Copy `data` into registered buffer `buf` at byte offset `off`.
+    fn buf_write(&mut self, buf: u32, off: usize, data: &[u8]);
+    /// Copy from registered buffer `buf` at `off` into `out`.
+    fn buf_read(&self, buf: u32, off: usize, out: &mut [u8]);
+    /// Counters so far.
+    fn counters(&self) -> QueueCounters;
+    /// I/Os in flight now.
+    fn in_flight(&self) -> usize;
+}

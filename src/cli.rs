@@ -1,0 +1,491 @@
+//! Command line: options named as fio names them, subcommands as nvme-cli
+//! and SPDK's tools would lead a user to expect.
+
+use crate::backend::sim::{SimOptions, SimTarget};
+use crate::backend::{BackendError, Target};
+use crate::clock::Clock;
+use crate::engine::{self, JobSpec, VerifySpec};
+use crate::report::{self, RunSummary};
+use crate::workload::Rw;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::time::Duration;
+
+/// Exit codes.
+pub mod exit {
+    /// Success.
+    pub const OK: i32 = 0;
+    /// The run happened but found errors (failed I/Os, verify mismatches).
+    pub const RUN_FAILED: i32 = 1;
+    /// Bad input or environment: nothing was done to the device.
+    pub const USAGE: i32 = 2;
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "nvme-bypass", version, about = "Measure how much of an NVMe I/O's CPU cost is the kernel's: block layer vs io_uring passthrough vs a userspace VFIO driver", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run one workload on one path and report IOPS, bandwidth, latency percentiles and CPU per I/O.
+    Bench(BenchArgs),
+    /// Print Identify Controller and Identify Namespace data, as nvme-cli's id-ctrl/id-ns name the fields.
+    Info(InfoArgs),
+}
+
+/// The paths to a namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    /// Our userspace driver against the in-process simulated controller (no hardware, no root).
+    Sim,
+    /// Our userspace driver on a controller bound to vfio-pci (--device 0000:01:00.0).
+    Vfio,
+    /// io_uring NVMe passthrough on the generic char device (--device /dev/ng0n1).
+    Passthru,
+    /// The kernel block layer with O_DIRECT (--device /dev/nvme0n1).
+    Block,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Text for people.
+    Normal,
+    /// JSON shaped like fio's --output-format=json.
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SimData {
+    /// Namespaces in RAM: data is stored and read back.
+    Ram,
+    /// No data moves: measures the driver's own cost.
+    Null,
+}
+
+/// Options of the simulated controller.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Simulated namespace data handling.
+    #[arg(long, value_enum, default_value = "ram")]
+    pub sim_data: SimData,
+    /// Simulated namespace size (k/m/g suffixes are powers of 1024).
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    pub sim_size: u64,
+    /// Simulated logical block size: 512 or 4096.
+    #[arg(long, default_value_t = 512)]
+    pub sim_lba_size: u32,
+    /// CPU for the simulated controller's thread (default: a CPU the job threads do not use).
+    #[arg(long)]
+    pub sim_cpu: Option<usize>,
+    /// Simulated MDTS (max transfer 4 KiB << MDTS).
+    #[arg(long, default_value_t = 7)]
+    pub sim_mdts: u8,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Path to the namespace.
+    #[arg(long, value_enum, default_value = "sim")]
+    pub backend: BackendKind,
+    /// Device: a PCI address (vfio) or a device path (/dev/ng0n1 for passthru, /dev/nvme0n1 for block).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Namespace ID.
+    #[arg(long, default_value_t = 1)]
+    pub nsid: u32,
+    /// Access pattern.
+    #[arg(long, value_enum, default_value = "randread")]
+    pub rw: Rw,
+    /// Block size per I/O (k/m suffixes are powers of 1024).
+    #[arg(long, default_value = "4k", value_parser = parse_size)]
+    pub bs: u64,
+    /// I/Os in flight per thread.
+    #[arg(long, default_value_t = 1)]
+    pub iodepth: usize,
+    /// Percentage of reads in mixed patterns.
+    #[arg(long, default_value_t = 50)]
+    pub rwmixread: u8,
+    /// First byte of the region.
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    pub offset: u64,
+    /// Bytes of the region (default: from --offset to the end of the namespace).
+    #[arg(long, value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Measure for this long (seconds, or with s/ms/m suffix); time based.
+    #[arg(long, value_parser = parse_duration)]
+    pub runtime: Option<Duration>,
+    /// Stop after this many I/Os per thread.
+    #[arg(long)]
+    pub ios: Option<u64>,
+    /// Run this long before measuring.
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    pub ramp_time: Duration,
+    /// Stamp every written block (LBA, seed, generation, CRC-32C) and check every read.
+    #[arg(long)]
+    pub verify: bool,
+    /// Seed of the verify stamps.
+    #[arg(long, default_value_t = 0x6e76_6d65)]
+    pub verify_seed: u64,
+    /// Only check existing stamps (written earlier, maybe through another path): no prefill.
+    #[arg(long)]
+    pub verify_only: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "normal")]
+    pub output_format: OutputFormat,
+    /// Allow writing to the device. Without it no backend writes (the simulator excepted).
+    #[arg(long)]
+    pub allow_write: bool,
+    /// Threads, each with its own queue pair or ring.
+    #[arg(long, default_value_t = 1)]
+    pub numjobs: usize,
+    /// Pin threads to these CPUs, round robin ("0,1" or "0-3").
+    #[arg(long, value_parser = parse_cpus)]
+    pub cpus: Option<Vec<usize>>,
+    /// I/Os per submission (doorbell or system call); 0 = all that fit.
+    #[arg(long, default_value_t = 0)]
+    pub batch: usize,
+    /// Keep going after failed I/Os.
+    #[arg(long)]
+    pub continue_on_error: bool,
+    /// Seed of the offset generator.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Do not measure core-to-core latency around simulator runs.
+    #[arg(long)]
+    pub no_c2c: bool,
+    #[command(flatten)]
+    pub sim: SimArgs,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct InfoArgs {
+    /// Path to the controller.
+    #[arg(long, value_enum, default_value = "sim")]
+    pub backend: BackendKind,
+    /// Device (as for bench).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Namespace ID.
+    #[arg(long, default_value_t = 1)]
+    pub nsid: u32,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "normal")]
+    pub output_format: OutputFormat,
+    #[command(flatten)]
+    pub sim: SimArgs,
+}
+
+/// Parse "4k", "1M", "512", "2g" (powers of 1024, as fio does).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => {
+            let m = match s[i..].to_ascii_lowercase().trim_end_matches("ib").trim_end_matches('b') {
+                "" => 1,
+                "k" => 1 << 10,
+                "m" => 1 << 20,
+                "g" => 1 << 30,
+                "t" => 1 << 40,
+                other => return Err(format!("unknown size suffix '{other}' in '{s}'; use k, m, g or t")),
+            };
+            (&s[..i], m)
+        }
+        None => (s, 1),
+    };
+    let n: u64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size; write e.g. 4k, 128k, 1g"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+/// Parse "5", "5s", "500ms", "2m".
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let err = || format!("'{s}' is not a duration; write e.g. 5, 5s, 500ms, 2m");
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| err())?;
+    if !(n >= 0.0 && n.is_finite()) {
+        return Err(err());
+    }
+    let secs = match unit {
+        "s" => n,
+        "ms" => n / 1e3,
+        "us" => n / 1e6,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(err()),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parse "0,1" or "0-3" or "0-1,4".
+pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
+    let mut v = vec![];
+    for part in s.split(',') {
+        let part = part.trim();
+        let err = || format!("'{part}' is not a CPU list item; write e.g. 0,1 or 0-3");
+        if let Some((a, b)) = part.split_once('-') {
+            let (a, b): (usize, usize) = (a.parse().map_err(|_| err())?, b.parse().map_err(|_| err())?);
+            if a > b {
+                return Err(err());
+            }
+            v.extend(a..=b);
+        } else {
+            v.push(part.parse().map_err(|_| err())?);
+        }
+    }
+    let n = crate::c2c::online_cpus();
+    if let Some(bad) = v.iter().find(|&&c| c >= n) {
+        return Err(format!("CPU {bad} does not exist: this machine has CPUs 0-{}", n - 1));
+    }
+    if v.is_empty() {
+        return Err("empty CPU list".into());
+    }
+    Ok(v)
+}
+
+/// An error the CLI prints, with its exit code.
+#[derive(Debug)]
+pub struct CliError {
+    pub msg: String,
+    pub code: i32,
+}
+
+impl CliError {
+    pub fn usage(msg: impl Into<String>) -> Self {
+        CliError { msg: msg.into(), code: exit::USAGE }
+    }
+}
+
+impl From<BackendError> for CliError {
+    fn from(e: BackendError) -> Self {
+        // Errors before any I/O are about input or environment.
+        let mut msg = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            let t = s.to_string();
+            if !msg.contains(&t) {
+                msg.push_str(&format!(": {t}"));
+            }
+            src = s.source();
+        }
+        CliError { msg, code: exit::USAGE }
+    }
+}
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    install_signal_handlers();
+    let r = match cli.cmd {
+        Command::Bench(a) => bench(&a),
+        Command::Info(a) => info(&a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("nvme-bypass: error: {}", e.msg);
+            e.code
+        }
+    }
+}
+
+fn install_signal_handlers() {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(sig, engine::STOP.clone());
+    }
+}
+
+fn sim_options(a: &SimArgs, queues: u16, cpu: Option<usize>) -> Result<SimOptions, CliError> {
+    if a.sim_lba_size != 512 && a.sim_lba_size != 4096 {
+        return Err(CliError::usage(format!("--sim-lba-size {} is not supported; use 512 or 4096", a.sim_lba_size)));
+    }
+    if a.sim_size < a.sim_lba_size as u64 {
+        return Err(CliError::usage("--sim-size is smaller than one block"));
+    }
+    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts })
+}
+
+/// Open the path a command asks for.
+fn open_target(kind: BackendKind, device: Option<&str>, nsid: u32, sim: &SimArgs, queues: u16, sim_cpu: Option<usize>) -> Result<Box<dyn Target>, CliError> {
+    match kind {
+        BackendKind::Sim => {
+            if nsid != 1 {
+                return Err(CliError::usage(format!("namespace {nsid} is not active on the simulated controller; it has namespace 1")));
+            }
+            if device.is_some_and(|d| d != "sim") {
+                return Err(CliError::usage("--device is not used by --backend sim; drop it, or pick --backend vfio|passthru|block"));
+            }
+            Ok(Box::new(SimTarget::open(&sim_options(sim, queues, sim_cpu)?)?))
+        }
+        other => Err(CliError::usage(format!(
+            "--backend {} is not available in this build yet; use --backend sim",
+            other.to_possible_value().unwrap().get_name()
+        ))),
+    }
+}
+
+fn bench(a: &BenchArgs) -> Result<i32, CliError> {
+    if a.backend != BackendKind::Sim && !a.allow_write && (a.rw.writes() || (a.verify && !a.verify_only)) {
+        return Err(CliError::usage(format!(
+            "--rw {}{} writes to the device, which destroys its data; add --allow-write if {} holds nothing you need",
+            a.rw.as_str(),
+            if a.verify && !a.rw.writes() { " with --verify (which first writes the region)" } else { "" },
+            a.device.as_deref().unwrap_or("the device")
+        )));
+    }
+    if a.verify_only && !a.verify {
+        return Err(CliError::usage("--verify-only needs --verify"));
+    }
+    if a.verify_only && a.rw.writes() {
+        return Err(CliError::usage("--verify-only checks existing data; use a read pattern (--rw read or randread)"));
+    }
+    if a.bs > u32::MAX as u64 {
+        return Err(CliError::usage("--bs is too large"));
+    }
+    let is_sim = a.backend == BackendKind::Sim;
+    // Simulator: keep the job threads and the controller thread on different
+    // CPUs, as a device would be.
+    let ncpu = crate::c2c::online_cpus();
+    let mut cpus = a.cpus.clone().unwrap_or_default();
+    if is_sim && cpus.is_empty() && ncpu >= 2 {
+        cpus = (0..a.numjobs).map(|i| i % (ncpu - 1)).collect();
+    }
+    let sim_cpu = if is_sim { a.sim.sim_cpu.or_else(|| (ncpu >= 2).then(|| (0..ncpu).rev().find(|c| !cpus.contains(c)).unwrap_or(ncpu - 1))) } else { None };
+    // Core-to-core latency is measured while the simulator's thread is not
+    // running (it would compete for the CPU), right before and after the run.
+    let c2c_pair = match (cpus.first(), sim_cpu) {
+        (Some(&a_cpu), Some(b_cpu)) if is_sim && !a.no_c2c => Some((a_cpu, b_cpu)),
+        _ => None,
+    };
+    let before = c2c_pair.and_then(|(x, y)| crate::c2c::measure(x, y, 20_000));
+    let target = open_target(a.backend, a.device.as_deref(), a.nsid, &a.sim, a.numjobs.min(u16::MAX as usize) as u16, sim_cpu)?;
+    let geo = target.geometry();
+    let size = a.size.unwrap_or_else(|| geo.bytes().saturating_sub(a.offset));
+    let spec = JobSpec {
+        rw: a.rw,
+        bs: a.bs as usize,
+        iodepth: a.iodepth,
+        rwmixread: a.rwmixread,
+        offset: a.offset,
+        size,
+        runtime: a.runtime,
+        ios: a.ios,
+        ramp: a.ramp_time,
+        verify: a.verify.then_some(VerifySpec { seed: a.verify_seed, only: a.verify_only }),
+        batch: a.batch,
+        numjobs: a.numjobs,
+        cpus: cpus.clone(),
+        continue_on_error: a.continue_on_error,
+        seed: a.seed,
+    };
+    engine::validate(&spec, &geo)?;
+    let clock = Clock::calibrate();
+    let status = a.output_format == OutputFormat::Normal && crate::sys::isatty(2);
+    let threads = engine::run(&*target, &spec, clock, status)?;
+    let mut summary = RunSummary::new(target.name(), target.describe(), &threads, clock.source());
+    drop(target);
+    let after = c2c_pair.and_then(|(x, y)| crate::c2c::measure(x, y, 20_000));
+    if is_sim {
+        summary.emulated = true;
+        summary.emulated_note = Some("in-process simulated controller: figures are the driver's cost against a model, not a device".into());
+    }
+    if c2c_pair.is_some() {
+        summary.core_to_core_ns = Some((before, after));
+    }
+    match a.output_format {
+        OutputFormat::Normal => print!("{}", report::text(&summary, &spec)),
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report::fio_json(&summary, &spec, &threads)).unwrap()),
+    }
+    if summary.errors > 0 || summary.mismatches > 0 {
+        if summary.mismatches > 0 {
+            eprintln!("nvme-bypass: verify found {} mismatching blocks; first: {}", summary.mismatches, summary.first_mismatch.as_deref().unwrap_or("?"));
+        }
+        if summary.errors > 0 {
+            eprintln!("nvme-bypass: {} I/Os failed; first: {}", summary.errors, summary.first_error.as_deref().unwrap_or("?"));
+        }
+        return Ok(exit::RUN_FAILED);
+    }
+    Ok(exit::OK)
+}
+
+fn info(a: &InfoArgs) -> Result<i32, CliError> {
+    match a.backend {
+        BackendKind::Sim => {
+            let t = SimTarget::open(&sim_options(&a.sim, 1, None)?)?;
+            let (ctrl, ns) = t
+                .target
+                .with_controller(|c| (c.identify().clone(), c.identify_namespace(a.nsid)))
+                .ok_or_else(|| CliError::usage("controller not available"))?;
+            let ns = ns.map_err(|e| CliError::usage(e.to_string()))?;
+            print_identify(&ctrl, &ns, a.nsid, a.output_format, "sim");
+            Ok(exit::OK)
+        }
+        other => Err(CliError::usage(format!(
+            "info --backend {} is not available in this build yet; use --backend sim",
+            other.to_possible_value().unwrap().get_name()
+        ))),
+    }
+}
+
+/// Print identify data as nvme-cli's id-ctrl / id-ns do (or as JSON).
+pub fn print_identify(
+    ctrl: &nvme_spec::identify::IdentifyController,
+    ns: &nvme_spec::identify::IdentifyNamespace,
+    nsid: u32,
+    fmt: OutputFormat,
+    path: &str,
+) {
+    match fmt {
+        OutputFormat::Json => {
+            let v = serde_json::json!({
+                "path": path,
+                "id_ctrl": ctrl,
+                "id_ns": ns,
+                "nsid": nsid,
+                "lba_size": ns.lba_size(),
+                "size_bytes": ns.size_bytes(),
+            });
+            println!("{}", serde_json::to_string_pretty(&v).unwrap());
+        }
+        OutputFormat::Normal => {
+            println!("NVME Identify Controller (via {path}):");
+            for (k, v) in ctrl.nvme_cli_fields() {
+                println!("{k:<9} : {v}");
+            }
+            println!();
+            println!("NVME Identify Namespace {nsid}:");
+            for (k, v) in ns.nvme_cli_fields() {
+                println!("{k:<9} : {v}");
+            }
+            println!();
+            println!("namespace {nsid}: {} blocks of {} bytes = {} bytes", ns.nsze, ns.lba_size(), ns.size_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_durations_cpus() {
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("128K"), Ok(128 << 10));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("512"), Ok(512));
+        assert!(parse_size("4x").is_err());
+        assert!(parse_size("k").is_err());
+        assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("fast").is_err());
+        assert_eq!(parse_cpus("0"), Ok(vec![0]));
+        assert!(parse_cpus("0-").is_err());
+        assert!(parse_cpus("99999").is_err());
+    }
+}

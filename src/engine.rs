@@ -1,0 +1,605 @@
+//! The benchmark engine: one thread per job, each with its own queue, that
+//! keeps the queue full, timestamps every batch, records every I/O's
+//! latency, verifies data when asked, and accounts for its CPU time,
+//! separating the polls that found nothing from useful work.
+
+use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Target};
+use crate::clock::Clock;
+use crate::stats::{new_histogram, CpuTime};
+use crate::verify::{check_block, stamp_block};
+use crate::workload::{Rw, Workload};
+use hdrhistogram::Histogram;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+/// Set by Ctrl-C / SIGTERM (see `main`): every worker stops submitting,
+/// drains what is in flight, and the device is handed back.
+pub static STOP: std::sync::LazyLock<Arc<AtomicBool>> = std::sync::LazyLock::new(|| Arc::new(AtomicBool::new(false)));
+
+/// Data verification settings.
+#[derive(Clone, Copy, Debug)]
+pub struct VerifySpec {
+    /// Seed stamped into every block.
+    pub seed: u64,
+    /// Only check what is there (written by an earlier run or another path
+    /// with the same seed); no prefill, any generation accepted.
+    pub only: bool,
+}
+
+/// One benchmark job, as fio's options describe it.
+#[derive(Clone, Debug)]
+pub struct JobSpec {
+    /// Access pattern.
+    pub rw: Rw,
+    /// Bytes per I/O.
+    pub bs: usize,
+    /// I/Os in flight per thread.
+    pub iodepth: usize,
+    /// Percent reads for mixed patterns.
+    pub rwmixread: u8,
+    /// First byte of the region.
+    pub offset: u64,
+    /// Bytes in the region (all threads share it, unless verifying).
+    pub size: u64,
+    /// Measured time (time based), or None.
+    pub runtime: Option<Duration>,
+    /// I/Os per thread, or None.
+    pub ios: Option<u64>,
+    /// Warm-up before measuring.
+    pub ramp: Duration,
+    /// Verification.
+    pub verify: Option<VerifySpec>,
+    /// I/Os per submission (doorbell / system call); 0 = all that fit.
+    pub batch: usize,
+    /// Threads.
+    pub numjobs: usize,
+    /// CPUs to pin threads to, round robin (empty: not pinned).
+    pub cpus: Vec<usize>,
+    /// Keep going after an I/O error.
+    pub continue_on_error: bool,
+    /// Random seed of the offset generator.
+    pub seed: u64,
+}
+
+/// Per-direction results.
+#[derive(Clone, Debug)]
+pub struct DirResult {
+    /// I/Os completed.
+    pub ios: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Completion latency (submit to reap), ns.
+    pub lat: Histogram<u64>,
+}
+
+impl Default for DirResult {
+    fn default() -> Self {
+        DirResult { ios: 0, bytes: 0, lat: new_histogram() }
+    }
+}
+
+impl DirResult {
+    /// Merge another thread's results.
+    pub fn add(&mut self, o: &DirResult) {
+        self.ios += o.ios;
+        self.bytes += o.bytes;
+        self.lat.add(&o.lat).expect("same histogram bounds");
+    }
+}
+
+/// What one thread measured.
+#[derive(Clone, Debug, Default)]
+pub struct ThreadResult {
+    /// Thread index.
+    pub thread: usize,
+    /// CPU it was pinned to.
+    pub cpu: Option<usize>,
+    /// Reads.
+    pub read: DirResult,
+    /// Writes.
+    pub write: DirResult,
+    /// Flushes.
+    pub flushes: u64,
+    /// Measured wall time, ns.
+    pub elapsed_ns: u64,
+    /// Thread CPU time over the measured interval (getrusage user/sys).
+    pub cpu_time: CpuTime,
+    /// Thread CPU time over the measured interval (CLOCK_THREAD_CPUTIME_ID), ns.
+    pub cpu_ns: u64,
+    /// Loop iterations.
+    pub polls: u64,
+    /// Iterations that neither submitted nor completed anything.
+    pub empty_polls: u64,
+    /// Wall time spent in those iterations, ns.
+    pub empty_poll_ns: u64,
+    /// Blocks verified.
+    pub verified_blocks: u64,
+    /// Blocks that failed verification.
+    pub mismatches: u64,
+    /// The first mismatch, described.
+    pub first_mismatch: Option<String>,
+    /// I/Os that failed.
+    pub errors: u64,
+    /// The first error, described.
+    pub first_error: Option<String>,
+    /// Queue counters over the measured interval.
+    pub counters: QueueCounters,
+    /// Verification prefill / read-back I/Os (not in the figures).
+    pub verify_ios: u64,
+    /// Stopped early by a signal.
+    pub interrupted: bool,
+}
+
+impl ThreadResult {
+    /// All I/Os of the measured interval.
+    pub fn ios(&self) -> u64 {
+        self.read.ios + self.write.ios + self.flushes
+    }
+}
+
+/// Live counters a progress line reads once a second.
+#[derive(Default)]
+#[repr(align(128))]
+pub struct Progress {
+    /// I/Os completed so far (all phases).
+    pub ios: AtomicU64,
+    /// Bytes moved so far.
+    pub bytes: AtomicU64,
+}
+
+/// Everything one worker needs.
+struct Ctx<'a> {
+    spec: &'a JobSpec,
+    clock: Clock,
+    geo: Geometry,
+    progress: &'a Progress,
+}
+
+/// Per-slot bookkeeping: one slot per in-flight I/O and registered buffer.
+struct Slots {
+    free: Vec<u32>,
+    submit_ts: Vec<u64>,
+    op: Vec<Op>,
+    unit: Vec<u64>,
+    generation: Vec<u64>,
+}
+
+impl Slots {
+    fn new(depth: usize) -> Self {
+        Slots {
+            free: (0..depth as u32).rev().collect(),
+            submit_ts: vec![0; depth],
+            op: vec![Op::Read; depth],
+            unit: vec![0; depth],
+            generation: vec![0; depth],
+        }
+    }
+}
+
+/// Verification state of one thread.
+struct Verifier {
+    seed: u64,
+    only: bool,
+    /// Generation last written per unit (0 = never written by this run).
+    gens: Vec<u64>,
+    /// Units with an I/O in flight (no two I/Os on one unit at once).
+    busy: Vec<bool>,
+    scratch: Vec<u8>,
+    lba_size: usize,
+}
+
+enum Phase {
+    Prefill,
+    Main,
+    ReadBack,
+}
+
+/// Run `spec` on `target` with `numjobs` threads. Returns one result per thread.
+pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool) -> Result<Vec<ThreadResult>, BackendError> {
+    let progress: Vec<Progress> = (0..spec.numjobs).map(|_| Progress::default()).collect();
+    let progress = &progress[..];
+    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let geo = target.geometry();
+    validate(spec, &geo)?;
+    let params = QueueParams { depth: spec.iodepth, buf_size: spec.bs, batch: spec.batch };
+    // Open every queue first (admin work, allocation), then start together.
+    let mut queues = Vec::with_capacity(spec.numjobs);
+    for _ in 0..spec.numjobs {
+        queues.push(target.open_queue(params)?);
+    }
+    let barrier = Barrier::new(spec.numjobs);
+    let results: Vec<Result<ThreadResult, BackendError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = queues
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut q)| {
+                let barrier = &barrier;
+                let finished = &finished;
+                let ctx = Ctx { spec, clock, geo, progress: &progress[i] };
+                std::thread::Builder::new()
+                    .name(format!("nvb-job{i}"))
+                    .spawn_scoped(s, move || {
+                        let cpu = (!spec.cpus.is_empty()).then(|| spec.cpus[i % spec.cpus.len()]);
+                        if let Some(c) = cpu {
+                            nvme_hal::pin_current_thread(c).map_err(|e| {
+                                BackendError::os(format!("pin thread {i} to CPU {c}"), "check --cpus against the CPUs this machine has", e)
+                            })?;
+                        }
+                        barrier.wait();
+                        let r = worker(&ctx, &mut *q, i);
+                        finished.fetch_add(1, Ordering::Release);
+                        drop(q); // delete the queue pair on this thread, before the target goes
+                        r.map(|mut r| {
+                            r.cpu = cpu;
+                            r
+                        })
+                    })
+                    .expect("spawn worker")
+            })
+            .collect();
+        if status_line {
+            crate::progress::status_loop(spec, progress, &finished);
+        }
+        handles.into_iter().map(|h| h.join().expect("worker panicked")).collect()
+    });
+    results.into_iter().collect()
+}
+
+/// Check the job against the namespace before touching it.
+pub fn validate(spec: &JobSpec, geo: &Geometry) -> Result<(), BackendError> {
+    let lba = geo.lba_size as usize;
+    if spec.bs == 0 || spec.bs % lba != 0 {
+        return Err(BackendError::Invalid(format!(
+            "--bs {} is not a multiple of the namespace's {lba}-byte logical block; use a multiple such as {}",
+            spec.bs,
+            lba.max(4096)
+        )));
+    }
+    if spec.bs > geo.max_transfer {
+        return Err(BackendError::Invalid(format!(
+            "--bs {} exceeds the largest transfer this path allows ({} bytes, from the controller's MDTS); splitting would measure two I/Os as one, so use --bs {} or less",
+            spec.bs, geo.max_transfer, geo.max_transfer
+        )));
+    }
+    if spec.bs / lba > nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND as usize {
+        return Err(BackendError::Invalid(format!("--bs {} is more than 65536 blocks", spec.bs)));
+    }
+    if spec.iodepth == 0 {
+        return Err(BackendError::Invalid("--iodepth must be at least 1".into()));
+    }
+    if spec.iodepth > 65535 {
+        return Err(BackendError::Invalid(format!("--iodepth {} is above 65535, the most any NVMe queue holds", spec.iodepth)));
+    }
+    if spec.offset % lba as u64 != 0 {
+        return Err(BackendError::Invalid(format!("--offset {} is not a multiple of the {lba}-byte block", spec.offset)));
+    }
+    let cap = geo.bytes();
+    if spec.offset >= cap || spec.size == 0 || spec.offset + spec.size > cap {
+        return Err(BackendError::Invalid(format!(
+            "--offset {} + --size {} is beyond the namespace ({} bytes = {} blocks of {lba}); use a smaller --size or --offset",
+            spec.offset, spec.size, cap, geo.blocks
+        )));
+    }
+    let units = spec.size / spec.bs as u64;
+    let per_thread = if spec.verify.is_some() { units / spec.numjobs as u64 } else { units };
+    if per_thread == 0 {
+        return Err(BackendError::Invalid(format!(
+            "--size {} holds no whole --bs {} I/O per thread; use a larger --size",
+            spec.size, spec.bs
+        )));
+    }
+    if spec.verify.is_some() && per_thread < spec.iodepth as u64 && spec.rw.random() {
+        return Err(BackendError::Invalid(format!(
+            "--verify needs at least --iodepth ({}) distinct I/O units per thread, --size gives {per_thread}; use a larger --size",
+            spec.iodepth
+        )));
+    }
+    if spec.rwmixread > 100 {
+        return Err(BackendError::Invalid("--rwmixread is a percentage, 0..=100".into()));
+    }
+    if spec.numjobs == 0 {
+        return Err(BackendError::Invalid("--numjobs must be at least 1".into()));
+    }
+    Ok(())
+}
+
+fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<ThreadResult, BackendError> {
+    let spec = ctx.spec;
+    let stop: &AtomicBool = &STOP;
+    let lba_size = ctx.geo.lba_size as usize;
+    let blocks = (spec.bs / lba_size) as u32;
+    let first_lba = spec.offset / lba_size as u64;
+    let units_total = spec.size / spec.bs as u64;
+    // Verifying threads own disjoint slices so generations are exact.
+    let (first_lba, units) = if spec.verify.is_some() {
+        let per = units_total / spec.numjobs as u64;
+        (first_lba + thread as u64 * per * blocks as u64, per)
+    } else {
+        (first_lba, units_total)
+    };
+    let start_unit = if spec.verify.is_some() { 0 } else { units / spec.numjobs as u64 * thread as u64 };
+    let mut wl = Workload::new(spec.rw, first_lba, blocks, units, spec.rwmixread, spec.seed.wrapping_add(thread as u64), start_unit);
+    let mut verifier = spec.verify.map(|v| Verifier {
+        seed: v.seed,
+        only: v.only,
+        gens: vec![0; units as usize],
+        busy: vec![false; units as usize],
+        scratch: vec![0; spec.bs],
+        lba_size,
+    });
+    // Without verification, write buffers hold a fixed non-zero pattern
+    // (written once, as fio does), so compressing devices see real data.
+    if verifier.is_none() && spec.rw.writes() {
+        let mut pattern = vec![0u8; spec.bs];
+        let mut rng = crate::workload::Rng::new(0xF10 + thread as u64);
+        for c in pattern.chunks_mut(8) {
+            c.copy_from_slice(&rng.next_u64().to_le_bytes()[..c.len()]);
+        }
+        for b in 0..spec.iodepth as u32 {
+            q.buf_write(b, 0, &pattern);
+        }
+    }
+    let mut res = ThreadResult { thread, ..Default::default() };
+
+    if let Some(v) = verifier.as_mut() {
+        if !v.only && spec.rw.reads() {
+            // Prefill: write every unit once (generation 1) so every read can be checked.
+            let mut next_unit = 0u64;
+            let mut src = |_: &mut Workload| -> Option<(Op, u64)> {
+                (next_unit < units).then(|| {
+                    next_unit += 1;
+                    (Op::Write, next_unit - 1)
+                })
+            };
+            run_phase(ctx, q, &mut wl, Some(v), &mut res, Phase::Prefill, &mut src)?;
+        }
+    }
+    let mut issued = 0u64;
+    let limit = spec.ios.or(if spec.runtime.is_none() { Some(units) } else { None });
+    let mut src = |w: &mut Workload| -> Option<(Op, u64)> {
+        if limit.is_some_and(|l| issued >= l) {
+            return None;
+        }
+        issued += 1;
+        Some(w.next())
+    };
+    run_phase(ctx, q, &mut wl, verifier.as_mut(), &mut res, Phase::Main, &mut src)?;
+    if let Some(v) = verifier.as_mut() {
+        if spec.rw.writes() && !stop.load(Ordering::Relaxed) {
+            // Read back everything this run wrote and check its last generation.
+            let written: Vec<u64> = (0..units).filter(|&u| v.gens[u as usize] > 0).collect();
+            let mut i = 0usize;
+            let mut src = |_: &mut Workload| -> Option<(Op, u64)> {
+                let u = *written.get(i)?;
+                i += 1;
+                Some((Op::Read, u))
+            };
+            run_phase(ctx, q, &mut wl, Some(v), &mut res, Phase::ReadBack, &mut src)?;
+        }
+    }
+    res.interrupted = stop.load(Ordering::Relaxed);
+    Ok(res)
+}
+
+/// Keep the queue full with I/Os from `next` until it returns None (or the
+/// runtime ends, or a stop is requested), then drain.
+fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
+    ctx: &Ctx,
+    q: &mut dyn IoQueue,
+    wl: &mut Workload,
+    mut verifier: Option<&mut Verifier>,
+    res: &mut ThreadResult,
+    phase: Phase,
+    next: &mut F,
+) -> Result<(), BackendError> {
+    let spec = ctx.spec;
+    let stop: &AtomicBool = &STOP;
+    let clock = ctx.clock;
+    let depth = spec.iodepth;
+    let bs = spec.bs as u64;
+    let blocks = wl.blocks;
+    let main = matches!(phase, Phase::Main);
+    let mut slots = Slots::new(depth);
+    let mut ios: Vec<Io> = Vec::with_capacity(depth);
+    let mut done = vec![IoDone::default(); depth];
+    let mut in_flight = 0usize;
+    let mut stopping = false;
+
+    let start = clock.now();
+    let ramp_end = start + if main { clock.ticks(spec.ramp) } else { 0 };
+    let end = spec.runtime.filter(|_| main).map(|r| ramp_end + clock.ticks(r)).unwrap_or(u64::MAX);
+    let mut measuring = main && spec.ramp.is_zero();
+    let mut measure_start = start;
+    let mut cpu0 = CpuTime::thread();
+    let mut cpu_ns0 = CpuTime::thread_total_ns();
+    let mut counters0 = q.counters();
+    let (mut polls, mut empty, mut empty_ticks) = (0u64, 0u64, 0u64);
+    let mut read = DirResult::default();
+    let mut write = DirResult::default();
+    let mut flushes = 0u64;
+    let mut total_ios = 0u64;
+
+    loop {
+        let t = clock.now();
+        if main && !measuring && t >= ramp_end {
+            // Ramp over: start counting from here.
+            measuring = true;
+            measure_start = t;
+            cpu0 = CpuTime::thread();
+            cpu_ns0 = CpuTime::thread_total_ns();
+            counters0 = q.counters();
+            read = DirResult::default();
+            write = DirResult::default();
+            flushes = 0;
+            polls = 0;
+            empty = 0;
+            empty_ticks = 0;
+        }
+        if t >= end || stop.load(Ordering::Relaxed) {
+            stopping = true;
+        }
+
+        // Submit: fill every free slot.
+        ios.clear();
+        while !stopping {
+            let Some(&slot) = slots.free.last() else { break };
+            let Some((op, mut unit)) = next(wl) else {
+                stopping = true;
+                break;
+            };
+            if let Some(v) = verifier.as_deref_mut() {
+                // Never two I/Os on one unit at once: the expected content
+                // of a read must not depend on completion order.
+                let mut tries = 0;
+                while v.busy[unit as usize] {
+                    unit = wl.another_unit();
+                    tries += 1;
+                    if tries > 64 {
+                        break;
+                    }
+                }
+                if v.busy[unit as usize] {
+                    break; // try again after some completions
+                }
+                v.busy[unit as usize] = true;
+                if op == Op::Write {
+                    let g = v.gens[unit as usize] + 1;
+                    slots.generation[slot as usize] = g;
+                    let lba0 = wl.lba_of(unit);
+                    for (i, blk) in v.scratch.chunks_mut(v.lba_size).enumerate() {
+                        stamp_block(blk, lba0 + i as u64, v.seed, g);
+                    }
+                    q.buf_write(slot, 0, &v.scratch);
+                }
+            }
+            slots.free.pop();
+            slots.submit_ts[slot as usize] = t;
+            slots.op[slot as usize] = op;
+            slots.unit[slot as usize] = unit;
+            ios.push(Io { op, lba: wl.lba_of(unit), blocks, buf: slot, tag: slot as u64 });
+        }
+        let submitted = if ios.is_empty() { 0 } else { q.submit(&ios)? };
+        // Whatever did not fit goes back (the queue was fuller than we knew).
+        for io in ios[submitted..].iter().rev() {
+            slots.free.push(io.buf);
+            if let Some(v) = verifier.as_deref_mut() {
+                v.busy[slots.unit[io.buf as usize] as usize] = false;
+            }
+        }
+        in_flight += submitted;
+
+        // Reap.
+        let n = q.poll(&mut done)?;
+        polls += 1;
+        if n > 0 {
+            let tc = clock.now();
+            for d in &done[..n] {
+                let slot = d.tag as usize;
+                let op = slots.op[slot];
+                let lat_ns = clock.to_ns(tc.wrapping_sub(slots.submit_ts[slot]));
+                let ok = d.status.is_ok();
+                if !ok {
+                    res.errors += 1;
+                    if res.first_error.is_none() {
+                        res.first_error = Some(format!(
+                            "{} of {} blocks at LBA {} failed: {}",
+                            match op {
+                                Op::Read => "read",
+                                Op::Write => "write",
+                                Op::Flush => "flush",
+                            },
+                            blocks,
+                            wl.lba_of(slots.unit[slot]),
+                            d.status
+                        ));
+                    }
+                    if !spec.continue_on_error {
+                        stopping = true;
+                    }
+                }
+                if let Some(v) = verifier.as_deref_mut() {
+                    let unit = slots.unit[slot];
+                    v.busy[unit as usize] = false;
+                    if ok {
+                        match op {
+                            Op::Write => v.gens[unit as usize] = slots.generation[slot],
+                            Op::Read => verify_read(q, v, slot as u32, wl.lba_of(unit), unit, res),
+                            Op::Flush => {}
+                        }
+                    }
+                }
+                if measuring {
+                    let dir = match op {
+                        Op::Read => &mut read,
+                        Op::Write => &mut write,
+                        Op::Flush => {
+                            flushes += 1;
+                            slots.free.push(slot as u32);
+                            continue;
+                        }
+                    };
+                    dir.ios += 1;
+                    dir.bytes += bs;
+                    dir.lat.saturating_record(lat_ns.max(1));
+                }
+                slots.free.push(slot as u32);
+            }
+            in_flight -= n;
+            total_ios += n as u64;
+            ctx.progress.ios.store(ctx.progress.ios.load(Ordering::Relaxed) + n as u64, Ordering::Relaxed);
+            ctx.progress.bytes.store(ctx.progress.bytes.load(Ordering::Relaxed) + n as u64 * bs, Ordering::Relaxed);
+        } else if submitted == 0 {
+            // Nothing submitted, nothing completed: an empty poll. Its time
+            // is the spinning a faster device would not need.
+            empty += 1;
+            empty_ticks += clock.now().wrapping_sub(t);
+        }
+        if stopping && in_flight == 0 {
+            break;
+        }
+    }
+
+    if main {
+        let t_end = clock.now();
+        res.elapsed_ns = clock.to_ns(t_end - measure_start);
+        res.cpu_time = CpuTime::thread().since(&cpu0);
+        res.cpu_ns = CpuTime::thread_total_ns() - cpu_ns0;
+        res.polls = polls;
+        res.empty_polls = empty;
+        res.empty_poll_ns = clock.to_ns(empty_ticks);
+        let c = q.counters();
+        res.counters = QueueCounters {
+            sq_doorbells: c.sq_doorbells - counters0.sq_doorbells,
+            cq_doorbells: c.cq_doorbells - counters0.cq_doorbells,
+            mmio_writes: c.mmio_writes - counters0.mmio_writes,
+            syscalls: c.syscalls - counters0.syscalls,
+            rejected_completions: c.rejected_completions - counters0.rejected_completions,
+        };
+        res.read = read;
+        res.write = write;
+        res.flushes = flushes;
+    } else {
+        res.verify_ios += total_ios;
+    }
+    Ok(())
+}
+
+fn verify_read(q: &mut dyn IoQueue, v: &mut Verifier, slot: u32, lba0: u64, unit: u64, res: &mut ThreadResult) {
+    q.buf_read(slot, 0, &mut v.scratch);
+    let expected = if v.only { None } else { Some(v.gens[unit as usize]) };
+    for (i, blk) in v.scratch.chunks(v.lba_size).enumerate() {
+        let lba = lba0 + i as u64;
+        // A unit never written by this run (and no prefill): nothing to expect.
+        if expected == Some(0) {
+            continue;
+        }
+        res.verified_blocks += 1;
+        if let Err(m) = check_block(blk, lba, v.seed, expected) {
+            res.mismatches += 1;
+            if res.first_mismatch.is_none() {
+                res.first_mismatch = Some(format!("LBA {lba}: {m}"));
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! What to do next: the access pattern (fio's `--rw`), the read/write mix,
+//! and the offsets, drawn from a fast deterministic generator.
+
+use crate::backend::Op;
+
+/// Access pattern, named as fio names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rw {
+    /// Sequential reads.
+    Read,
+    /// Sequential writes.
+    Write,
+    /// Random reads.
+    Randread,
+    /// Random writes.
+    Randwrite,
+    /// Random mixed reads and writes (`--rwmixread` percent reads).
+    Randrw,
+    /// Sequential mixed reads and writes.
+    Rw,
+}
+
+impl Rw {
+    /// Does the pattern write?
+    pub fn writes(self) -> bool {
+        !matches!(self, Rw::Read | Rw::Randread)
+    }
+    /// Does the pattern read?
+    pub fn reads(self) -> bool {
+        !matches!(self, Rw::Write | Rw::Randwrite)
+    }
+    /// Random offsets?
+    pub fn random(self) -> bool {
+        matches!(self, Rw::Randread | Rw::Randwrite | Rw::Randrw)
+    }
+    /// fio's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rw::Read => "read",
+            Rw::Write => "write",
+            Rw::Randread => "randread",
+            Rw::Randwrite => "randwrite",
+            Rw::Randrw => "randrw",
+            Rw::Rw => "rw",
+        }
+    }
+}
+
+/// wyrand: a small, fast, statistically good 64-bit generator.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded generator.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+    /// Next 64 random bits.
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0xa076_1d64_78bd_642f);
+        let t = (self.0 as u128).wrapping_mul((self.0 ^ 0xe703_7ed1_a0b4_28db) as u128);
+        (t >> 64) as u64 ^ t as u64
+    }
+    /// Uniform in `0..n` (Lemire's multiply-shift, n > 0).
+    #[inline]
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// The offsets and operations of one thread.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    rw: Rw,
+    /// First LBA of the region.
+    first_lba: u64,
+    /// Blocks per I/O.
+    pub blocks: u32,
+    /// I/O units in the region.
+    pub units: u64,
+    rwmixread: u8,
+    next_unit: u64,
+    rng: Rng,
+}
+
+impl Workload {
+    /// A workload over `units` units of `blocks` blocks starting at
+    /// `first_lba`. Sequential patterns start at `start_unit` (threads
+    /// spread out).
+    pub fn new(rw: Rw, first_lba: u64, blocks: u32, units: u64, rwmixread: u8, seed: u64, start_unit: u64) -> Self {
+        assert!(units > 0 && blocks > 0);
+        Workload { rw, first_lba, blocks, units, rwmixread, next_unit: start_unit % units, rng: Rng::new(seed) }
+    }
+
+    /// LBA of unit `u`.
+    #[inline]
+    pub fn lba_of(&self, unit: u64) -> u64 {
+        self.first_lba + unit * self.blocks as u64
+    }
+
+    /// Unit of an LBA inside the region.
+    #[inline]
+    pub fn unit_of(&self, lba: u64) -> u64 {
+        (lba - self.first_lba) / self.blocks as u64
+    }
+
+    #[inline]
+    fn op(&mut self) -> Op {
+        match self.rw {
+            Rw::Read | Rw::Randread => Op::Read,
+            Rw::Write | Rw::Randwrite => Op::Write,
+            Rw::Randrw | Rw::Rw => {
+                if self.rng.below(100) < self.rwmixread as u64 {
+                    Op::Read
+                } else {
+                    Op::Write
+                }
+            }
+        }
+    }
+
+    /// The next operation and unit.
+    #[inline]
+    pub fn next(&mut self) -> (Op, u64) {
+        let op = self.op();
+        let unit = if self.rw.random() {
+            self.rng.below(self.units)
+        } else {
+            let u = self.next_unit;
+            self.next_unit = if u + 1 == self.units { 0 } else { u + 1 };
+            u
+        };
+        (op, unit)
+    }
+
+    /// Another unit for the same operation (when the first is busy).
+    #[inline]
+    pub fn another_unit(&mut self) -> u64 {
+        if self.rw.random() {
+            self.rng.below(self.units)
+        } else {
+            self.next().1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_wraps_and_random_stays_in_range() {
+        let mut w = Workload::new(Rw::Read, 100, 8, 4, 100, 1, 2);
+        let units: Vec<u64> = (0..6).map(|_| w.next().1).collect();
+        assert_eq!(units, vec![2, 3, 0, 1, 2, 3]);
+        assert_eq!(w.lba_of(3), 124);
+        assert_eq!(w.unit_of(124), 3);
+        let mut r = Workload::new(Rw::Randread, 0, 1, 1000, 100, 7, 0);
+        for _ in 0..10_000 {
+            assert!(r.next().1 < 1000);
+        }
+    }
+
+    #[test]
+    fn mix_is_close_to_rwmixread() {
+        let mut w = Workload::new(Rw::Randrw, 0, 1, 1 << 20, 75, 3, 0);
+        let reads = (0..100_000).filter(|_| w.next().0 == Op::Read).count();
+        assert!((74_000..76_000).contains(&reads), "{reads}");
+        let mut w = Workload::new(Rw::Randwrite, 0, 1, 10, 75, 3, 0);
+        assert!((0..100).all(|_| w.next().0 == Op::Write));
+    }
+}

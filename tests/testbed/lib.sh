@@ -1,0 +1,130 @@
+# shellcheck shell=sh
+# nvme-bypass test bed: helpers for guest scripts (busybox ash / POSIX sh).
+#
+#   . "$(dirname "$0")/lib.sh"        # or: . "$NVB_TESTS/lib.sh"
+#
+# The guest's /init sets NVB_RESULTS (a host directory), NVB_BDF / NVB_BDFS
+# (NVMe controllers' PCI addresses), NVB_GUEST=1 and the NVB_* settings of
+# run.sh (NVB_CONTROLLERS, NVB_NAMESPACES, NVB_LBA_SIZE, NVB_POLL_QUEUES,
+# NVB_MULTIPATH, NVB_IOMMU, NVB_DISK_SIZE, NVB_NVME_OPTS, NVB_SMP, NVB_MEM).
+# Helpers that can fail call `fail`, which exits the script: call them
+# directly, not inside $(...), where the exit would only leave the subshell.
+
+: "${NVB_RESULTS:=/tmp/nvb-results}"
+mkdir -p "$NVB_RESULTS"
+NVB_CUR_STEP=
+
+# step NAME: mark the start of a step (run.sh reports the last one on failure)
+step() { NVB_CUR_STEP=$1; echo "NVB-STEP $1"; }
+
+# info MSG: an indented progress line
+info() { echo "  $*"; }
+
+# fail MSG: print FAIL with the current step and exit 1
+fail() { echo "FAIL: ${NVB_CUR_STEP:+[$NVB_CUR_STEP] }$*" >&2; exit 1; }
+
+# wait_for PATH [SECONDS=10]: wait until PATH exists; status 1 on timeout
+wait_for() {
+  _wf_i=0
+  while [ ! -e "$1" ]; do
+    [ "$_wf_i" -lt $(( ${2:-10} * 10 )) ] || return 1
+    sleep 0.1; _wf_i=$((_wf_i + 1))
+  done
+}
+
+# wait_gone PATH [SECONDS=10]: wait until PATH no longer exists
+wait_gone() {
+  _wg_i=0
+  while [ -e "$1" ]; do
+    [ "$_wg_i" -lt $(( ${2:-10} * 10 )) ] || return 1
+    sleep 0.1; _wg_i=$((_wg_i + 1))
+  done
+}
+
+# nvb_bdf: PCI address of the first NVMe controller (class 0x010802)
+nvb_bdf() {
+  if [ -n "${NVB_BDF:-}" ]; then echo "$NVB_BDF"; return 0; fi
+  for _d in /sys/bus/pci/devices/*; do
+    if [ "$(cat "$_d/class" 2>/dev/null)" = 0x010802 ]; then echo "${_d##*/}"; return 0; fi
+  done
+  return 1
+}
+
+# pci_driver BDF: name of the bound driver, or "none"
+pci_driver() {
+  if [ -e "/sys/bus/pci/devices/$1/driver" ]; then
+    _l=$(readlink "/sys/bus/pci/devices/$1/driver"); echo "${_l##*/}"
+  else
+    echo none
+  fi
+}
+
+# iommu_group BDF: the device's IOMMU group number (status 1 if it has none)
+iommu_group() {
+  _g=$(readlink "/sys/bus/pci/devices/$1/iommu_group" 2>/dev/null) || return 1
+  echo "${_g##*/}"
+}
+
+# nvme_ctrl_of BDF: the nvmeN controller name bound to BDF (status 1 if none)
+nvme_ctrl_of() {
+  for _c in /sys/bus/pci/devices/"$1"/nvme/nvme*; do
+    [ -e "$_c" ] && { echo "${_c##*/}"; return 0; }
+  done
+  return 1
+}
+
+# sysfs_write VALUE FILE: write, or fail with a clear message
+sysfs_write() {
+  # shellcheck disable=SC2320
+  echo "$1" 2>/dev/null > "$2" || fail "cannot write '$1' to $2"
+}
+
+# bind_vfio BDF: unbind BDF from its driver and bind it to vfio-pci.
+# Sets VFIO_GROUP (number) and VFIO_GROUP_DEV (/dev/vfio/N).
+bind_vfio() {
+  _dev=/sys/bus/pci/devices/$1
+  [ -d "$_dev" ] || fail "bind_vfio: no PCI device $1"
+  VFIO_GROUP=$(iommu_group "$1") ||
+    fail "bind_vfio: $1 has no IOMMU group (run.sh --no-iommu? VFIO needs the vIOMMU)"
+  VFIO_GROUP_DEV=/dev/vfio/$VFIO_GROUP
+  [ -d /sys/bus/pci/drivers/vfio-pci ] || fail "bind_vfio: vfio-pci driver not loaded"
+  if [ "$(pci_driver "$1")" != none ]; then sysfs_write "$1" "$_dev/driver/unbind"; fi
+  sysfs_write vfio-pci "$_dev/driver_override"
+  echo "$1" 2>/dev/null > /sys/bus/pci/drivers_probe || true   # status checked below
+  [ "$(pci_driver "$1")" = vfio-pci ] ||
+    fail "bind_vfio: $1 is bound to '$(pci_driver "$1")', not vfio-pci: $(dmesg | grep -i vfio | tail -n 3)"
+  wait_for "$VFIO_GROUP_DEV" 10 || fail "bind_vfio: $VFIO_GROUP_DEV did not appear"
+  info "$1 bound to vfio-pci, group $VFIO_GROUP ($VFIO_GROUP_DEV)"
+}
+
+# bind_nvme BDF [DEV=/dev/nvme0n1]: give BDF back to the nvme driver, wait for DEV
+bind_nvme() {
+  _dev=/sys/bus/pci/devices/$1
+  [ -d "$_dev" ] || fail "bind_nvme: no PCI device $1"
+  if [ "$(pci_driver "$1")" != none ]; then sysfs_write "$1" "$_dev/driver/unbind"; fi
+  sysfs_write "" "$_dev/driver_override"        # an empty write clears the override
+  echo "$1" 2>/dev/null > /sys/bus/pci/drivers_probe || true
+  [ "$(pci_driver "$1")" = nvme ] || fail "bind_nvme: $1 is bound to '$(pci_driver "$1")', not nvme"
+  wait_for "${2:-/dev/nvme0n1}" 30 || fail "bind_nvme: ${2:-/dev/nvme0n1} did not come back within 30 s"
+  info "$1 bound to nvme again, ${2:-/dev/nvme0n1} present"
+}
+
+# check_cmd NAME CMD [ARGS...]: run CMD, output to $NVB_RESULTS/NAME.log;
+# on failure show the log's tail and fail.
+check_cmd() {
+  _cc_name=$1; shift
+  _cc_log=$NVB_RESULTS/$_cc_name.log
+  if "$@" > "$_cc_log" 2>&1; then
+    info "ok: $_cc_name ($*)"
+  else
+    _cc_rc=$?
+    echo "---- last lines of $_cc_log ----" >&2
+    tail -n 20 "$_cc_log" >&2
+    fail "$_cc_name: '$*' exited with rc=$_cc_rc"
+  fi
+}
+
+# json_str STRING: STRING as a JSON string literal
+json_str() {
+  printf '"%s"' "$(printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' | tr '\t\n\r' '   ')"
+}
