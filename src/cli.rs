@@ -33,6 +33,10 @@ pub enum Command {
     Bench(BenchArgs),
     /// Print Identify Controller and Identify Namespace data, as nvme-cli's id-ctrl/id-ns name the fields.
     Info(InfoArgs),
+    /// Move a controller from the kernel's nvme driver to vfio-pci (refuses when it is in use).
+    Bind(crate::bind::BindArgs),
+    /// Give a controller back to the driver it had before `bind`.
+    Unbind(crate::bind::BindArgs),
 }
 
 /// The paths to a namespace.
@@ -82,6 +86,48 @@ pub struct SimArgs {
     /// Simulated MDTS (max transfer 4 KiB << MDTS).
     #[arg(long, default_value_t = 7)]
     pub sim_mdts: u8,
+}
+
+/// Options of the kernel paths (passthru, block), named as fio's.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KernelArgs {
+    /// Block path engine, as fio names it.
+    #[arg(long, value_enum, default_value = "io_uring")]
+    pub ioengine: crate::backend::kernel::IoEngine,
+    /// Register the I/O buffers with io_uring (fio fixedbufs).
+    #[arg(long)]
+    pub fixedbufs: bool,
+    /// Register the device file with io_uring (fio registerfiles).
+    #[arg(long)]
+    pub registerfiles: bool,
+    /// Polled completions (IORING_SETUP_IOPOLL); needs nvme poll queues (nvme.poll_queues=N).
+    #[arg(long)]
+    pub hipri: bool,
+    /// Kernel submission-queue polling thread (IORING_SETUP_SQPOLL).
+    #[arg(long)]
+    pub sqthread_poll: bool,
+    /// CPU of the SQPOLL thread.
+    #[arg(long)]
+    pub sqthread_poll_cpu: Option<u32>,
+    /// Buffered I/O through the page cache instead of O_DIRECT (block path; fio --direct=0).
+    #[arg(long)]
+    pub buffered: bool,
+}
+
+impl KernelArgs {
+    fn options(&self, device: &str, nsid: u32) -> crate::backend::kernel::KernelOptions {
+        crate::backend::kernel::KernelOptions {
+            device: device.to_string(),
+            nsid,
+            ioengine: self.ioengine,
+            fixedbufs: self.fixedbufs,
+            registerfiles: self.registerfiles,
+            hipri: self.hipri,
+            sqthread_poll: self.sqthread_poll,
+            sqthread_poll_cpu: self.sqthread_poll_cpu,
+            buffered: self.buffered,
+        }
+    }
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -157,6 +203,8 @@ pub struct BenchArgs {
     pub no_c2c: bool,
     #[command(flatten)]
     pub sim: SimArgs,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -282,6 +330,8 @@ pub fn main() -> i32 {
     let r = match cli.cmd {
         Command::Bench(a) => bench(&a),
         Command::Info(a) => info(&a),
+        Command::Bind(a) => crate::bind::bind(&a),
+        Command::Unbind(a) => crate::bind::unbind(&a),
     };
     match r {
         Ok(code) => code,
@@ -309,7 +359,23 @@ fn sim_options(a: &SimArgs, queues: u16, cpu: Option<usize>) -> Result<SimOption
 }
 
 /// Open the path a command asks for.
-fn open_target(kind: BackendKind, device: Option<&str>, nsid: u32, sim: &SimArgs, queues: u16, sim_cpu: Option<usize>) -> Result<Box<dyn Target>, CliError> {
+fn open_target(
+    kind: BackendKind,
+    device: Option<&str>,
+    nsid: u32,
+    sim: &SimArgs,
+    kernel: &KernelArgs,
+    queues: u16,
+    sim_cpu: Option<usize>,
+) -> Result<Box<dyn Target>, CliError> {
+    let need_device = |example: &str| {
+        device.ok_or_else(|| {
+            CliError::usage(format!(
+                "--backend {} needs --device (e.g. --device {example})",
+                kind.to_possible_value().unwrap().get_name()
+            ))
+        })
+    };
     match kind {
         BackendKind::Sim => {
             if nsid != 1 {
@@ -320,10 +386,12 @@ fn open_target(kind: BackendKind, device: Option<&str>, nsid: u32, sim: &SimArgs
             }
             Ok(Box::new(SimTarget::open(&sim_options(sim, queues, sim_cpu)?)?))
         }
-        other => Err(CliError::usage(format!(
-            "--backend {} is not available in this build yet; use --backend sim",
-            other.to_possible_value().unwrap().get_name()
-        ))),
+        BackendKind::Vfio => {
+            let bdf = need_device("0000:01:00.0")?;
+            Ok(crate::backend::vfio::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid, queues })?)
+        }
+        BackendKind::Passthru => Ok(crate::backend::passthru::open(&kernel.options(need_device("/dev/ng0n1")?, nsid))?),
+        BackendKind::Block => Ok(crate::backend::block::open(&kernel.options(need_device("/dev/nvme0n1")?, nsid))?),
     }
 }
 
@@ -361,7 +429,7 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
         _ => None,
     };
     let before = c2c_pair.and_then(|(x, y)| crate::c2c::measure(x, y, 20_000));
-    let target = open_target(a.backend, a.device.as_deref(), a.nsid, &a.sim, a.numjobs.min(u16::MAX as usize) as u16, sim_cpu)?;
+    let target = open_target(a.backend, a.device.as_deref(), a.nsid, &a.sim, &a.kernel, a.numjobs.min(u16::MAX as usize) as u16, sim_cpu)?;
     let geo = target.geometry();
     let size = a.size.unwrap_or_else(|| geo.bytes().saturating_sub(a.offset));
     let spec = JobSpec {

@@ -6,6 +6,7 @@
 //! fourth path that needs no hardware.
 
 mod backend;
+mod bind;
 mod c2c;
 mod cli;
 mod clock;
