@@ -150,6 +150,21 @@ if [ -e "$RESULTS" ] && [ -n "$(ls -A "$RESULTS" 2>/dev/null)" ]; then
 fi
 mkdir -p "$RESULTS"/{bin,results,work}
 RESULTS=$(cd "$RESULTS" && pwd)
+PIDFILE=$RESULTS/work/qemu.pid
+GUARD_PIDFILE=$RESULTS/work/guard.pid
+TIMEOUT_PIDFILE=$RESULTS/work/timeout.pid
+# shellcheck disable=SC2317  # invoked by the EXIT trap
+cleanup() {
+  local p
+  for p in "$TIMEOUT_PIDFILE" "$PIDFILE" "$GUARD_PIDFILE"; do
+    [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null
+    rm -f "$p"
+  done
+  if [ "$KEEP_DISKS" = 0 ]; then rm -f "$RESULTS"/work/*.img; fi
+  rmdir "$RESULTS/work" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'echo "testbed: interrupted" >&2; exit 130' INT TERM
 [ -z "$BIN" ] || cp "$BIN" "$RESULTS/bin/nvme-bypass"
 if [ -d "$REPO/tests/testbed" ]; then
   cp -r "$REPO/tests/testbed" "$RESULTS/tests"
@@ -219,7 +234,6 @@ APPEND+=" nvb.script=$SCRIPT_REL nvb.ns=$((CONTROLLERS * NAMESPACES))"
 [ "$SHELL_AFTER" = 0 ] || APPEND+=" nvb.shell=1"
 [ -z "$EXTRA_APPEND" ] || APPEND+=" $EXTRA_APPEND"
 
-PIDFILE=$RESULTS/work/qemu.pid
 # shellcheck disable=SC2206  # --qemu-args is split on spaces on purpose
 QEMU=(qemu-system-x86_64 -machine "$MACHINE" -accel tcg -cpu max -m "$MEM" -smp "$SMP"
       -nographic -no-reboot -nodefaults -serial stdio -pidfile "$PIDFILE"
@@ -231,19 +245,6 @@ done > "$RESULTS/qemu-cmdline.txt"
 echo >> "$RESULTS/qemu-cmdline.txt"
 
 LOG=$RESULTS/console.log
-GUARD_PIDFILE=$RESULTS/work/guard.pid
-# shellcheck disable=SC2317  # invoked by the EXIT trap
-cleanup() {
-  local p
-  for p in "$PIDFILE" "$GUARD_PIDFILE"; do
-    [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null
-    rm -f "$p"
-  done
-  if [ "$KEEP_DISKS" = 0 ]; then rm -f "$RESULTS"/work/*.img; fi
-  rmdir "$RESULTS/work" 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'echo "testbed: interrupted" >&2; exit 130' INT TERM
 
 # Console filter: prefix each line with host seconds since QEMU started, log
 # it, echo it. Once the guest printed its exit line, QEMU must be gone within
@@ -281,10 +282,17 @@ set +e
 if [ "$SHELL_AFTER" = 1 ]; then
   # interactive: QEMU reads the terminal; raw output, no timestamps
   timeout --foreground "$TIMEOUT" "${QEMU[@]}" 2>&1 | tee -a "$LOG"
+  QEMU_RC=${PIPESTATUS[0]}
 else
-  timeout --kill-after=15 "$TIMEOUT" "${QEMU[@]}" </dev/null 2>&1 | console_filter
+  # In the background, so that `wait` returns at once on Ctrl-C/SIGTERM and
+  # the traps can stop QEMU (bash runs traps only after a foreground job ends).
+  # timeout(1) passes a SIGTERM it gets on to QEMU.
+  { timeout --kill-after=15 "$TIMEOUT" "${QEMU[@]}" </dev/null 2>&1 & echo $! > "$TIMEOUT_PIDFILE"
+    wait $!; echo $? > "$RESULTS/work/qemu.rc"; } | console_filter &
+  wait $!
+  QEMU_RC=$(cat "$RESULTS/work/qemu.rc" 2>/dev/null || echo 255)
+  rm -f "$TIMEOUT_PIDFILE" "$RESULTS/work/qemu.rc"
 fi
-QEMU_RC=${PIPESTATUS[0]}
 set -e
 QEMU_WALL=$(elapsed "$T_Q0")
 

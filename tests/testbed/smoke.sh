@@ -63,7 +63,7 @@ if [ "$NVB_MULTIPATH" = N ]; then
   # a plain blk-mq disk with an I/O scheduler file
   grep -q none /sys/block/nvme0n1/queue/scheduler || fail "multipath=N but nvme0n1 has no blk-mq scheduler"
 fi
-if [ "$NVB_POLL_QUEUES" -gt 0 ] && [ "$NVB_MULTIPATH" = N ]; then
+if [ "$NVB_POLL_QUEUES" -gt 0 ]; then
   [ "$(cat /sys/block/nvme0n1/queue/io_poll)" = 1 ] || fail "poll queues requested but nvme0n1 io_poll != 1"
 fi
 

@@ -141,6 +141,9 @@ fn cs_err(sc: u8) -> Status {
 
 type Outcome = Result<u32, Status>;
 
+/// Largest RAM-backed namespace (memory is committed only when written).
+const MAX_RAM_NAMESPACE: u64 = 64 << 30;
+
 impl Device {
     pub(crate) fn new(
         cfg: SimConfig,
@@ -164,10 +167,12 @@ impl Device {
         for n in &cfg.namespaces {
             let bytes = n.blocks * n.lba_size as u64;
             if cfg.data == DataMode::Ram {
-                let mut v = Vec::new();
-                v.try_reserve_exact(bytes as usize).map_err(|_| SimError::Memory(bytes))?;
-                v.resize(bytes as usize, 0);
-                namespaces.push(v);
+                if bytes > MAX_RAM_NAMESPACE {
+                    return Err(SimError::Memory(bytes));
+                }
+                // Zeroed allocation: the kernel maps zero pages lazily, so an
+                // untouched namespace costs no memory.
+                namespaces.push(vec![0u8; bytes as usize]);
             } else {
                 namespaces.push(Vec::new());
             }

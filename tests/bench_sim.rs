@@ -1,0 +1,102 @@
+//! `nvme-bypass bench` end to end on the simulated controller: every --rw
+//! mode with --verify ends with 0 mismatches, the JSON is fio-shaped, and bad
+//! input is refused with a clear message and a non-zero exit.
+
+use std::process::Command;
+
+fn bench(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run nvme-bypass");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.extend(["--output-format", "json", "--no-c2c"]);
+    let (code, out, err) = bench(&a);
+    assert_eq!(code, 0, "bench {args:?} failed: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}"))
+}
+
+#[test]
+fn every_rw_mode_verifies_with_zero_mismatches() {
+    for rw in ["read", "write", "randread", "randwrite", "randrw", "rw"] {
+        for lba in ["512", "4096"] {
+            let j = json(&[
+                "--backend", "sim", "--rw", rw, "--bs", "8k", "--iodepth", "8", "--ios", "3000", "--verify",
+                "--rwmixread", "75", "--sim-size", "16M", "--sim-lba-size", lba,
+            ]);
+            let nb = &j["nvme_bypass"];
+            assert_eq!(nb["mismatches"], 0, "{rw}/{lba}: {:?}", nb["first_mismatch"]);
+            assert!(nb["verified_blocks"].as_u64().unwrap() > 0, "{rw}/{lba}: nothing verified");
+            assert_eq!(nb["errors"], 0, "{rw}/{lba}");
+            let ios = j["jobs"][0]["read"]["total_ios"].as_u64().unwrap() + j["jobs"][0]["write"]["total_ios"].as_u64().unwrap();
+            assert_eq!(ios, 3000, "{rw}: --ios 3000 per thread");
+        }
+    }
+}
+
+#[test]
+fn two_threads_each_verify_their_own_slice() {
+    let j = json(&["--backend", "sim", "--rw", "randrw", "--iodepth", "4", "--numjobs", "2", "--ios", "2000", "--verify", "--sim-size", "8M"]);
+    assert_eq!(j["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(j["nvme_bypass"]["mismatches"], 0);
+    assert_eq!(j["nvme_bypass"]["threads"], 2);
+}
+
+#[test]
+fn json_is_fio_shaped_with_cpu_figures() {
+    let j = json(&["--backend", "sim", "--sim-data", "null", "--rw", "randread", "--iodepth", "16", "--runtime", "500ms"]);
+    let job = &j["jobs"][0];
+    for k in ["jobname", "job options", "read", "write", "trim", "usr_cpu", "sys_cpu", "job_runtime"] {
+        assert!(!job[k].is_null(), "jobs[0].{k} missing");
+    }
+    let r = &job["read"];
+    assert!(r["iops"].as_f64().unwrap() > 0.0);
+    for k in ["bw", "bw_bytes", "io_bytes", "runtime", "total_ios"] {
+        assert!(r[k].is_number(), "read.{k}");
+    }
+    for p in ["50.000000", "99.000000", "99.900000", "99.990000"] {
+        assert!(r["clat_ns"]["percentile"][p].is_number(), "percentile {p}");
+        assert!(r["lat_ns"]["percentile"][p].is_number(), "percentile {p}");
+    }
+    let cpu = &j["nvme_bypass"]["cpu"];
+    let raw = cpu["cpu_ns_per_io"].as_f64().unwrap();
+    let useful = cpu["useful_cpu_ns_per_io"].as_f64().unwrap();
+    assert!(useful > 0.0 && useful <= raw, "useful {useful} raw {raw}");
+    assert!(cpu["empty_polls"].is_number());
+    assert_eq!(j["nvme_bypass"]["emulated"], true);
+}
+
+#[test]
+fn bad_input_is_refused_clearly() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--bs", "1000"], "not a multiple of the namespace's 512-byte logical block"),
+        (&["--bs", "0"], "not a multiple"),
+        (&["--bs", "1m"], "exceeds the largest transfer"),
+        (&["--iodepth", "0"], "--iodepth must be at least 1"),
+        (&["--iodepth", "5000"], "largest queue"),
+        (&["--size", "2g"], "beyond the namespace"),
+        (&["--offset", "1g"], "beyond the namespace"),
+        (&["--offset", "100"], "not a multiple"),
+        (&["--nsid", "2"], "namespace 2 is not active"),
+        (&["--sim-lba-size", "1024"], "use 512 or 4096"),
+        (&["--backend", "block", "--device", "/dev/nvme0n1", "--rw", "randwrite"], "--allow-write"),
+        (&["--backend", "vfio"], "needs --device"),
+        (&["--verify-only", "--verify", "--rw", "randwrite"], "read pattern"),
+        (&["--rwmixread", "101", "--rw", "randrw"], "percentage"),
+    ];
+    for (args, want) in cases {
+        let mut a = args.to_vec();
+        a.extend(["--runtime", "1", "--no-c2c"]);
+        let (code, _, err) = bench(&a);
+        assert_eq!(code, 2, "{args:?} should exit 2, stderr: {err}");
+        assert!(err.contains(want), "{args:?}: expected '{want}' in: {err}");
+    }
+    let (code, _, err) = bench(&["--backend", "nosuch"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("invalid value 'nosuch'"), "{err}");
+}
