@@ -129,6 +129,8 @@ pub struct ThreadResult {
     pub verify_ios: u64,
     /// Stopped early by a signal.
     pub interrupted: bool,
+    /// System-wide CPU over this thread's measured interval (thread 0 only).
+    pub system_cpu: Option<crate::stats::SystemCpu>,
 }
 
 impl ThreadResult {
@@ -414,6 +416,9 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
     let mut cpu0 = CpuTime::thread();
     let mut cpu_ns0 = CpuTime::thread_total_ns();
     let mut counters0 = q.counters();
+    // Thread 0 samples system-wide CPU (/proc/stat) around the measured interval.
+    let sample_system = main && res.thread == 0;
+    let mut sys0 = if sample_system && measuring { crate::stats::SystemCpu::now() } else { None };
     let (mut polls, mut empty, mut empty_ticks) = (0u64, 0u64, 0u64);
     let mut read = DirResult::default();
     let mut write = DirResult::default();
@@ -436,6 +441,9 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
             cpu0 = CpuTime::thread();
             cpu_ns0 = CpuTime::thread_total_ns();
             counters0 = q.counters();
+            if sample_system {
+                sys0 = crate::stats::SystemCpu::now();
+            }
             read = DirResult::default();
             write = DirResult::default();
             flushes = 0;
@@ -569,6 +577,9 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
 
     if main {
         let t_end = clock.now();
+        if let (Some(a), Some(b)) = (sys0, crate::stats::SystemCpu::now()) {
+            res.system_cpu = Some(b.since(&a));
+        }
         res.elapsed_ns = clock.to_ns(t_end - measure_start);
         res.cpu_time = CpuTime::thread().since(&cpu0);
         res.cpu_ns = CpuTime::thread_total_ns() - cpu_ns0;

@@ -165,6 +165,30 @@ pub struct RunSummary {
     pub clock: String,
     /// Core-to-core cache line latency before / after the run (simulator), ns.
     pub core_to_core_ns: Option<(Option<f64>, Option<f64>)>,
+    /// System-wide CPU over the measured interval (/proc/stat deltas), so
+    /// interrupt and softirq completion work on other cores counts.
+    pub system: Option<SystemSummary>,
+}
+
+/// System-wide CPU accounting of a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SystemSummary {
+    /// The raw deltas.
+    pub cpu: crate::stats::SystemCpu,
+    /// Cores busy on average: (user + system + irq + softirq) / wall time.
+    pub cores_busy: f64,
+    /// All busy CPU per I/O, ns.
+    pub busy_ns_per_io: f64,
+    /// User-mode CPU per I/O, ns.
+    pub user_ns_per_io: f64,
+    /// Kernel-mode CPU per I/O (system + irq + softirq), ns.
+    pub kernel_ns_per_io: f64,
+    /// Of which hard interrupts, ns per I/O.
+    pub irq_ns_per_io: f64,
+    /// Of which soft interrupts, ns per I/O.
+    pub softirq_ns_per_io: f64,
+    /// I/Os per second per busy core.
+    pub iops_per_busy_core: f64,
 }
 
 impl RunSummary {
@@ -210,6 +234,19 @@ impl RunSummary {
             interrupted: threads.iter().any(|t| t.interrupted),
             clock: clock.into(),
             core_to_core_ns: None,
+            system: threads.iter().find_map(|t| t.system_cpu).map(|c| {
+                let busy_cores = c.busy_ns() as f64 / elapsed_ns.max(1) as f64;
+                SystemSummary {
+                    cpu: c,
+                    cores_busy: busy_cores,
+                    busy_ns_per_io: per(c.busy_ns()),
+                    user_ns_per_io: per(c.user_ns),
+                    kernel_ns_per_io: per(c.kernel_ns()),
+                    irq_ns_per_io: per(c.irq_ns),
+                    softirq_ns_per_io: per(c.softirq_ns),
+                    iops_per_busy_core: if busy_cores > 0.0 { ios as f64 / secs / busy_cores } else { 0.0 },
+                }
+            }),
         }
     }
 }
@@ -305,6 +342,18 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
     ));
     if c.ceiling_iops_per_core > 0.0 {
         o.push_str(&format!("  ceiling      : {} IOPS per core at the useful cost\n", si(c.ceiling_iops_per_core)));
+    }
+    if let Some(sy) = &s.system {
+        o.push_str(&format!(
+            "  system-wide  : {:.2} cores busy; per I/O {:.1} ns (usr {:.1}, kernel {:.1} incl. irq {:.1} + softirq {:.1}); {} IOPS per busy core\n",
+            sy.cores_busy,
+            sy.busy_ns_per_io,
+            sy.user_ns_per_io,
+            sy.kernel_ns_per_io,
+            sy.irq_ns_per_io,
+            sy.softirq_ns_per_io,
+            si(sy.iops_per_busy_core)
+        ));
     }
     if s.sq_doorbells_per_io > 0.0 || s.syscalls_per_io > 0.0 {
         o.push_str(&format!(

@@ -88,3 +88,100 @@ impl CpuTime {
         self.user_ns + self.sys_ns
     }
 }
+
+/// System-wide CPU time from the first line of /proc/stat, in nanoseconds:
+/// what every CPU spent, so completion work done in interrupt context on
+/// other cores counts too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SystemCpu {
+    /// User mode (user + nice).
+    pub user_ns: u64,
+    /// Kernel mode outside interrupts.
+    pub system_ns: u64,
+    /// Hard interrupts.
+    pub irq_ns: u64,
+    /// Soft interrupts (block completion work runs here).
+    pub softirq_ns: u64,
+    /// Idle (idle + iowait).
+    pub idle_ns: u64,
+    /// Stolen by the hypervisor.
+    pub steal_ns: u64,
+}
+
+impl SystemCpu {
+    /// Read /proc/stat now (None when it cannot be read).
+    pub fn now() -> Option<Self> {
+        Self::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+    /// Parse the aggregate "cpu" line of /proc/stat (values in USER_HZ ticks).
+    pub fn parse(stat: &str) -> Option<Self> {
+        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+        let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+        if v.len() < 8 {
+            return None;
+        }
+        let hz = 100; // USER_HZ is 100 on every Linux architecture we run on
+        let ns = |t: u64| t * (1_000_000_000 / hz);
+        Some(SystemCpu {
+            user_ns: ns(v[0] + v[1]),
+            system_ns: ns(v[2]),
+            idle_ns: ns(v[3] + v[4]),
+            irq_ns: ns(v[5]),
+            softirq_ns: ns(v[6]),
+            steal_ns: ns(v[7]),
+        })
+    }
+    /// Difference.
+    pub fn since(&self, e: &SystemCpu) -> SystemCpu {
+        SystemCpu {
+            user_ns: self.user_ns.saturating_sub(e.user_ns),
+            system_ns: self.system_ns.saturating_sub(e.system_ns),
+            irq_ns: self.irq_ns.saturating_sub(e.irq_ns),
+            softirq_ns: self.softirq_ns.saturating_sub(e.softirq_ns),
+            idle_ns: self.idle_ns.saturating_sub(e.idle_ns),
+            steal_ns: self.steal_ns.saturating_sub(e.steal_ns),
+        }
+    }
+    /// Busy time: user + system + irq + softirq.
+    pub fn busy_ns(&self) -> u64 {
+        self.user_ns + self.system_ns + self.irq_ns + self.softirq_ns
+    }
+    /// Kernel time: system + irq + softirq.
+    pub fn kernel_ns(&self) -> u64 {
+        self.system_ns + self.irq_ns + self.softirq_ns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_parses() {
+        let s = "cpu  71238 5 7105 143198 522 10 527 439 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 1\n";
+        let c = SystemCpu::parse(s).unwrap();
+        assert_eq!(c.user_ns, 71243 * 10_000_000);
+        assert_eq!(c.system_ns, 7105 * 10_000_000);
+        assert_eq!(c.idle_ns, (143198 + 522) * 10_000_000);
+        assert_eq!(c.irq_ns, 10 * 10_000_000);
+        assert_eq!(c.softirq_ns, 527 * 10_000_000);
+        assert_eq!(c.steal_ns, 439 * 10_000_000);
+        let later = SystemCpu { user_ns: c.user_ns + 5, ..c };
+        assert_eq!(later.since(&c).busy_ns(), 5);
+        assert!(SystemCpu::parse("intr 1\n").is_none());
+        assert!(SystemCpu::now().is_some());
+    }
+
+    #[test]
+    fn histogram_summary() {
+        let mut h = new_histogram();
+        for v in 1..=1000u64 {
+            h.record(v * 1000).unwrap();
+        }
+        let s = LatSummary::of(&h);
+        assert_eq!(s.n, 1000);
+        assert!((s.p(50.0) as i64 - 500_000).abs() < 1000);
+        assert!((s.p(99.0) as i64 - 990_000).abs() < 1000);
+        assert_eq!(s.min, 1000);
+    }
+}

@@ -260,26 +260,39 @@ impl Device {
         self.regs.dev_store(offset::CSTS, c.into_bits());
     }
 
+    /// One pass of the controller: react to register changes, then fetch
+    /// and execute what the submission queues hold. Returns the work done.
+    pub(crate) fn step(&mut self) -> usize {
+        self.step_burst(usize::MAX)
+    }
+
+    /// One pass, taking at most `burst` commands from each queue (fairness
+    /// between queues when threads share the controller).
+    fn step_burst(&mut self, burst: usize) -> usize {
+        let mut work = self.check_registers();
+        if matches!(self.state, State::Ready) {
+            if self.faults.fatal.load(Ordering::Relaxed) {
+                self.set_csts(self.csts().with_cfs(true));
+                self.state = State::Fatal;
+                return work + 1;
+            }
+            if !self.faults.hang.load(Ordering::Relaxed) {
+                let mut i = 0;
+                while i < self.active.len() {
+                    let qid = self.active[i];
+                    work += self.process_sq(qid, burst);
+                    i += 1;
+                }
+            }
+        }
+        work
+    }
+
     pub(crate) fn run(mut self, stop: &AtomicBool) {
         let mut idle: u32 = 0;
         let mut park = Duration::from_micros(20);
         while !stop.load(Ordering::Relaxed) {
-            let mut work = self.check_registers();
-            if matches!(self.state, State::Ready) {
-                if self.faults.fatal.load(Ordering::Relaxed) {
-                    self.set_csts(self.csts().with_cfs(true));
-                    self.state = State::Fatal;
-                    continue;
-                }
-                if !self.faults.hang.load(Ordering::Relaxed) {
-                    let mut i = 0;
-                    while i < self.active.len() {
-                        let qid = self.active[i];
-                        work += self.process_sq(qid, 64);
-                        i += 1;
-                    }
-                }
-            }
+            let work = self.step_burst(64);
             if work > 0 {
                 idle = 0;
                 park = Duration::from_micros(20);
@@ -314,7 +327,11 @@ impl Device {
         }
         match self.state {
             State::Disabled if cc.en() => {
-                self.state = State::Enabling(Instant::now());
+                if self.cfg.ready_delay.is_zero() {
+                    self.enable(cc);
+                } else {
+                    self.state = State::Enabling(Instant::now());
+                }
                 1
             }
             State::Enabling(t) => {

@@ -94,6 +94,10 @@ pub struct SimConfig {
     pub max_park: Duration,
     /// Controller-side event callback.
     pub events: Option<EventHook>,
+    /// Run the controller on its own thread (true), or synchronously inside
+    /// the host's register accesses (false): deterministic, single threaded,
+    /// for traces and instruction counting. See [`SimController::step`].
+    pub threaded: bool,
 }
 
 impl Default for SimConfig {
@@ -117,6 +121,7 @@ impl Default for SimConfig {
             idle_spins: 20_000,
             max_park: Duration::from_millis(2),
             events: None,
+            threaded: true,
         }
     }
 }
@@ -176,23 +181,30 @@ impl SimController {
         let faults = Arc::new(Faults::default());
         let stop = Arc::new(AtomicBool::new(false));
         let dev = device::Device::new(config.clone(), regs.clone(), mem.clone(), stats.clone(), faults.clone())?;
-        let stop2 = stop.clone();
-        let regs2 = regs.clone();
-        let cpu = config.cpu;
-        let thread = std::thread::Builder::new()
-            .name("nvme-sim".into())
-            .spawn(move || {
-                if let Some(cpu) = cpu {
-                    let _ = nvme_hal::pin_current_thread(cpu);
-                }
-                let _ = regs2.thread.set(std::thread::current());
-                dev.run(&stop2)
-            })
-            .expect("spawn simulator thread");
-        while regs.thread.get().is_none() {
-            std::thread::yield_now();
-        }
-        Ok(SimController { regs, mem, stats, faults, stop, thread: Some(thread), config })
+        let thread = if config.threaded {
+            let stop2 = stop.clone();
+            let regs2 = regs.clone();
+            let cpu = config.cpu;
+            let t = std::thread::Builder::new()
+                .name("nvme-sim".into())
+                .spawn(move || {
+                    if let Some(cpu) = cpu {
+                        let _ = nvme_hal::pin_current_thread(cpu);
+                    }
+                    let _ = regs2.thread.set(std::thread::current());
+                    dev.run(&stop2)
+                })
+                .expect("spawn simulator thread");
+            while regs.thread.get().is_none() {
+                std::thread::yield_now();
+            }
+            Some(t)
+        } else {
+            *regs.inline.lock().unwrap() = Some(Arc::new(std::sync::Mutex::new(dev)));
+            regs.auto_step.store(true, Ordering::Relaxed);
+            None
+        };
+        Ok(SimController { regs, mem, stats, faults, stop, thread, config })
     }
 
     /// The register window (what BAR0 is on hardware).
@@ -219,10 +231,28 @@ impl SimController {
     pub fn config(&self) -> &SimConfig {
         &self.config
     }
+
+    /// Synchronous mode: run the controller one step now (fetch and execute
+    /// everything the submission queues hold). Returns the work done.
+    pub fn step(&self) -> usize {
+        self.regs.step()
+    }
+
+    /// Synchronous mode: whether every register access also steps the
+    /// controller (on by default). Turn it off to step explicitly, e.g. to
+    /// count only the host's instructions.
+    pub fn set_auto_step(&self, on: bool) {
+        if !self.config.threaded {
+            self.regs.auto_step.store(on, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Drop for SimController {
     fn drop(&mut self) {
+        // Break the registers <-> controller cycle of synchronous mode.
+        self.regs.auto_step.store(false, Ordering::Relaxed);
+        self.regs.inline.lock().unwrap().take();
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             t.thread().unpark();

@@ -5,7 +5,7 @@
 use nvme_hal::{MemRegisters, RegisterWindow};
 use nvme_spec::regs::offset;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 
 /// Register window of a simulated controller.
@@ -18,6 +18,10 @@ pub struct SimRegisters {
     /// MMIO writes, which are what cost on real and virtual hardware.
     pub(crate) writes: AtomicU64,
     count_writes: bool,
+    /// Synchronous mode: the controller runs inside register accesses
+    /// (no thread), one step per access while `auto_step` is set.
+    pub(crate) inline: Mutex<Option<Arc<Mutex<crate::device::Device>>>>,
+    pub(crate) auto_step: AtomicBool,
 }
 
 impl SimRegisters {
@@ -28,6 +32,8 @@ impl SimRegisters {
             thread: OnceLock::new(),
             writes: AtomicU64::new(0),
             count_writes,
+            inline: Mutex::new(None),
+            auto_step: AtomicBool::new(false),
         }
     }
     /// Controller-side access to a register (no filtering, no wake-up).
@@ -57,12 +63,34 @@ impl SimRegisters {
                 t.unpark();
             }
         }
+        self.step_if_inline();
+    }
+
+    /// In synchronous mode, let the controller run one step now.
+    #[inline]
+    fn step_if_inline(&self) {
+        if self.auto_step.load(Ordering::Relaxed) {
+            self.step();
+        }
+    }
+
+    /// Run the synchronous controller one step (no-op in threaded mode).
+    /// Returns the work done (commands fetched, state changes).
+    pub(crate) fn step(&self) -> usize {
+        let dev = self.inline.lock().unwrap().clone();
+        match dev {
+            Some(d) => d.lock().unwrap().step(),
+            None => 0,
+        }
     }
 }
 
 impl RegisterWindow for SimRegisters {
     #[inline]
     fn read32(&self, off: usize) -> u32 {
+        // A synchronous controller advances when the host looks at it
+        // (e.g. while the host waits for CSTS.RDY).
+        self.step_if_inline();
         self.mem.read32(off)
     }
     #[inline]
