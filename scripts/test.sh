@@ -34,6 +34,10 @@ else
   exit 1
 fi
 
+step "examples against the simulator"
+cargo run --quiet --example identify | tail -3
+cargo run --quiet --example read_block | tail -1
+
 step "release build"
 cargo build --release --quiet
 BIN=$ROOT/target/release/nvme-bypass

@@ -37,6 +37,8 @@ pub enum Command {
     Bind(crate::bind::BindArgs),
     /// Give a controller back to the driver it had before `bind`.
     Unbind(crate::bind::BindArgs),
+    /// Tell the story of NVMe queues: every register access, submission entry, doorbell and completion of a short run.
+    Trace(crate::trace::TraceArgs),
 }
 
 /// The paths to a namespace.
@@ -332,6 +334,7 @@ pub fn main() -> i32 {
         Command::Info(a) => info(&a),
         Command::Bind(a) => crate::bind::bind(&a),
         Command::Unbind(a) => crate::bind::unbind(&a),
+        Command::Trace(a) => crate::trace::trace(&a),
     };
     match r {
         Ok(code) => code,
@@ -489,6 +492,25 @@ fn info(a: &InfoArgs) -> Result<i32, CliError> {
                 .ok_or_else(|| CliError::usage("controller not available"))?;
             let ns = ns.map_err(|e| CliError::usage(e.to_string()))?;
             print_identify(&ctrl, &ns, a.nsid, a.output_format, "sim");
+            Ok(exit::OK)
+        }
+        BackendKind::Vfio => {
+            let bdf = a.device.as_deref().ok_or_else(|| CliError::usage("--backend vfio needs --device (e.g. --device 0000:01:00.0)"))?;
+            let t = crate::backend::vfio::VfioTarget::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid: a.nsid, queues: 1 })?;
+            let (ctrl, ns) = t
+                .target
+                .with_controller(|c| (c.identify().clone(), c.identify_namespace(a.nsid)))
+                .ok_or_else(|| CliError::usage("controller not available"))?;
+            let ns = ns.map_err(|e| CliError::usage(e.to_string()))?;
+            print_identify(&ctrl, &ns, a.nsid, a.output_format, "vfio");
+            Ok(exit::OK)
+        }
+        BackendKind::Passthru => {
+            // Identify through the kernel's admin passthrough ioctl, on the
+            // controller (/dev/nvme0) or a namespace (/dev/ng0n1, /dev/nvme0n1).
+            let dev = a.device.as_deref().ok_or_else(|| CliError::usage("--backend passthru needs --device (e.g. --device /dev/nvme0 or /dev/ng0n1)"))?;
+            let (ctrl, ns, nsid) = crate::backend::passthru::identify(dev, a.nsid)?;
+            print_identify(&ctrl, &ns, nsid, a.output_format, &format!("NVME_IOCTL_ADMIN_CMD on {dev}"));
             Ok(exit::OK)
         }
         other => Err(CliError::usage(format!(

@@ -15,6 +15,7 @@ mod progress;
 mod report;
 mod stats;
 mod sys;
+mod trace;
 mod verify;
 mod workload;
 

@@ -283,8 +283,10 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         n
     }
 
-    /// Reap one completion and return the raw entry (admin path, tracing).
-    pub fn poll_one_raw(&mut self) -> Option<(Cqe, Option<u64>)> {
+    /// Reap one completion and return the raw entry with its tag (`None`
+    /// when rejected), without ringing the completion doorbell: call
+    /// [`ring_cq`](Self::ring_cq) after a batch (tracing, admin path).
+    pub fn reap_raw(&mut self) -> Option<(Cqe, Option<u64>)> {
         let cqe = self.cq.pop()?;
         self.sq.update_head(cqe.sq_head);
         let tag = if cqe.sq_id == self.qid { self.cids.release(cqe.cid) } else { None };
@@ -298,9 +300,22 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         } else {
             self.stats.completed += 1;
         }
-        self.cq.ring_doorbell(&*self.regs);
-        self.stats.cq_doorbells += 1;
         Some((cqe, tag))
+    }
+
+    /// Ring the completion doorbell if entries were consumed since the last ring.
+    pub fn ring_cq(&mut self) {
+        if self.cq.needs_doorbell() {
+            self.cq.ring_doorbell(&*self.regs);
+            self.stats.cq_doorbells += 1;
+        }
+    }
+
+    /// Reap one completion and ring the completion doorbell (admin path).
+    pub fn poll_one_raw(&mut self) -> Option<(Cqe, Option<u64>)> {
+        let r = self.reap_raw();
+        self.ring_cq();
+        r
     }
 
     /// Forget every outstanding command (after the controller was reset or

@@ -48,6 +48,14 @@ impl<T: RegisterWindow + ?Sized> RegisterWindow for std::sync::Arc<T> {
     fn len(&self) -> usize {
         (**self).len()
     }
+    #[inline]
+    fn read64(&self, offset: usize) -> u64 {
+        (**self).read64(offset)
+    }
+    #[inline]
+    fn write64(&self, offset: usize, value: u64) {
+        (**self).write64(offset, value)
+    }
 }
 
 /// A register window in ordinary memory, made of atomics: what a fake

@@ -178,8 +178,9 @@ impl Device {
             }
         }
         let ic = IdentifyController {
-            vid: 0x1b36,
-            ssvid: 0x1af4,
+            // Not a PCI device: no vendor to claim.
+            vid: 0,
+            ssvid: 0,
             sn: cfg.serial.clone(),
             mn: cfg.model.clone(),
             fr: cfg.firmware.clone(),

@@ -18,6 +18,7 @@
 
 pub mod cmd;
 pub mod cqe;
+pub mod describe;
 pub mod identify;
 pub mod opcode;
 pub mod regs;

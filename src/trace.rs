@@ -1,0 +1,410 @@
+//! `nvme-bypass trace`: a short, fixed story told by the running driver.
+//! Controller bring-up, Identify, an I/O queue pair with a deliberately
+//! small queue, enough writes and reads to wrap both rings, a multi-page
+//! transfer with a PRP list, shutdown. Every register access is printed with
+//! its name and decoded fields; every submission entry field by field (and
+//! its bytes with `--hex`); every doorbell; the controller fetching entries
+//! and posting completions (simulator); every completion entry; the phase
+//! flip when the completion queue wraps.
+//!
+//! On the simulator the controller runs synchronously inside the register
+//! accesses, so the story is the same every time, and host and controller
+//! steps interleave in causal order.
+
+use crate::cli::{exit, CliError, OutputFormat};
+use nvme_driver::{Controller, ControllerConfig, DataPtr, QueuePair};
+use nvme_hal::RegisterWindow;
+use nvme_sim::{SimConfig, SimController, SimEvent};
+use nvme_spec::describe;
+use nvme_spec::{Cqe, Sqe};
+use serde::Serialize;
+use std::sync::{Arc, Mutex};
+
+/// Options of `trace`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TraceArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "normal")]
+    pub output_format: OutputFormat,
+    /// Also print the 64 bytes of each submission entry.
+    #[arg(long)]
+    pub hex: bool,
+    /// Entries in the I/O queues (small, so the story wraps them).
+    #[arg(long, default_value_t = 4)]
+    pub queue_entries: u32,
+    /// Read/write commands in the story.
+    #[arg(long, default_value_t = 10)]
+    pub commands: u32,
+    /// Path: the simulator (default) or a controller bound to vfio-pci (--device BDF).
+    #[arg(long, value_enum, default_value = "sim")]
+    pub backend: crate::cli::BackendKind,
+    /// PCI address for --backend vfio.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Allow the story's writes on a real controller (--backend vfio): they
+    /// overwrite the first blocks of namespace 1.
+    #[arg(long)]
+    pub allow_write: bool,
+}
+
+/// One step of the story.
+#[derive(Clone, Debug, Serialize)]
+pub struct Event {
+    /// Sequence number.
+    pub seq: usize,
+    /// "host" (the driver) or "ctrl" (the controller), or "story".
+    pub who: &'static str,
+    /// What kind of step: reg_read, reg_write, doorbell, sqe, fetch, cqe, phase_flip, prp_list, ...
+    pub kind: &'static str,
+    /// One line for people.
+    pub text: String,
+    /// Extra lines (hex, field lists).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub detail: Vec<String>,
+    /// Register offset, queue id, slot, value... when they apply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qid: Option<u16>,
+    /// Slot in the ring.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u16>,
+    /// Value written or read, or the phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<u64>,
+}
+
+/// Where events go: printed at once (text) or collected (JSON).
+pub struct Tracer {
+    events: Mutex<Vec<Event>>,
+    print: bool,
+    dstrd: Mutex<u8>,
+}
+
+impl Tracer {
+    fn new(print: bool) -> Arc<Self> {
+        Arc::new(Tracer { events: Mutex::new(vec![]), print, dstrd: Mutex::new(0) })
+    }
+    fn emit(&self, who: &'static str, kind: &'static str, text: String, detail: Vec<String>, qid: Option<u16>, slot: Option<u16>, value: Option<u64>) {
+        let mut ev = self.events.lock().unwrap();
+        let seq = ev.len() + 1;
+        if self.print {
+            if who == "story" {
+                println!("\n== {text}");
+            } else {
+                println!("[{seq:4}] {who:<4} {kind:<10} {text}");
+            }
+            for d in &detail {
+                println!("{:22}{d}", "");
+            }
+        }
+        ev.push(Event { seq, who, kind, text, detail, qid, slot, value });
+    }
+    fn story(&self, text: &str) {
+        self.emit("story", "chapter", text.into(), vec![], None, None, None);
+    }
+    fn dstrd(&self) -> u8 {
+        *self.dstrd.lock().unwrap()
+    }
+}
+
+/// A register window that reports every access to the tracer.
+pub struct TracedRegs<R: RegisterWindow + ?Sized> {
+    inner: Arc<R>,
+    tr: Arc<Tracer>,
+}
+
+impl<R: RegisterWindow + ?Sized> TracedRegs<R> {
+    fn log(&self, write: bool, off: usize, v: u64, wide: bool) {
+        let d = self.tr.dstrd();
+        let name = describe::register_name(off, d);
+        let fields = if off == nvme_spec::regs::offset::CAP && wide {
+            describe::cap_fields(v)
+        } else {
+            describe::register_fields(off, v as u32, d)
+        };
+        let is_db = off >= nvme_spec::regs::offset::DOORBELL_BASE;
+        let kind = match (is_db, write) {
+            (true, _) => "doorbell",
+            (false, true) => "reg_write",
+            (false, false) => "reg_read",
+        };
+        let qid = is_db.then(|| ((off - nvme_spec::regs::offset::DOORBELL_BASE) / (4usize << d) / 2) as u16);
+        let val = if wide { format!("{v:#018x}") } else { format!("{v:#010x}") };
+        let text = format!("{} {name:<8} @{off:#06x} {} {val}  {fields}", if write { "write" } else { "read " }, if write { "<-" } else { "->" });
+        self.tr.emit("host", kind, text, vec![], qid, None, Some(v));
+    }
+}
+
+impl<R: RegisterWindow + ?Sized> RegisterWindow for TracedRegs<R> {
+    fn read32(&self, off: usize) -> u32 {
+        let v = self.inner.read32(off);
+        self.log(false, off, v as u64, false);
+        v
+    }
+    fn write32(&self, off: usize, v: u32) {
+        // Log first: in the synchronous simulator the controller reacts
+        // inside the write, and its steps must follow this line.
+        self.log(true, off, v as u64, false);
+        self.inner.write32(off, v)
+    }
+    fn read64(&self, off: usize) -> u64 {
+        let v = self.inner.read64(off);
+        if off == nvme_spec::regs::offset::CAP {
+            // Doorbell names depend on the stride: learn it as the driver does.
+            *self.tr.dstrd.lock().unwrap() = nvme_spec::regs::Cap::from_bits(v).dstrd();
+        }
+        self.log(false, off, v, true);
+        v
+    }
+    fn write64(&self, off: usize, v: u64) {
+        self.log(true, off, v, true);
+        self.inner.write64(off, v)
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+}
+
+fn controller_event(tr: &Tracer, hex: bool, e: &SimEvent) {
+    match e {
+        SimEvent::Enabled { asq, acq, admin_entries } => tr.emit(
+            "ctrl",
+            "enabled",
+            format!("CC.EN 0->1: admin SQ at {asq:#x}, CQ at {acq:#x}, {admin_entries} entries; CSTS.RDY <- 1"),
+            vec![],
+            Some(0),
+            None,
+            None,
+        ),
+        SimEvent::Reset => tr.emit("ctrl", "reset", "CC.EN 1->0: controller reset, all queues gone, CSTS.RDY <- 0".into(), vec![], None, None, None),
+        SimEvent::ShutdownComplete => tr.emit("ctrl", "shutdown", "CC.SHN=01b seen: shutdown processing complete, CSTS.SHST <- 10b".into(), vec![], None, None, None),
+        SimEvent::DoorbellSeen { qid, tail, shadow } => tr.emit(
+            "ctrl",
+            "db_seen",
+            format!("sees SQ{qid} tail {tail}{}", if *shadow { " (shadow doorbell)" } else { "" }),
+            vec![],
+            Some(*qid),
+            None,
+            Some(*tail as u64),
+        ),
+        SimEvent::Fetch { qid, slot, sqe } => {
+            let mut detail = vec![];
+            if hex {
+                detail = describe::hex64(&sqe.to_bytes());
+            }
+            tr.emit("ctrl", "fetch", format!("fetch SQ{qid}[{slot}]: {}", describe::sqe_line(sqe, *qid == 0)), detail, Some(*qid), Some(*slot), None)
+        }
+        SimEvent::Complete { cqid, slot, cqe } => tr.emit(
+            "ctrl",
+            "post_cqe",
+            format!("post CQ{cqid}[{slot}] with phase {}: {cqe}", cqe.phase() as u8),
+            vec![],
+            Some(*cqid),
+            Some(*slot),
+            Some(cqe.phase() as u64),
+        ),
+        SimEvent::PrpList { list_iova, entries } => tr.emit(
+            "ctrl",
+            "prp_list",
+            format!("walk PRP list at {list_iova:#x}: {} entries", entries.len()),
+            entries.iter().enumerate().map(|(i, e)| format!("entry {i}: {e:#x}")).collect(),
+            None,
+            None,
+            Some(entries.len() as u64),
+        ),
+        SimEvent::Queue { qid, cq, created, entries } => tr.emit(
+            "ctrl",
+            "queue",
+            format!("{} I/O {} {qid} ({entries} entries)", if *created { "created" } else { "deleted" }, if *cq { "CQ" } else { "SQ" }),
+            vec![],
+            Some(*qid),
+            None,
+            None,
+        ),
+    }
+}
+
+fn post_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>, sqe: Sqe, data: Option<DataPtr>, tag: u64, hex: bool) -> Result<(), CliError> {
+    let tail_before = qp.sq().tail();
+    qp.submit(sqe, data, tag).map_err(|e| CliError::usage(e.to_string()))?;
+    let slot = tail_before;
+    let posted = Sqe::from_dwords(qp.sq().memory().read_dwords16(slot as usize * 64));
+    let mut detail = vec![describe::sqe_line(&posted, false)];
+    if hex {
+        detail.extend(describe::hex64(&posted.to_bytes()));
+    }
+    tr.emit(
+        "host",
+        "sqe",
+        format!(
+            "post SQ{}[{slot}] {} cid={} (tail {} -> {}){}",
+            qp.qid(),
+            describe::opcode_name(posted.opcode(), false),
+            posted.cid(),
+            tail_before,
+            qp.sq().tail(),
+            if qp.sq().tail() < tail_before { ": SQ tail wrapped to slot 0" } else { "" }
+        ),
+        detail,
+        Some(qp.qid()),
+        Some(slot),
+        None,
+    );
+    Ok(())
+}
+
+fn reap_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>) -> usize {
+    let mut n = 0;
+    loop {
+        let head = qp.cq().head();
+        let phase = qp.cq().phase();
+        let Some((cqe, tag)) = qp.reap_raw() else { break };
+        n += 1;
+        report_cqe(tr, qp.qid(), head, &cqe, tag);
+        if qp.cq().phase() != phase {
+            tr.emit(
+                "host",
+                "phase_flip",
+                format!(
+                    "CQ{} head wrapped from slot {head} to 0: the phase of new entries flips {} -> {}",
+                    qp.qid(),
+                    phase as u8,
+                    qp.cq().phase() as u8
+                ),
+                vec![],
+                Some(qp.qid()),
+                Some(head),
+                Some(qp.cq().phase() as u64),
+            );
+        }
+    }
+    // One completion doorbell for the whole pass, as the hot path does.
+    qp.ring_cq();
+    n
+}
+
+fn report_cqe(tr: &Tracer, qid: u16, slot: u16, cqe: &Cqe, tag: Option<u64>) {
+    tr.emit(
+        "host",
+        "cqe",
+        format!(
+            "reap CQ{qid}[{slot}] phase {} matches: {cqe}{}",
+            cqe.phase() as u8,
+            if tag.is_none() { "  (REJECTED: CID not outstanding)" } else { "" }
+        ),
+        vec![],
+        Some(qid),
+        Some(slot),
+        Some(cqe.phase() as u64),
+    );
+}
+
+/// Run the story.
+pub fn trace(a: &TraceArgs) -> Result<i32, CliError> {
+    if a.queue_entries < 2 || a.queue_entries > 64 {
+        return Err(CliError::usage("--queue-entries must be 2..=64 (small, so the story wraps the rings)"));
+    }
+    let print = a.output_format == OutputFormat::Normal;
+    let tr = Tracer::new(print);
+    match a.backend {
+        crate::cli::BackendKind::Sim => {
+            let tr2 = tr.clone();
+            let hex = a.hex;
+            let cfg = SimConfig {
+                threaded: false,
+                events: Some(Arc::new(move |e: &SimEvent| controller_event(&tr2, hex, e))),
+                ..SimConfig::default().with_namespace(64 << 20, 512)
+            };
+            let sim = SimController::start(cfg).map_err(|e| CliError::usage(e.to_string()))?;
+            let regs = Arc::new(TracedRegs { inner: sim.registers(), tr: tr.clone() });
+            story(&tr, regs, sim.allocator(), a)?;
+            drop(sim);
+        }
+        crate::cli::BackendKind::Vfio => {
+            let bdf = a.device.as_deref().ok_or_else(|| CliError::usage("trace --backend vfio needs --device BDF"))?;
+            if !a.allow_write {
+                return Err(CliError::usage(format!(
+                    "the trace story writes {} blocks at the start of namespace 1 of {bdf}; add --allow-write if it holds nothing you need",
+                    a.commands
+                )));
+            }
+            return Err(CliError::usage(format!("trace over vfio ({bdf}) lands with the vfio backend")));
+        }
+        other => {
+            return Err(CliError::usage(format!(
+                "trace runs on --backend sim or vfio (our driver), not {}",
+                clap::ValueEnum::to_possible_value(&other).unwrap().get_name()
+            )))
+        }
+    }
+    if !print {
+        let ev = tr.events.lock().unwrap();
+        println!("{}", serde_json::to_string_pretty(&*ev).unwrap());
+    }
+    Ok(exit::OK)
+}
+
+fn story<R: RegisterWindow + ?Sized + 'static>(
+    tr: &Arc<Tracer>,
+    regs: Arc<R>,
+    mem: Arc<dyn nvme_hal::DmaAllocator>,
+    a: &TraceArgs,
+) -> Result<(), CliError> {
+    let err = |e: nvme_driver::Error| CliError::usage(e.to_string());
+    tr.story("bring-up, NVMe 1.4c §7.6.1: read CAP, disable, admin queues in AQA/ASQ/ACQ, CC with EN=1, wait for CSTS.RDY; then Identify and Set Features Number of Queues");
+    let mut ctrl = Controller::new(regs, mem, ControllerConfig { io_queues: 1, ..Default::default() }).map_err(err)?;
+    tr.story("Identify Namespace 1 (admin command, data returned in a 4 KiB page named by PRP1)");
+    let ns = ctrl.identify_namespace(1).map_err(err)?;
+    let lba = ns.lba_size() as usize;
+    tr.story(&format!(
+        "create an I/O queue pair of {} entries (at most {} commands in flight): the CQ first, then the SQ that names it",
+        a.queue_entries,
+        a.queue_entries - 1
+    ));
+    let mut qp = ctrl.create_io_queue_pair(a.queue_entries).map_err(err)?;
+    let buf = ctrl.allocator().alloc(64 << 10, 4096).map_err(|e| CliError::usage(e.to_string()))?;
+    let depth = qp.depth() as u32;
+    tr.story(&format!(
+        "{} writes then {} reads of one block each, {depth} at a time, each batch with one SQ doorbell; the rings wrap",
+        a.commands, a.commands
+    ));
+    for (phase, write) in [(0, true), (1, false)] {
+        let mut done = 0u32;
+        while done < a.commands {
+            let batch = depth.min(a.commands - done);
+            for i in 0..batch {
+                let lbn = (done + i) as u64;
+                let data = DataPtr { iova: buf.iova() + (i as usize * lba) as u64, len: lba };
+                let sqe = if write {
+                    nvme_spec::cmd::ReadWrite::write(1, lbn, 1).build()
+                } else {
+                    nvme_spec::cmd::ReadWrite::read(1, lbn, 1).build()
+                };
+                post_and_print(tr, &mut qp, sqe, Some(data), phase * 1000 + lbn, a.hex)?;
+            }
+            qp.ring();
+            let mut got = 0;
+            let start = std::time::Instant::now();
+            while got < batch as usize {
+                got += reap_and_print(tr, &mut qp);
+                if start.elapsed() > std::time::Duration::from_secs(10) {
+                    return Err(CliError::usage("the controller did not complete the story's commands within 10 s"));
+                }
+            }
+            done += batch;
+        }
+    }
+    tr.story("a 16 KiB write spanning four pages: PRP1 names the first page, PRP2 a PRP list naming the other three (NVMe 1.4c §4.3)");
+    let blocks = (16 << 10) / lba as u32;
+    post_and_print(tr, &mut qp, nvme_spec::cmd::ReadWrite::write(1, 64, blocks).build(), Some(DataPtr { iova: buf.iova(), len: 16 << 10 }), 7777, a.hex)?;
+    qp.ring();
+    let start = std::time::Instant::now();
+    while reap_and_print(tr, &mut qp) == 0 {
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            return Err(CliError::usage("the 16 KiB write did not complete within 10 s"));
+        }
+    }
+    tr.story("delete the I/O queue pair (SQ first, then CQ), then normal shutdown, NVMe 1.4c §7.6.2: CC.SHN=01b, wait for CSTS.SHST=10b, CC.EN=0");
+    ctrl.delete_io_queue_pair(qp).map_err(err)?;
+    ctrl.shutdown().map_err(err)?;
+    Ok(())
+}

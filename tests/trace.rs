@@ -1,0 +1,96 @@
+//! `nvme-bypass trace` on the simulator: no hardware, no root. The story's
+//! steps appear in order, and the phase flips exactly when the completion
+//! queue wraps.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn trace(args: &[&str]) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).arg("trace").args(args).args(["--output-format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice::<Value>(&out.stdout).unwrap().as_array().unwrap().clone()
+}
+
+fn pos(ev: &[Value], pred: impl Fn(&Value) -> bool, what: &str) -> usize {
+    ev.iter().position(pred).unwrap_or_else(|| panic!("no {what} in the trace"))
+}
+
+fn text(e: &Value) -> &str {
+    e["text"].as_str().unwrap()
+}
+
+#[test]
+fn story_steps_in_order() {
+    let ev = trace(&[]);
+    let cap = pos(&ev, |e| e["kind"] == "reg_read" && text(e).contains("CAP") && text(e).contains("MQES="), "CAP read");
+    let aqa = pos(&ev, |e| e["kind"] == "reg_write" && text(e).contains("AQA"), "AQA write");
+    let asq = pos(&ev, |e| e["kind"] == "reg_write" && text(e).contains("ASQ "), "ASQ write");
+    let acq = pos(&ev, |e| e["kind"] == "reg_write" && text(e).contains("ACQ "), "ACQ write");
+    let en = pos(&ev, |e| e["kind"] == "reg_write" && text(e).contains("CC ") && text(e).contains("EN=1"), "CC.EN=1 write");
+    let rdy = pos(&ev, |e| e["kind"] == "reg_read" && text(e).contains("RDY=1"), "CSTS.RDY=1 read");
+    let idc = pos(&ev, |e| e["kind"] == "fetch" && text(e).contains("Identify") && text(e).contains("cns=0x01"), "Identify Controller fetch");
+    let cq = pos(&ev, |e| e["kind"] == "fetch" && text(e).contains("Create I/O CQ"), "Create I/O CQ");
+    let sq = pos(&ev, |e| e["kind"] == "fetch" && text(e).contains("Create I/O SQ"), "Create I/O SQ");
+    let first_io = pos(&ev, |e| e["kind"] == "sqe" && e["qid"] == 1, "I/O submission");
+    let db = pos(&ev, |e| e["kind"] == "doorbell" && text(e).contains("SQ1TDBL"), "SQ1 tail doorbell");
+    let fetch = pos(&ev, |e| e["kind"] == "fetch" && e["qid"] == 1, "I/O fetch");
+    let post = pos(&ev, |e| e["kind"] == "post_cqe" && e["qid"] == 1, "I/O completion");
+    let reap = pos(&ev, |e| e["kind"] == "cqe" && e["qid"] == 1, "I/O reap");
+    let cqdb = pos(&ev, |e| e["kind"] == "doorbell" && text(e).contains("CQ1HDBL"), "CQ1 head doorbell");
+    let prp = pos(&ev, |e| e["kind"] == "prp_list", "PRP list walk");
+    let shn = pos(&ev, |e| e["kind"] == "reg_write" && text(e).contains("SHN=01"), "CC.SHN=01 write");
+    let shst = pos(&ev, |e| e["kind"] == "shutdown", "shutdown complete");
+    let order = [cap, aqa, asq, acq, en, rdy, idc, cq, sq, first_io, db, fetch, post, reap, cqdb, prp, shn, shst];
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "steps out of order: {order:?}");
+    // The multi-page write: PRP2 points at a list of three entries.
+    assert_eq!(ev[prp]["value"], 3);
+    // Every I/O the host posted was fetched and completed successfully.
+    let posted = ev.iter().filter(|e| e["kind"] == "sqe").count();
+    let reaped: Vec<&Value> = ev.iter().filter(|e| e["kind"] == "cqe" && e["qid"] == 1).collect();
+    assert_eq!(posted, reaped.len());
+    assert!(reaped.iter().all(|e| text(e).contains("SUCCESS")));
+}
+
+#[test]
+fn phase_flips_exactly_when_the_completion_queue_wraps() {
+    for entries in ["2", "3", "4", "7"] {
+        let ev = trace(&["--queue-entries", entries, "--commands", "13"]);
+        let n: u64 = entries.parse().unwrap();
+        let mut expected_phase = 1u64;
+        let mut reaped = 0u64;
+        let mut flips = 0;
+        for (i, e) in ev.iter().enumerate() {
+            if e["qid"] != 1 {
+                continue;
+            }
+            match e["kind"].as_str().unwrap() {
+                "cqe" => {
+                    assert_eq!(e["slot"].as_u64().unwrap(), reaped % n, "CQ head moves one slot per entry");
+                    assert_eq!(e["value"].as_u64().unwrap(), expected_phase, "entry {reaped} carries the lap's phase");
+                    reaped += 1;
+                    let wrapped = reaped % n == 0;
+                    let next_is_flip = ev[i + 1]["kind"] == "phase_flip";
+                    assert_eq!(wrapped, next_is_flip, "flip iff the head wrapped (entries {n}, reap {reaped})");
+                }
+                "phase_flip" => {
+                    flips += 1;
+                    expected_phase ^= 1;
+                    assert_eq!(e["value"].as_u64().unwrap(), expected_phase);
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(flips, reaped / n, "one flip per lap");
+        assert!(flips >= 2, "the story wraps the queue more than once");
+    }
+}
+
+#[test]
+fn text_output_and_hex() {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).args(["trace", "--hex"]).output().unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("== bring-up"));
+    assert!(s.contains("00: 02 00"), "hex of a Read SQE (opcode 02h first)");
+    assert!(s.contains("phase_flip"));
+}
