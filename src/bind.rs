@@ -1,19 +1,82 @@
 //! `nvme-bypass bind` / `unbind`: move a controller between the kernel's
-//! nvme driver and vfio-pci, safely (issue 3). Not implemented yet.
+//! nvme driver and vfio-pci, safely. The work (checks, sysfs writes, state
+//! file, hugepages) is in [`nvme_vfio::bind`]; this is the command line.
+
+use crate::cli::{exit, CliError};
+use nvme_vfio::bind::{self, BindOptions};
+use nvme_vfio::{Bdf, Host};
+use std::time::Duration;
 
 /// Options of bind/unbind.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BindArgs {
     /// PCI address of the controller, e.g. 0000:01:00.0.
     pub bdf: String,
+    /// bind only: 2 MiB hugepages to have free for DMA memory afterwards (0: leave the pool alone).
+    #[arg(long, default_value_t = 64)]
+    pub hugepages: u64,
+    /// Seconds to wait for device files to appear.
+    #[arg(long, default_value_t = 30)]
+    pub timeout: u64,
+}
+
+fn parse(a: &BindArgs) -> Result<Bdf, CliError> {
+    Bdf::parse(&a.bdf).map_err(|e| CliError::usage(e.to_string()))
+}
+
+fn bind_err(e: bind::BindError) -> CliError {
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !msg.contains(&t) {
+            msg.push_str(&format!(": {t}"));
+        }
+        src = s.source();
+    }
+    CliError::usage(msg)
 }
 
 /// Bind `bdf` to vfio-pci. Returns the process exit code.
-pub fn bind(a: &BindArgs) -> Result<i32, crate::cli::CliError> {
-    Err(crate::cli::CliError::usage(format!("bind is not implemented yet ({})", a.bdf)))
+pub fn bind(a: &BindArgs) -> Result<i32, CliError> {
+    let bdf = parse(a)?;
+    let opts = BindOptions { hugepages: a.hugepages, timeout: Duration::from_secs(a.timeout) };
+    let binding = bind::to_vfio(&Host::system(), &bdf, &opts).map_err(bind_err)?;
+    for line in binding.keep() {
+        println!("{line}");
+    }
+    println!("{bdf} is ready for `nvme-bypass bench --backend vfio --device {bdf}`; `nvme-bypass unbind {bdf}` gives it back");
+    Ok(exit::OK)
 }
 
 /// Give `bdf` back to its original driver.
-pub fn unbind(a: &BindArgs) -> Result<i32, crate::cli::CliError> {
-    Err(crate::cli::CliError::usage(format!("unbind is not implemented yet ({})", a.bdf)))
+pub fn unbind(a: &BindArgs) -> Result<i32, CliError> {
+    let bdf = parse(a)?;
+    let actions = bind::restore(&Host::system(), &bdf, Duration::from_secs(a.timeout)).map_err(bind_err)?;
+    for line in actions {
+        println!("{line}");
+    }
+    Ok(exit::OK)
+}
+
+/// For `compare`: move `bdf` to vfio-pci for the vfio rows, printing what
+/// was done to stderr. The returned guard gives the controller back when
+/// dropped (also on unwinding); [`release_guard`] does it with a report.
+#[allow(dead_code)] // called by src/compare.rs once it is wired into main.rs
+pub fn bind_guard(bdf: &str) -> Result<bind::VfioBinding, String> {
+    let bdf = Bdf::parse(bdf).map_err(|e| e.to_string())?;
+    let binding = bind::to_vfio(&Host::system(), &bdf, &BindOptions::default()).map_err(|e| bind_err(e).msg)?;
+    for line in &binding.actions {
+        eprintln!("nvme-bypass: {line}");
+    }
+    Ok(binding)
+}
+
+/// Give back what [`bind_guard`] moved, printing what was done to stderr.
+#[allow(dead_code)] // called by src/compare.rs once it is wired into main.rs
+pub fn release_guard(b: bind::VfioBinding) -> Result<(), String> {
+    for line in b.restore().map_err(|e| bind_err(e).msg)? {
+        eprintln!("nvme-bypass: {line}");
+    }
+    Ok(())
 }

@@ -39,6 +39,8 @@ pub enum Command {
     Unbind(crate::bind::BindArgs),
     /// Tell the story of NVMe queues: every register access, submission entry, doorbell and completion of a short run.
     Trace(crate::trace::TraceArgs),
+    /// The driver's own work per I/O on the synchronous simulator, repeatable (for callgrind).
+    DriverCost(crate::cost::CostArgs),
 }
 
 /// The paths to a namespace.
@@ -335,6 +337,7 @@ pub fn main() -> i32 {
         Command::Bind(a) => crate::bind::bind(&a),
         Command::Unbind(a) => crate::bind::unbind(&a),
         Command::Trace(a) => crate::trace::trace(&a),
+        Command::DriverCost(a) => crate::cost::driver_cost(&a),
     };
     match r {
         Ok(code) => code,
@@ -358,7 +361,7 @@ fn sim_options(a: &SimArgs, queues: u16, cpu: Option<usize>) -> Result<SimOption
     if a.sim_size < a.sim_lba_size as u64 {
         return Err(CliError::usage("--sim-size is smaller than one block"));
     }
-    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts })
+    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, threaded: true })
 }
 
 /// Open the path a command asks for.

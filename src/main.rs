@@ -10,6 +10,7 @@ mod bind;
 mod c2c;
 mod cli;
 mod clock;
+mod cost;
 mod engine;
 mod progress;
 mod report;

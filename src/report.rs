@@ -68,9 +68,9 @@ pub struct CpuSummary {
     pub sys_ns_per_io: f64,
     /// All CPU per I/O (raw: includes empty polls), ns.
     pub cpu_ns_per_io: f64,
-    /// CPU per I/O spent on useful work: raw minus the time of polls that
-    /// found nothing. The cost a faster device would leave, and so the
-    /// per-core ceiling of the path.
+    /// CPU per I/O spent on useful work: raw CPU times the share of the
+    /// loop's time not spent in polls that found nothing. The cost a faster
+    /// device would leave, and so the per-core ceiling of the path.
     pub useful_cpu_ns_per_io: f64,
     /// Loop iterations.
     pub polls: u64,
@@ -78,7 +78,7 @@ pub struct CpuSummary {
     pub empty_polls: u64,
     /// Time in those, ns.
     pub empty_poll_ns: u64,
-    /// Share of the thread time spent in empty polls, percent.
+    /// Share of the loop's wall time spent in empty polls, percent.
     pub empty_poll_pct: f64,
     /// I/Os per second one fully used core would do at the useful cost.
     pub ceiling_iops_per_core: f64,
@@ -94,7 +94,19 @@ impl CpuSummary {
         let empty_polls = ts.iter().map(|t| t.empty_polls).sum();
         let empty_poll_ns: u64 = ts.iter().map(|t| t.empty_poll_ns).sum();
         let per = |x: u64| if ios == 0 { 0.0 } else { x as f64 / ios as f64 };
-        let useful = per(cpu_ns.saturating_sub(empty_poll_ns));
+        // Empty polls are timed in wall time; the thread's CPU time excludes
+        // moments it was preempted. So scale: the useful share of the CPU
+        // time is the share of the loop's wall time not spent in empty polls
+        // (exact for a thread that is never preempted, and still sound when
+        // the machine is busy).
+        let useful_ns: f64 = ts
+            .iter()
+            .map(|t| {
+                let empty_share = (t.empty_poll_ns as f64 / t.elapsed_ns.max(1) as f64).min(1.0);
+                t.cpu_ns as f64 * (1.0 - empty_share)
+            })
+            .sum();
+        let useful = if ios == 0 { 0.0 } else { useful_ns / ios as f64 };
         CpuSummary {
             user_ns,
             sys_ns,
@@ -106,7 +118,10 @@ impl CpuSummary {
             polls,
             empty_polls,
             empty_poll_ns,
-            empty_poll_pct: if cpu_ns == 0 { 0.0 } else { 100.0 * empty_poll_ns as f64 / cpu_ns as f64 },
+            empty_poll_pct: {
+                let wall: u64 = ts.iter().map(|t| t.elapsed_ns).sum();
+                if wall == 0 { 0.0 } else { (100.0 * empty_poll_ns as f64 / wall as f64).min(100.0) }
+            },
             ceiling_iops_per_core: if useful > 0.0 { 1e9 / useful } else { 0.0 },
         }
     }
@@ -337,7 +352,7 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
         secs
     ));
     o.push_str(&format!(
-        "  cpu per I/O  : {:.1} ns raw (usr {:.1}, sys {:.1}); {:.1} ns useful = raw minus empty polls ({} of {} polls, {:.1}% of thread time)\n",
+        "  cpu per I/O  : {:.1} ns raw (usr {:.1}, sys {:.1}); {:.1} ns useful = raw less the share of time in empty polls ({} of {} polls, {:.1}% of the time)\n",
         c.cpu_ns_per_io, c.user_ns_per_io, c.sys_ns_per_io, c.useful_cpu_ns_per_io, c.empty_polls, c.polls, c.empty_poll_pct
     ));
     if c.ceiling_iops_per_core > 0.0 {

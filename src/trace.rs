@@ -87,13 +87,17 @@ impl Tracer {
         let mut ev = self.events.lock().unwrap();
         let seq = ev.len() + 1;
         if self.print {
-            if who == "story" {
-                println!("\n== {text}");
+            // Write errors (a closed pipe: `trace | head`) are ignored, so the
+            // story still ends with the controller shut down.
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = if who == "story" {
+                writeln!(out, "\n== {text}")
             } else {
-                println!("[{seq:4}] {who:<4} {kind:<10} {text}");
-            }
+                writeln!(out, "[{seq:4}] {who:<4} {kind:<10} {text}")
+            };
             for d in &detail {
-                println!("{:22}{d}", "");
+                let _ = writeln!(out, "{:22}{d}", "");
             }
         }
         ev.push(Event { seq, who, kind, text, detail, qid, slot, value });

@@ -157,7 +157,8 @@ TIMEOUT_PIDFILE=$RESULTS/work/timeout.pid
 cleanup() {
   local p
   for p in "$TIMEOUT_PIDFILE" "$PIDFILE" "$GUARD_PIDFILE"; do
-    [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null
+    # (QEMU deletes its pidfile as it exits: tolerate it vanishing)
+    [ -f "$p" ] && kill "$(cat "$p" 2>/dev/null)" 2>/dev/null
     rm -f "$p"
   done
   if [ "$KEEP_DISKS" = 0 ]; then rm -f "$RESULTS"/work/*.img; fi
@@ -288,7 +289,7 @@ else
   # the traps can stop QEMU (bash runs traps only after a foreground job ends).
   # timeout(1) passes a SIGTERM it gets on to QEMU.
   { timeout --kill-after=15 "$TIMEOUT" "${QEMU[@]}" </dev/null 2>&1 & echo $! > "$TIMEOUT_PIDFILE"
-    wait $!; echo $? > "$RESULTS/work/qemu.rc"; } | console_filter &
+    wait $!; echo $? 2>/dev/null > "$RESULTS/work/qemu.rc"; } | console_filter &
   wait $!
   QEMU_RC=$(cat "$RESULTS/work/qemu.rc" 2>/dev/null || echo 255)
   rm -f "$TIMEOUT_PIDFILE" "$RESULTS/work/qemu.rc"

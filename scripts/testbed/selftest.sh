@@ -6,7 +6,7 @@
 # both kernel paths, and the failure paths (failing script, hanging script
 # killed at the timeout, /init failure, QEMU refusing its options).
 # Ends with the line "selftest: N passed, N failed"; exits non-zero on any
-# failure. About 2.5 minutes on 2 cores.
+# failure. About 2.5 minutes on an idle 2-core machine.
 #
 # usage: scripts/testbed/selftest.sh [--bin PATH | --no-bin] [--only NAME]...
 #        (default --no-bin: the smoke test then skips `nvme-bypass --version`)

@@ -2,7 +2,7 @@
 # nvme-bypass test bed: one-time host setup (idempotent).
 #
 # Installs everything the emulated-NVMe test bed needs and records the result
-# in a stamp file, so a second run only verifies and exits (~1 s):
+# in a stamp file, so a second run only verifies and exits (~0.05 s):
 #   * a private apt configuration (the host's own sources are left untouched)
 #     that adds bookworm-backports from the machine's own Debian mirror;
 #   * qemu-system-x86 10.x from bookworm-backports (companions pinned to it),

@@ -22,6 +22,8 @@ pub struct SimOptions {
     pub cpu: Option<usize>,
     /// MDTS.
     pub mdts: u8,
+    /// Controller on its own thread (true) or synchronous (false, see nvme_sim::SimConfig::threaded).
+    pub threaded: bool,
 }
 
 /// A simulated controller and our driver on it. Field order matters: the
@@ -41,6 +43,7 @@ impl SimTarget {
             max_io_queues: o.queues.max(1),
             cpu: o.cpu,
             mdts: o.mdts,
+            threaded: o.threaded,
             ..SimConfig::default().with_namespace(o.size, o.lba_size)
         };
         let sim = SimController::start(cfg)?;

@@ -151,6 +151,7 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
         let batch = if self.batch == 0 { usize::MAX } else { self.batch };
         let qp = self.qp.as_mut().expect("queue pair");
         let mut n = 0;
+        let mut until_ring = batch;
         for io in ios {
             let data = DataPtr { iova: base + (io.buf as usize * stride) as u64, len: io.blocks as usize * lba_size };
             let r = match io.op {
@@ -166,8 +167,10 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
                     return Err(e.into());
                 }
             }
-            if n % batch == 0 {
+            until_ring -= 1;
+            if until_ring == 0 {
                 qp.ring();
+                until_ring = batch;
             }
         }
         qp.ring();

@@ -65,8 +65,24 @@ pub const fn max_bytes_for_list_pages(list_pages: usize, page_size: usize) -> us
 
 /// Compute PRP1/PRP2 for `len` bytes at bus address `addr`, writing list
 /// entries into `sink` when more than two pages are touched.
-#[inline]
+#[inline(always)]
 pub fn build_prps<S: PrpListSink + ?Sized>(
+    addr: u64,
+    len: usize,
+    page_size: usize,
+    sink: &mut S,
+) -> Result<(u64, u64), PrpError> {
+    // The common case (4 KiB I/O in a page-aligned buffer): one page, no PRP2.
+    let in_first_page = page_size - (addr as usize & (page_size - 1));
+    if len != 0 && len <= in_first_page && addr & 3 == 0 {
+        return Ok((addr, 0));
+    }
+    build_prps_slow(addr, len, page_size, sink)
+}
+
+#[cold]
+#[inline(never)]
+fn build_prps_slow<S: PrpListSink + ?Sized>(
     addr: u64,
     len: usize,
     page_size: usize,

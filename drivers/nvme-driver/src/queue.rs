@@ -74,7 +74,16 @@ impl SubmissionQueue {
     pub fn post(&mut self, sqe: &Sqe) -> u16 {
         debug_assert!(!self.is_full());
         let slot = self.sq_tail;
-        self.mem.write_dwords16(slot as usize * SQE_SIZE, sqe.to_dwords());
+        self.mem.write_entry64(slot as usize * SQE_SIZE, sqe.to_qwords());
+        self.sq_tail = self.next(slot);
+        slot
+    }
+    /// [`post`](Self::post) for an entry already laid out as 8 qwords.
+    #[inline]
+    pub fn post_qwords(&mut self, q: [u64; 8]) -> u16 {
+        debug_assert!(!self.is_full());
+        let slot = self.sq_tail;
+        self.mem.write_entry64(slot as usize * SQE_SIZE, q);
         self.sq_tail = self.next(slot);
         slot
     }

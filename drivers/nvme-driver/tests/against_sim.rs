@@ -364,3 +364,25 @@ fn synchronous_simulator_is_deterministic() {
     assert_eq!(a.len(), 151);
     assert_eq!(a, run_once());
 }
+
+#[test]
+fn fast_path_entries_equal_the_builder() {
+    // QueuePair::read/write assemble the entry directly; it must be the same
+    // entry ReadWrite::build describes (CID and PRPs aside).
+    let sim = SimController::start(SimConfig { threaded: false, ..Default::default() }).unwrap();
+    let mut ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(8192, 4096).unwrap();
+    sim.set_auto_step(false);
+    for (write, slba, blocks) in [(false, 7u64, 1u32), (true, 1 << 33, 16), (false, 0, 8)] {
+        let slot = qp.sq().tail();
+        let data = DataPtr { iova: buf.iova(), len: blocks as usize * 512 };
+        let cid = if write { qp.write(1, slba, blocks, data, 0).unwrap() } else { qp.read(1, slba, blocks, data, 0).unwrap() };
+        let posted = Sqe::from_dwords(qp.sq().memory().read_dwords16(slot as usize * 64));
+        let mut want = if write { nvme_spec::cmd::ReadWrite::write(1, slba, blocks) } else { nvme_spec::cmd::ReadWrite::read(1, slba, blocks) }.build();
+        want.set_cid(cid);
+        want.prp1 = buf.iova();
+        want.prp2 = if blocks * 512 > 4096 { buf.iova() + 4096 } else { 0 };
+        assert_eq!(posted, want);
+    }
+}

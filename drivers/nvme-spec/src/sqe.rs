@@ -112,6 +112,21 @@ impl Sqe {
             self.cdw15,
         ]
     }
+    /// The entry as 8 little-endian qwords (for wide stores into the queue).
+    #[inline]
+    pub fn to_qwords(&self) -> [u64; 8] {
+        let q = |lo: u32, hi: u32| lo as u64 | (hi as u64) << 32;
+        [
+            q(self.cdw0.into_bits(), self.nsid),
+            q(self.cdw2, self.cdw3),
+            self.mptr,
+            self.prp1,
+            self.prp2,
+            q(self.cdw10, self.cdw11),
+            q(self.cdw12, self.cdw13),
+            q(self.cdw14, self.cdw15),
+        ]
+    }
     /// Build an entry from its 16 dwords.
     pub fn from_dwords(d: [u32; 16]) -> Self {
         let q = |lo: u32, hi: u32| lo as u64 | (hi as u64) << 32;
@@ -180,5 +195,9 @@ mod tests {
         assert_eq!(u64::from_le_bytes(b[24..32].try_into().unwrap()), s.prp1);
         assert_eq!(u32::from_le_bytes(b[40..44].try_into().unwrap()), 10);
         assert_eq!(Sqe::from_bytes(&b), s);
+        let q = s.to_qwords();
+        for (i, w) in q.iter().enumerate() {
+            assert_eq!(u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap()), *w);
+        }
     }
 }

@@ -90,7 +90,18 @@ mod tests {
 
     #[test]
     fn rejects_malformed_addresses_naming_the_expected_form() {
-        for bad in ["", "0000:01:00", "0000:01:00.8", "0000:01:20.0", "00000:01:00.0", "0000:001:00.0", "0000:0g:00.0", "1:2:3:4.0", "/dev/nvme0n1", "0000:01:00.01"] {
+        for bad in [
+            "",
+            "0000:01:00",
+            "0000:01:00.8",
+            "0000:01:20.0",
+            "00000:01:00.0",
+            "0000:001:00.0",
+            "0000:0g:00.0",
+            "1:2:3:4.0",
+            "/dev/nvme0n1",
+            "0000:01:00.01",
+        ] {
             let e = Bdf::parse(bad).unwrap_err();
             assert!(e.to_string().contains("0000:01:00.0"), "{bad}: {e}");
             assert_eq!(e.given, bad);
