@@ -1,15 +1,44 @@
 #!/usr/bin/env bash
-# The main job: compare the paths to one namespace side by side.
-# Without an NVMe device this runs in the emulated test bed (QEMU) and labels
-# every figure emulated. Results go to results/<timestamp>/.
+# The main job: one namespace through every path, side by side.
+#
+#   scripts/compare.sh                          # no NVMe at hand: the emulated test bed
+#   scripts/compare.sh --device 0000:01:00.0    # a spare NVMe controller on this machine
+#
+# Any other options go to `nvme-bypass compare` (see --help). Results (the
+# table, the JSON with every figure, the sweep's charts) land in
+# results/<timestamp>/. On the test bed every figure is labelled emulated.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${NVB_RESULTS:-results/$(date +%Y%m%d-%H%M%S)}
+ROOT=$PWD
+OUT=${NVB_OUT:-$ROOT/results/$(date +%Y%m%d-%H%M%S)}
+DEVICE=
+ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --device) DEVICE=$2; shift 2;;
+    --device=*) DEVICE=${1#--device=}; shift;;
+    *) ARGS+=("$1"); shift;;
+  esac
+done
 mkdir -p "$OUT"
-cargo build --release --quiet
-B=target/release/nvme-bypass
-echo "The three-way compare command is not built yet (issue 5)." >&2
-echo "Running the simulator path, which is: results in $OUT" >&2
-$B bench --backend sim --rw randread --bs 4k --iodepth 64 --runtime 5 | tee "$OUT/sim-randread.txt"
-$B bench --backend sim --rw randread --bs 4k --iodepth 64 --runtime 5 --output-format json > "$OUT/sim-randread.json"
-echo "results: $OUT"
+
+if [ -n "$DEVICE" ]; then
+  # A real controller on this machine. compare refuses a controller whose
+  # namespaces are mounted, held or swap, and gives it back to nvme at the end.
+  cargo build --release --quiet
+  sudo "$ROOT/target/release/nvme-bypass" compare --device "$DEVICE" --out "$OUT" "${ARGS[@]}"
+  echo "results: $OUT"
+  exit 0
+fi
+
+echo "No --device given: running the comparison in the emulated test bed (QEMU, software emulation)." >&2
+echo "Every figure below is EMULATED: ratios between paths in one boot, not device speeds." >&2
+RESULTS=$OUT/testbed
+# multipath=N gives a plain blk-mq /dev/nvme0n1 with a choice of I/O
+# scheduler; one poll queue lets the polled (IOPOLL) variants run.
+scripts/testbed/run.sh --multipath N --poll-queues 1 --timeout 1200 --results "$RESULTS" --quiet \
+  tests/testbed/compare.sh --runtime "${NVB_RUNTIME:-3}" --ramp-time 1 --iodepth 32 "${ARGS[@]}"
+cp "$RESULTS/results/compare/table.txt" "$RESULTS/results/compare/compare.json" "$OUT/"
+cat "$OUT/table.txt"
+python3 scripts/check-compare.py "$OUT/compare.json"
+echo "results: $OUT (console log and guest files in $RESULTS)"

@@ -62,7 +62,6 @@ pub fn unbind(a: &BindArgs) -> Result<i32, CliError> {
 /// For `compare`: move `bdf` to vfio-pci for the vfio rows, printing what
 /// was done to stderr. The returned guard gives the controller back when
 /// dropped (also on unwinding); [`release_guard`] does it with a report.
-#[allow(dead_code)] // called by src/compare.rs once it is wired into main.rs
 pub fn bind_guard(bdf: &str) -> Result<bind::VfioBinding, String> {
     let bdf = Bdf::parse(bdf).map_err(|e| e.to_string())?;
     let binding = bind::to_vfio(&Host::system(), &bdf, &BindOptions::default()).map_err(|e| bind_err(e).msg)?;
@@ -73,7 +72,6 @@ pub fn bind_guard(bdf: &str) -> Result<bind::VfioBinding, String> {
 }
 
 /// Give back what [`bind_guard`] moved, printing what was done to stderr.
-#[allow(dead_code)] // called by src/compare.rs once it is wired into main.rs
 pub fn release_guard(b: bind::VfioBinding) -> Result<(), String> {
     for line in b.restore().map_err(|e| bind_err(e).msg)? {
         eprintln!("nvme-bypass: {line}");

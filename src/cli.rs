@@ -31,6 +31,8 @@ pub struct Cli {
 pub enum Command {
     /// Run one workload on one path and report IOPS, bandwidth, latency percentiles and CPU per I/O.
     Bench(BenchArgs),
+    /// The main job: the same workload through block, passthru and vfio side by side, with the per-core ceiling of each.
+    Compare(crate::compare::CompareArgs),
     /// Print Identify Controller and Identify Namespace data, as nvme-cli's id-ctrl/id-ns name the fields.
     Info(InfoArgs),
     /// Move a controller from the kernel's nvme driver to vfio-pci (refuses when it is in use).
@@ -333,6 +335,7 @@ pub fn main() -> i32 {
     install_signal_handlers();
     let r = match cli.cmd {
         Command::Bench(a) => bench(&a),
+        Command::Compare(a) => crate::compare::compare(&a),
         Command::Info(a) => info(&a),
         Command::Bind(a) => crate::bind::bind(&a),
         Command::Unbind(a) => crate::bind::unbind(&a),
@@ -462,6 +465,10 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
     let mut summary = RunSummary::new(target.name(), target.describe(), &threads, clock.source());
     drop(target);
     let after = c2c_pair.and_then(|(x, y)| crate::c2c::measure(x, y, 20_000));
+    if let Some(note) = a.device.as_deref().and_then(crate::topology::emulation_of) {
+        summary.emulated = true;
+        summary.emulated_note = Some(note);
+    }
     if is_sim {
         summary.emulated = true;
         summary.emulated_note = Some("in-process simulated controller: figures are the driver's cost against a model, not a device".into());
