@@ -45,6 +45,9 @@ BIN=$ROOT/target/release/nvme-bypass
 step "bench smoke on the simulator (JSON shape, verify)"
 python3 scripts/check-bench.py "$BIN"
 
+step "driver instructions per I/O (callgrind, against the record)"
+scripts/callgrind-driver.sh "$BIN"
+
 step "tier 2: real device tests"
 if [ -n "${NVB_TEST_DEVICE:-}" ]; then
   NVB_TEST_DEVICE=$NVB_TEST_DEVICE cargo test --release --quiet --test real_device -- --nocapture
@@ -55,10 +58,14 @@ fi
 step "tier 3: emulated test bed"
 if [ "${NVB_SKIP_TESTBED:-0}" = 1 ]; then
   echo "skipped: NVB_SKIP_TESTBED=1"
-elif [ -x scripts/testbed/run.sh ] && [ -f tests/testbed/all.sh ]; then
-  scripts/testbed/run.sh --poll-queues 1 --timeout 900 tests/testbed/all.sh
 else
-  echo "skipped: the test bed scripts are not in this tree yet"
+  # One boot runs tests/testbed/all.sh (vfio, kernel paths, compare); the
+  # host then checks the comparison's JSON. multipath=N gives /dev/nvme0n1 a
+  # scheduler choice; one poll queue lets the polled variants run.
+  RES=$ROOT/target/testbed/ci-$(date +%Y%m%d-%H%M%S)
+  scripts/testbed/run.sh --multipath N --poll-queues 1 --timeout 1500 --quiet --results "$RES" tests/testbed/all.sh
+  python3 scripts/check-compare.py "$RES/results/compare/compare.json"
+  echo "test bed results: $RES"
 fi
 
 step "all tests passed"

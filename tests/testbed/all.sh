@@ -1,0 +1,28 @@
+#!/bin/sh
+# Guest script: every test bed check of the README's test command, in one
+# boot (boot once, run each script in turn, report each). Each script is a
+# standalone guest script too. Exit status: 0 when all passed.
+#   vfio.sh          the userspace driver: bind, identify, verified runs, cross-path data, unbind
+#   kernel-paths.sh  passthru and block (io_uring, libaio): verified runs, cross-path data, polled variants
+#   compare.sh       the main job: every path side by side (checked on the host by check-compare.py)
+. "$(dirname "$0")/lib.sh"
+DIR=$(dirname "$0")
+SCRIPTS=${NVB_ALL:-"vfio.sh kernel-paths.sh compare.sh"}
+failed=""
+for s in $SCRIPTS; do
+  echo "NVB-ALL: ---- $s ----"
+  start=$(cut -d' ' -f1 /proc/uptime)
+  if [ "$s" = compare.sh ]; then
+    sh "$DIR/$s" --runtime "${NVB_COMPARE_RUNTIME:-2}" --ramp-time 0.5 --iodepth 32; rc=$?
+  else
+    sh "$DIR/$s"; rc=$?
+  fi
+  end=$(cut -d' ' -f1 /proc/uptime)
+  echo "NVB-ALL: $s exit $rc ($(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b-a}') s)"
+  [ "$rc" = 0 ] || failed="$failed $s"
+done
+if [ -n "$failed" ]; then
+  echo "NVB-ALL: FAILED:$failed"
+  exit 1
+fi
+echo "NVB-ALL: all passed ($SCRIPTS)"
