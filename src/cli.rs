@@ -118,6 +118,9 @@ pub struct KernelArgs {
     /// Buffered I/O through the page cache instead of O_DIRECT (block path; fio --direct=0).
     #[arg(long)]
     pub buffered: bool,
+    /// Our driver (vfio, sim): write every doorbell to MMIO instead of using shadow doorbells.
+    #[arg(long)]
+    pub no_shadow_doorbells: bool,
 }
 
 impl KernelArgs {
@@ -357,6 +360,21 @@ fn install_signal_handlers() {
     }
 }
 
+/// Simulator runs: keep the job threads and the controller thread on
+/// different CPUs, as a device would be. Job threads go on `cpus` or, when
+/// none are given, round robin over every CPU but the last; the controller on
+/// `sim_cpu` or the highest CPU no job thread uses. Returns (job CPUs,
+/// controller CPU); a one-CPU machine pins nothing.
+pub(crate) fn sim_placement(numjobs: usize, cpus: Option<&[usize]>, sim_cpu: Option<usize>) -> (Vec<usize>, Option<usize>) {
+    let ncpu = crate::c2c::online_cpus();
+    let mut cpus = cpus.map(<[usize]>::to_vec).unwrap_or_default();
+    if cpus.is_empty() && ncpu >= 2 {
+        cpus = (0..numjobs).map(|i| i % (ncpu - 1)).collect();
+    }
+    let sim_cpu = sim_cpu.or_else(|| (ncpu >= 2).then(|| (0..ncpu).rev().find(|c| !cpus.contains(c)).unwrap_or(ncpu - 1)));
+    (cpus, sim_cpu)
+}
+
 fn sim_options(a: &SimArgs, queues: u16, cpu: Option<usize>) -> Result<SimOptions, CliError> {
     if a.sim_lba_size != 512 && a.sim_lba_size != 4096 {
         return Err(CliError::usage(format!("--sim-lba-size {} is not supported; use 512 or 4096", a.sim_lba_size)));
@@ -364,7 +382,7 @@ fn sim_options(a: &SimArgs, queues: u16, cpu: Option<usize>) -> Result<SimOption
     if a.sim_size < a.sim_lba_size as u64 {
         return Err(CliError::usage("--sim-size is smaller than one block"));
     }
-    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, threaded: true })
+    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, threaded: true, shadow_doorbells: true })
 }
 
 /// Open the path a command asks for.
@@ -393,11 +411,13 @@ fn open_target(
             if device.is_some_and(|d| d != "sim") {
                 return Err(CliError::usage("--device is not used by --backend sim; drop it, or pick --backend vfio|passthru|block"));
             }
-            Ok(Box::new(SimTarget::open(&sim_options(sim, queues, sim_cpu)?)?))
+            let mut o = sim_options(sim, queues, sim_cpu)?;
+            o.shadow_doorbells = !kernel.no_shadow_doorbells;
+            Ok(Box::new(SimTarget::open(&o)?))
         }
         BackendKind::Vfio => {
             let bdf = need_device("0000:01:00.0")?;
-            Ok(crate::backend::vfio::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid, queues })?)
+            Ok(crate::backend::vfio::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid, queues, shadow_doorbells: !kernel.no_shadow_doorbells })?)
         }
         BackendKind::Passthru => Ok(crate::backend::passthru::open(&kernel.options(need_device("/dev/ng0n1")?, nsid))?),
         BackendKind::Block => Ok(crate::backend::block::open(&kernel.options(need_device("/dev/nvme0n1")?, nsid))?),
@@ -423,14 +443,7 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
         return Err(CliError::usage("--bs is too large"));
     }
     let is_sim = a.backend == BackendKind::Sim;
-    // Simulator: keep the job threads and the controller thread on different
-    // CPUs, as a device would be.
-    let ncpu = crate::c2c::online_cpus();
-    let mut cpus = a.cpus.clone().unwrap_or_default();
-    if is_sim && cpus.is_empty() && ncpu >= 2 {
-        cpus = (0..a.numjobs).map(|i| i % (ncpu - 1)).collect();
-    }
-    let sim_cpu = if is_sim { a.sim.sim_cpu.or_else(|| (ncpu >= 2).then(|| (0..ncpu).rev().find(|c| !cpus.contains(c)).unwrap_or(ncpu - 1))) } else { None };
+    let (cpus, sim_cpu) = if is_sim { sim_placement(a.numjobs, a.cpus.as_deref(), a.sim.sim_cpu) } else { (a.cpus.clone().unwrap_or_default(), None) };
     // Core-to-core latency is measured while the simulator's thread is not
     // running (it would compete for the CPU), right before and after the run.
     let c2c_pair = match (cpus.first(), sim_cpu) {
@@ -506,7 +519,7 @@ fn info(a: &InfoArgs) -> Result<i32, CliError> {
         }
         BackendKind::Vfio => {
             let bdf = a.device.as_deref().ok_or_else(|| CliError::usage("--backend vfio needs --device (e.g. --device 0000:01:00.0)"))?;
-            let t = crate::backend::vfio::VfioTarget::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid: a.nsid, queues: 1 })?;
+            let t = crate::backend::vfio::VfioTarget::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid: a.nsid, queues: 1, shadow_doorbells: true })?;
             let (ctrl, ns) = t
                 .target
                 .with_controller(|c| (c.identify().clone(), c.identify_namespace(a.nsid)))

@@ -177,8 +177,13 @@ fn schedulers(block: &Path) -> Vec<String> {
 /// The rows `args` asks for, in run order (kernel paths first, vfio last so
 /// the controller moves once).
 pub fn plan(args: &CompareArgs, t: &Topology) -> (Vec<Variant>, Vec<String>) {
+    plan_paths(args.paths.as_deref(), t)
+}
+
+/// [`plan`] for a list of row names (None: all that apply); also used by `sweep`.
+pub(crate) fn plan_paths(paths: Option<&[String]>, t: &Topology) -> (Vec<Variant>, Vec<String>) {
     let all = ["block", "libaio", "passthru", "vfio", "buffered", "sched", "best"];
-    let want: Vec<String> = args.paths.clone().unwrap_or_else(|| all.iter().map(|s| s.to_string()).collect());
+    let want: Vec<String> = paths.map(<[String]>::to_vec).unwrap_or_else(|| all.iter().map(|s| s.to_string()).collect());
     let has = |p: &str| want.iter().any(|w| w == p);
     let mut v = vec![];
     let mut skipped = vec![];
@@ -255,7 +260,16 @@ pub fn plan(args: &CompareArgs, t: &Topology) -> (Vec<Variant>, Vec<String>) {
     }
     if has("vfio") {
         if t.bdf.is_some() {
-            v.push(Variant { label: "vfio".into(), path: PathKind::Vfio, kernel: None, scheduler: None, note: "userspace driver, polled".into() });
+            v.push(Variant { label: "vfio".into(), path: PathKind::Vfio, kernel: None, scheduler: None, note: "userspace driver, polled, shadow doorbells when offered".into() });
+            if has("best") || has("mmio") {
+                v.push(Variant {
+                    label: "vfio mmio doorbells".into(),
+                    path: PathKind::Vfio,
+                    kernel: None,
+                    scheduler: None,
+                    note: "userspace driver, polled, every doorbell an MMIO write (no shadow doorbells)".into(),
+                });
+            }
         } else {
             skipped.push("vfio: no PCI address for this device".into());
         }
@@ -306,12 +320,14 @@ fn open_variant(v: &Variant, t: &Topology, numjobs: usize) -> Result<Box<dyn Tar
             bdf: t.bdf.clone().unwrap_or_default(),
             nsid: t.nsid,
             queues: numjobs as u16,
+            shadow_doorbells: !v.label.contains("mmio doorbells"),
         }),
     };
     r.map_err(|e| CliError::from(e).msg)
 }
 
-fn run_variant(v: &Variant, t: &Topology, spec: &JobSpec, clock: Clock, status: bool) -> Result<(RunSummary, Vec<ThreadResult>), String> {
+/// Run one row: open its path, run `spec`, summarize (emulation carried from `t`).
+pub(crate) fn run_variant(v: &Variant, t: &Topology, spec: &JobSpec, clock: Clock, status: bool) -> Result<(RunSummary, Vec<ThreadResult>), String> {
     let _sched = match (&v.scheduler, &t.block) {
         (Some(s), Some(b)) => Some(SchedulerGuard::set(b, s)?),
         _ => None,
@@ -333,17 +349,22 @@ fn run_variant(v: &Variant, t: &Topology, spec: &JobSpec, clock: Clock, status: 
     Ok((s, threads))
 }
 
+/// The per-core ceiling at the useful cost: 1 s / (system-wide busy CPU per
+/// I/O less what the benchmark threads spent in empty polls, i.e. raw minus
+/// useful thread CPU). None without system-wide figures.
+pub(crate) fn useful_ceiling(s: &RunSummary) -> Option<f64> {
+    s.system.as_ref().and_then(|y| {
+        let useful = y.busy_ns_per_io - (s.cpu.cpu_ns_per_io - s.cpu.useful_cpu_ns_per_io);
+        (useful > 0.0).then(|| 1e9 / useful)
+    })
+}
+
 /// Fill the derived columns and the headline.
 fn finish(rows: &mut [Row], baseline: &str) -> Vec<String> {
     for r in rows.iter_mut() {
         if let Some(s) = &r.summary {
             r.iops_per_busy_core = s.system.as_ref().map(|y| y.iops_per_busy_core);
-            r.useful_ceiling_iops = s.system.as_ref().and_then(|y| {
-                // System-wide busy CPU per I/O less what the benchmark
-                // threads spent in empty polls (raw minus useful thread CPU).
-                let useful = y.busy_ns_per_io - (s.cpu.cpu_ns_per_io - s.cpu.useful_cpu_ns_per_io);
-                (useful > 0.0).then(|| 1e9 / useful)
-            });
+            r.useful_ceiling_iops = useful_ceiling(s);
         }
     }
     let base = rows.iter().find(|r| r.variant.label == baseline).cloned();

@@ -61,7 +61,7 @@ pub fn host_complete_pass(q: &mut dyn IoQueue, done: &mut [IoDone], ts: &[u64], 
 
 /// Run the measurement.
 pub fn driver_cost(a: &CostArgs) -> Result<i32, CliError> {
-    let o = SimOptions { size: 1 << 30, lba_size: 512, null: true, queues: 1, cpu: None, mdts: 7, threaded: false };
+    let o = SimOptions { size: 1 << 30, lba_size: 512, null: true, queues: 1, cpu: None, mdts: 7, threaded: false, shadow_doorbells: false };
     let target = SimTarget::open(&o)?;
     let lba = target.geometry().lba_size as u64;
     let blocks = (a.bs / lba) as u32;

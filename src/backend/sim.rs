@@ -24,6 +24,8 @@ pub struct SimOptions {
     pub mdts: u8,
     /// Controller on its own thread (true) or synchronous (false, see nvme_sim::SimConfig::threaded).
     pub threaded: bool,
+    /// The driver uses shadow doorbells (the simulator offers them).
+    pub shadow_doorbells: bool,
 }
 
 /// A simulated controller and our driver on it. Field order matters: the
@@ -50,7 +52,7 @@ impl SimTarget {
         let ctrl = Controller::new(
             sim.registers(),
             sim.allocator(),
-            ControllerConfig { io_queues: o.queues.max(1), ..Default::default() },
+            ControllerConfig { io_queues: o.queues.max(1), shadow_doorbells: o.shadow_doorbells, ..Default::default() },
         )?;
         let name = if o.null { "sim (null data)" } else { "sim" };
         let target = UserspaceTarget::new(name, ctrl, 1)?;

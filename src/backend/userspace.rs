@@ -200,7 +200,7 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
         QueueCounters {
             sq_doorbells: s.sq_doorbells,
             cq_doorbells: s.cq_doorbells,
-            mmio_writes: s.sq_doorbells + s.cq_doorbells,
+            mmio_writes: s.mmio_doorbells,
             syscalls: 0,
             rejected_completions: s.invalid_cid + s.wrong_sqid,
         }

@@ -23,6 +23,8 @@ pub struct VfioOptions {
     pub nsid: u32,
     /// I/O queue pairs to ask for (one per thread).
     pub queues: u16,
+    /// Use shadow doorbells when the controller offers them (OACS bit 8).
+    pub shadow_doorbells: bool,
 }
 
 /// A controller opened through VFIO and brought up by our driver.
@@ -64,7 +66,7 @@ impl VfioTarget {
             )));
         }
         let mem: Arc<dyn DmaAllocator> = dma.clone();
-        let ctrl = Controller::new(bar, mem, ControllerConfig { io_queues: queues, ..Default::default() })?;
+        let ctrl = Controller::new(bar, mem, ControllerConfig { io_queues: queues, shadow_doorbells: o.shadow_doorbells, ..Default::default() })?;
         let target = UserspaceTarget::new("vfio", ctrl, o.nsid)?;
         Ok(VfioTarget { target, dma, dev, bar_len })
     }

@@ -26,6 +26,9 @@ pub struct ControllerConfig {
     pub ready_timeout: Option<Duration>,
     /// Cap on the transfer size when the controller reports no MDTS.
     pub default_max_transfer: usize,
+    /// Use shadow doorbells (Doorbell Buffer Config) when the controller
+    /// supports them (OACS bit 8).
+    pub shadow_doorbells: bool,
 }
 
 impl Default for ControllerConfig {
@@ -36,6 +39,7 @@ impl Default for ControllerConfig {
             admin_timeout: Duration::from_secs(10),
             ready_timeout: None,
             default_max_transfer: 1 << 20,
+            shadow_doorbells: true,
         }
     }
 }
@@ -63,6 +67,8 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     live: Vec<(u16, DmaRegion, DmaRegion)>,
     cfg: ControllerConfig,
     shut_down: bool,
+    /// Shadow doorbell and EventIdx pages, when Doorbell Buffer Config is on.
+    shadow: Option<(DmaRegion, DmaRegion)>,
 }
 
 fn wait_until<R: RegisterWindow + ?Sized>(
@@ -159,6 +165,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             list_pages_per_cmd: 0,
             page_size: PAGE_SIZE,
             max_transfer: 2 * PAGE_SIZE,
+            shadow: None,
         });
         let scratch = mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?;
         let mut c = Controller {
@@ -175,6 +182,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             live: vec![],
             cfg,
             shut_down: false,
+            shadow: None,
         };
 
         // Step 5: Identify Controller: MDTS bounds every transfer.
@@ -189,7 +197,48 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         c.io_queues_granted = nsq.min(ncq).min(u16::MAX as u32 - 1) as u16;
         c.qids_in_use = vec![false; c.io_queues_granted as usize + 1];
         c.qids_in_use[0] = true;
+
+        // Step 7 (optional): shadow doorbells, before any I/O queue exists so
+        // every queue starts with zeroed slots.
+        if c.cfg.shadow_doorbells && c.ident.supports_shadow_doorbells() {
+            c.enable_shadow_doorbells()?;
+        }
         Ok(c)
+    }
+
+    /// Doorbell Buffer Config: one page of shadow doorbells, one of
+    /// EventIdx values, zeroed, sized for every granted queue.
+    fn enable_shadow_doorbells(&mut self) -> Result<(), Error> {
+        let dbs = self.mem.alloc(PAGE_SIZE, PAGE_SIZE)?;
+        let eis = self.mem.alloc(PAGE_SIZE, PAGE_SIZE)?;
+        dbs.fill(0, PAGE_SIZE, 0);
+        eis.fill(0, PAGE_SIZE, 0);
+        // (Queues whose slots do not fit the page keep MMIO doorbells: see shadow_slots.)
+        self.admin_command(cmd::doorbell_buffer_config(dbs.iova(), eis.iova()), None)?;
+        self.shadow = Some((dbs, eis));
+        Ok(())
+    }
+
+    /// True when I/O queues use shadow doorbells.
+    pub fn shadow_doorbells(&self) -> bool {
+        self.shadow.is_some()
+    }
+
+    /// The shadow slots of I/O queue `qid`, zeroed, if shadow doorbells are
+    /// on and the slots fit the page.
+    fn shadow_slots(&self, qid: u16) -> Option<(crate::doorbell::ShadowSlot, crate::doorbell::ShadowSlot)> {
+        let (dbs, eis) = self.shadow.as_ref()?;
+        let d = self.cap.dstrd();
+        let sq_off = nvme_spec::regs::sq_tail_doorbell(qid, d) - offset::DOORBELL_BASE;
+        let cq_off = nvme_spec::regs::cq_head_doorbell(qid, d) - offset::DOORBELL_BASE;
+        if cq_off + 4 > PAGE_SIZE {
+            return None;
+        }
+        let sq = crate::doorbell::ShadowSlot::new(dbs.clone(), eis.clone(), sq_off);
+        let cq = crate::doorbell::ShadowSlot::new(dbs.clone(), eis.clone(), cq_off);
+        sq.clear();
+        cq.clear();
+        Some((sq, cq))
     }
 
     /// Controller Capabilities as read at bring-up.
@@ -331,6 +380,8 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             None
         };
 
+        // Zero the queue's shadow slots before the controller learns of it.
+        let shadow = self.shadow_slots(qid);
         self.admin_command(cmd::CreateIoCq::new(qid, entries as u32, cq_mem.iova()).build(), None)?;
         if let Err(e) = self.admin_command(cmd::CreateIoSq::new(qid, entries as u32, sq_mem.iova(), qid).build(), None) {
             let _ = self.admin_command(cmd::delete_io_cq(qid), None);
@@ -349,6 +400,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             list_pages_per_cmd,
             page_size: PAGE_SIZE,
             max_transfer: self.max_transfer,
+            shadow,
         }))
     }
 
@@ -399,8 +451,10 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let cc = Cc::from_bits(self.regs.read32(offset::CC));
         self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
         let r2 = wait_until(&*self.regs, Duration::from_millis(self.cap.timeout_ms()), "clear CSTS.RDY", |s| !s.rdy());
-        // The controller is reset: it no longer references any queue memory.
+        // The controller is reset: it no longer references any queue memory
+        // (nor the shadow doorbell pages).
         self.live.clear();
+        self.shadow = None;
         if let Err(e) = r.and(r2) {
             first_err.get_or_insert(e);
         }

@@ -18,6 +18,7 @@
 
 pub mod cid;
 pub mod controller;
+pub mod doorbell;
 pub mod prp;
 pub mod qpair;
 pub mod queue;

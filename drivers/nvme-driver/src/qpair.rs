@@ -4,6 +4,7 @@
 //! backends: no allocation, lock or system call per command.
 
 use crate::cid::CidTable;
+use crate::doorbell::ShadowSlot;
 use crate::prp::{build_prps, DmaPrpList, PrpError};
 use crate::queue::{CompletionQueue, SubmissionQueue};
 use nvme_hal::{DmaRegion, RegisterWindow};
@@ -69,6 +70,9 @@ pub struct QueueStats {
     pub invalid_cid: u64,
     /// Completions naming another submission queue (rejected).
     pub wrong_sqid: u64,
+    /// Doorbell writes that went to the MMIO register (with shadow
+    /// doorbells, only those the EventIdx rule required).
+    pub mmio_doorbells: u64,
 }
 
 /// One submission queue, its completion queue, and their commands.
@@ -109,14 +113,20 @@ pub struct QueuePairParts<R: RegisterWindow + ?Sized> {
     pub page_size: usize,
     /// Largest transfer in bytes.
     pub max_transfer: usize,
+    /// Shadow doorbell slots for the SQ and the CQ (Doorbell Buffer Config).
+    pub shadow: Option<(ShadowSlot, ShadowSlot)>,
 }
 
 impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// Assemble a queue pair. At most `entries - 1` commands are outstanding,
     /// so neither ring can overflow.
     pub fn new(p: QueuePairParts<R>) -> Self {
-        let sq = SubmissionQueue::new(p.sq_mem, p.entries, nvme_spec::regs::sq_tail_doorbell(p.qid, p.dstrd));
-        let cq = CompletionQueue::new(p.cq_mem, p.entries, nvme_spec::regs::cq_head_doorbell(p.qid, p.dstrd));
+        let mut sq = SubmissionQueue::new(p.sq_mem, p.entries, nvme_spec::regs::sq_tail_doorbell(p.qid, p.dstrd));
+        let mut cq = CompletionQueue::new(p.cq_mem, p.entries, nvme_spec::regs::cq_head_doorbell(p.qid, p.dstrd));
+        if let Some((s, c)) = p.shadow {
+            sq.set_shadow(Some(s));
+            cq.set_shadow(Some(c));
+        }
         QueuePair {
             regs: p.regs,
             qid: p.qid,
@@ -292,7 +302,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     #[inline]
     pub fn ring(&mut self) {
         if self.sq.needs_doorbell() {
-            self.sq.ring_doorbell(&*self.regs);
+            self.stats.mmio_doorbells += self.sq.ring_doorbell(&*self.regs) as u64;
             self.stats.sq_doorbells += 1;
         }
     }
@@ -330,7 +340,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             f(Completion { tag, cid: cqe.cid, status, dw0: cqe.dw0 });
         }
         if seen > 0 {
-            self.cq.ring_doorbell(&*self.regs);
+            self.stats.mmio_doorbells += self.cq.ring_doorbell(&*self.regs) as u64;
             self.stats.cq_doorbells += 1;
         }
         self.stats.completed += n as u64;
@@ -360,7 +370,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// Ring the completion doorbell if entries were consumed since the last ring.
     pub fn ring_cq(&mut self) {
         if self.cq.needs_doorbell() {
-            self.cq.ring_doorbell(&*self.regs);
+            self.stats.mmio_doorbells += self.cq.ring_doorbell(&*self.regs) as u64;
             self.stats.cq_doorbells += 1;
         }
     }

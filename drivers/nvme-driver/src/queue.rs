@@ -7,6 +7,7 @@
 //! `last_sq_tail`, `cq_head`, `cq_phase` (the phase we expect next: it
 //! starts at 1 over a zeroed queue and flips each time `cq_head` wraps).
 
+use crate::doorbell::ShadowSlot;
 use nvme_hal::{DmaRegion, RegisterWindow};
 use nvme_spec::cqe::{Cqe, CQE_SIZE};
 use nvme_spec::sqe::{Sqe, SQE_SIZE};
@@ -24,6 +25,7 @@ pub struct SubmissionQueue {
     /// Controller's head as last reported in a completion's SQ Head field.
     sq_head: u16,
     doorbell: usize,
+    shadow: Option<ShadowSlot>,
 }
 
 impl SubmissionQueue {
@@ -31,7 +33,11 @@ impl SubmissionQueue {
     /// whose tail doorbell is at register offset `doorbell`.
     pub fn new(mem: DmaRegion, entries: u16, doorbell: usize) -> Self {
         assert!(entries >= 2 && mem.len() >= entries as usize * SQE_SIZE);
-        SubmissionQueue { mem, entries, sq_tail: 0, last_sq_tail: 0, sq_head: 0, doorbell }
+        SubmissionQueue { mem, entries, sq_tail: 0, last_sq_tail: 0, sq_head: 0, doorbell, shadow: None }
+    }
+    /// Use a shadow doorbell slot from now on.
+    pub fn set_shadow(&mut self, s: Option<ShadowSlot>) {
+        self.shadow = s;
     }
     /// Slots in the ring.
     pub fn entries(&self) -> u16 {
@@ -93,14 +99,22 @@ impl SubmissionQueue {
         self.sq_tail != self.last_sq_tail
     }
     /// Tell the controller about every entry posted since the last doorbell:
-    /// one MMIO write for the whole batch.
+    /// one write for the whole batch. Returns true when it was an MMIO write
+    /// (always, unless a shadow doorbell made it unnecessary).
     #[inline]
-    pub fn ring_doorbell<R: RegisterWindow + ?Sized>(&mut self, regs: &R) {
+    pub fn ring_doorbell<R: RegisterWindow + ?Sized>(&mut self, regs: &R) -> bool {
         // Do not reorder the entry stores after the doorbell store: the
         // controller may fetch the entries as soon as it sees the new tail.
         fence(Ordering::Release);
-        regs.write32(self.doorbell, self.sq_tail as u32);
+        let mmio = match &self.shadow {
+            Some(s) => s.update(self.sq_tail, self.last_sq_tail),
+            None => true,
+        };
+        if mmio {
+            regs.write32(self.doorbell, self.sq_tail as u32);
+        }
         self.last_sq_tail = self.sq_tail;
+        mmio
     }
     /// Record the controller's head from a completion's SQ Head field.
     #[inline]
@@ -121,6 +135,7 @@ pub struct CompletionQueue {
     /// Head value last written to the doorbell.
     last_cq_head: u16,
     doorbell: usize,
+    shadow: Option<ShadowSlot>,
 }
 
 impl CompletionQueue {
@@ -128,7 +143,11 @@ impl CompletionQueue {
     /// whose head doorbell is at register offset `doorbell`.
     pub fn new(mem: DmaRegion, entries: u16, doorbell: usize) -> Self {
         assert!(entries >= 2 && mem.len() >= entries as usize * CQE_SIZE);
-        CompletionQueue { mem, entries, cq_head: 0, cq_phase: true, last_cq_head: 0, doorbell }
+        CompletionQueue { mem, entries, cq_head: 0, cq_phase: true, last_cq_head: 0, doorbell, shadow: None }
+    }
+    /// Use a shadow doorbell slot from now on.
+    pub fn set_shadow(&mut self, s: Option<ShadowSlot>) {
+        self.shadow = s;
     }
     /// Slots in the ring.
     pub fn entries(&self) -> u16 {
@@ -185,15 +204,23 @@ impl CompletionQueue {
     pub fn needs_doorbell(&self) -> bool {
         self.cq_head != self.last_cq_head
     }
-    /// Tell the controller the slots up to the head may be reused: one MMIO
-    /// write per completion pass, not per entry.
+    /// Tell the controller the slots up to the head may be reused: one
+    /// write per completion pass, not per entry. Returns true when it was an
+    /// MMIO write.
     #[inline]
-    pub fn ring_doorbell<R: RegisterWindow + ?Sized>(&mut self, regs: &R) {
+    pub fn ring_doorbell<R: RegisterWindow + ?Sized>(&mut self, regs: &R) -> bool {
         // Our loads of the consumed entries must complete before the
         // controller may overwrite those slots.
         fence(Ordering::Release);
-        regs.write32(self.doorbell, self.cq_head as u32);
+        let mmio = match &self.shadow {
+            Some(s) => s.update(self.cq_head, self.last_cq_head),
+            None => true,
+        };
+        if mmio {
+            regs.write32(self.doorbell, self.cq_head as u32);
+        }
         self.last_cq_head = self.cq_head;
+        mmio
     }
 }
 

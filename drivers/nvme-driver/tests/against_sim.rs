@@ -386,3 +386,52 @@ fn fast_path_entries_equal_the_builder() {
         assert_eq!(posted, want);
     }
 }
+
+#[test]
+fn shadow_doorbells_spare_mmio_writes_and_keep_data_intact() {
+    for shadow in [true, false] {
+        let sim = SimController::start(quiet(SimConfig::default().with_namespace(16 << 20, 512))).unwrap();
+        let mut ctrl = Controller::new(
+            sim.registers(),
+            sim.allocator(),
+            ControllerConfig { shadow_doorbells: shadow, ..Default::default() },
+        )
+        .unwrap();
+        assert_eq!(ctrl.shadow_doorbells(), shadow);
+        let mut qp = ctrl.create_io_queue_pair(64).unwrap();
+        let buf = ctrl.allocator().alloc(32 * 4096, 4096).unwrap();
+        for round in 0..200u64 {
+            for i in 0..32u64 {
+                let lba = (round * 32 + i) % 4000 * 8;
+                let b = buf.sub(i as usize * 4096, 4096);
+                stamp(&b, lba, 8, 512, round);
+                qp.write(1, lba, 8, DataPtr::of(&b), i).unwrap();
+            }
+            qp.ring();
+            wait_all(&mut qp, 32);
+            for i in 0..32u64 {
+                let lba = (round * 32 + i) % 4000 * 8;
+                qp.read(1, lba, 8, DataPtr::of(&buf.sub(i as usize * 4096, 4096)), i).unwrap();
+            }
+            qp.ring();
+            wait_all(&mut qp, 32);
+            for i in 0..32u64 {
+                let lba = (round * 32 + i) % 4000 * 8;
+                check(&buf.sub(i as usize * 4096, 4096), lba, 8, 512, round);
+            }
+        }
+        let st = qp.stats();
+        let rung = st.sq_doorbells + st.cq_doorbells;
+        if shadow {
+            assert!(st.mmio_doorbells < rung, "shadow doorbells should spare MMIO writes: {st:?}");
+        } else {
+            assert_eq!(st.mmio_doorbells, rung);
+        }
+        // Delete and re-create the same queue id: its shadow slots start from zero again.
+        ctrl.delete_io_queue_pair(qp).unwrap();
+        let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+        assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::read(1, 0, 1).build(), Some(DataPtr::of(&buf.sub(0, 4096)))).is_success());
+        ctrl.delete_io_queue_pair(qp).unwrap();
+        ctrl.shutdown().unwrap();
+    }
+}

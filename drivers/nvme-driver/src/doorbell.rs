@@ -1,0 +1,83 @@
+//! Shadow doorbells (Doorbell Buffer Config, NVMe 1.4c admin command 7Ch,
+//! advertised by OACS bit 8).
+//!
+//! Writing a doorbell register is an MMIO write. On an emulated or
+//! para-virtualized controller every MMIO write traps to the hypervisor,
+//! which is slow. With Doorbell Buffer Config the host also keeps each
+//! doorbell value in a page of ordinary memory (the *shadow doorbell
+//! buffer*), which the controller reads, and the controller tells the host,
+//! in a second page (the *EventIdx buffer*), how far it has looked. The host
+//! writes the real register only when the controller may have stopped
+//! looking: the EventIdx rule below, the same one virtio uses.
+//!
+//! Both pages have the doorbell registers' layout from offset 0: the slot of
+//! queue `y` is `(2y + is_cq) * (4 << CAP.DSTRD)` bytes in. Only I/O queues
+//! use them; the admin queue keeps its MMIO doorbells, as Linux does.
+
+use nvme_hal::DmaRegion;
+use std::sync::atomic::{fence, Ordering};
+
+/// True when moving a doorbell from `old` to `new` crosses `event_idx`, the
+/// value the controller asked to be woken at: then an MMIO write is needed.
+/// (Linux `nvme_dbbuf_need_event`; all arithmetic modulo 2^16.)
+#[inline]
+pub fn need_event(event_idx: u16, new: u16, old: u16) -> bool {
+    new.wrapping_sub(event_idx).wrapping_sub(1) < new.wrapping_sub(old)
+}
+
+/// One queue's slots in the shadow doorbell and EventIdx pages.
+#[derive(Clone, Debug)]
+pub struct ShadowSlot {
+    dbs: DmaRegion,
+    eis: DmaRegion,
+    offset: usize,
+}
+
+impl ShadowSlot {
+    /// The slot at byte `offset` (the doorbell's offset minus 1000h) of the
+    /// two pages.
+    pub fn new(dbs: DmaRegion, eis: DmaRegion, offset: usize) -> Self {
+        ShadowSlot { dbs, eis, offset }
+    }
+
+    /// Reset the slot to 0 in both pages (before a queue with this id is
+    /// created: a stale tail would make the controller fetch garbage).
+    pub fn clear(&self) {
+        self.dbs.write32(self.offset, 0);
+        self.eis.write32(self.offset, 0);
+    }
+
+    /// Publish `new` in the shadow slot; true when the MMIO doorbell must be
+    /// written too.
+    #[inline]
+    pub fn update(&self, new: u16, old: u16) -> bool {
+        // Release: the queue entries before the new value (for an SQ tail).
+        self.dbs.store32_release(self.offset, new as u32);
+        // The shadow store must be visible before we read EventIdx, or we
+        // could miss a controller that just went to sleep (store-load
+        // ordering needs a full fence; Linux: mb()).
+        fence(Ordering::SeqCst);
+        let event_idx = self.eis.load32_acquire(self.offset) as u16;
+        need_event(event_idx, new, old)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_idx_rule() {
+        // Controller saw up to 5 and asks to be woken after it: moving 5 -> 8 crosses it.
+        assert!(need_event(5, 8, 5));
+        // Controller is still busy at 3 < old 5: no MMIO needed for 5 -> 8.
+        assert!(!need_event(3, 8, 5));
+        // EventIdx exactly at new - 1: needed.
+        assert!(need_event(7, 8, 5));
+        // Wrap-around of the u16 counters.
+        assert!(need_event(0xfffe, 2, 0xfffe));
+        assert!(!need_event(0xfffc, 2, 0xfffe));
+        // No movement never needs a write.
+        assert!(!need_event(3, 5, 5));
+    }
+}
