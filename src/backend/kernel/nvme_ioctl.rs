@@ -126,7 +126,7 @@ impl NvmeUringCmd {
     /// little-endian order, which is the in-memory layout on the hosts the
     /// kernel's NVMe driver runs on.
     #[inline]
-    pub fn to_cmd80(&self) -> [u8; 80] {
+    pub fn to_cmd80(self) -> [u8; 80] {
         let mut b = [0u8; 80];
         b[0] = self.opcode;
         b[1] = self.flags;
