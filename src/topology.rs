@@ -143,6 +143,7 @@ mod tests {
         assert!(canonical_bdf("01:00").is_none());
         assert!(!is_bdf("/dev/nvme0n1"));
         assert!(resolve("/dev/sda", 1).is_err());
-        assert!(resolve("9999:99:99.9", 1).unwrap_err().contains("no PCI device"));
+        assert!(resolve("0000:7f:1f.7", 1).unwrap_err().contains("no PCI device"));
+        assert!(resolve("9999:99:99.9", 1).unwrap_err().contains("neither a PCI address"));
     }
 }

@@ -181,7 +181,7 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
     fn poll(&mut self, out: &mut [IoDone]) -> Result<usize, BackendError> {
         let mut i = 0;
         self.qp().poll(out.len(), |c| {
-            out[i] = IoDone { tag: c.tag, status: if c.status.is_success() { IoStatus::Ok } else { IoStatus::Nvme(c.status) } };
+            out[i] = IoDone { tag: c.tag, status: if c.ok() { IoStatus::Ok } else { IoStatus::Nvme(c.status()) } };
             i += 1;
         });
         Ok(i)

@@ -50,7 +50,7 @@ fn wait<R: nvme_hal::RegisterWindow + ?Sized>(qp: &mut nvme_driver::QueuePair<R>
     loop {
         let mut done = false;
         qp.poll(1, |c| {
-            println!("{what}: tag {} cid {} -> {}", c.tag, c.cid, c.status);
+            println!("{what}: tag {} cid {} -> {}", c.tag, c.cid, c.status());
             done = true;
         });
         if done {

@@ -13,16 +13,19 @@ pub struct CidSlot {
 }
 
 /// A fixed set of CIDs `0..n` with a LIFO free list (recently used CIDs are
-/// reused first, so their slot state stays in cache).
+/// reused first, so their slot state stays in cache). Fixed-size arrays with
+/// an explicit top: no capacity checks or growth on the hot path.
 pub struct CidTable {
-    slots: Vec<CidSlot>,
-    free: Vec<u16>,
+    slots: Box<[CidSlot]>,
+    free: Box<[u16]>,
+    /// Number of free CIDs: `free[..top]`.
+    top: usize,
 }
 
 impl CidTable {
     /// CIDs `0..n`, all free.
     pub fn new(n: u16) -> Self {
-        CidTable { slots: vec![CidSlot::default(); n as usize], free: (0..n).rev().collect() }
+        CidTable { slots: vec![CidSlot::default(); n as usize].into(), free: (0..n).rev().collect(), top: n as usize }
     }
     /// Total number of CIDs.
     #[inline]
@@ -32,17 +35,21 @@ impl CidTable {
     /// Number outstanding.
     #[inline]
     pub fn outstanding(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.slots.len() - self.top
     }
     /// True when no CID is free.
     #[inline]
     pub fn is_exhausted(&self) -> bool {
-        self.free.is_empty()
+        self.top == 0
     }
     /// Take a free CID for a command carrying `tag`.
     #[inline]
     pub fn alloc(&mut self, tag: u64) -> Option<u16> {
-        let cid = self.free.pop()?;
+        if self.top == 0 {
+            return None;
+        }
+        self.top -= 1;
+        let cid = self.free[self.top];
         let s = &mut self.slots[cid as usize];
         debug_assert!(!s.busy);
         s.busy = true;
@@ -58,7 +65,9 @@ impl CidTable {
             return None;
         }
         s.busy = false;
-        self.free.push(cid);
+        // A busy CID exists, so the free stack has room for it.
+        self.free[self.top] = cid;
+        self.top += 1;
         Some(s.tag)
     }
     /// Undo an `alloc` whose command was never posted.

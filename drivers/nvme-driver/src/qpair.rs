@@ -9,7 +9,7 @@ use crate::prp::{build_prps, DmaPrpList, PrpError};
 use crate::queue::{CompletionQueue, SubmissionQueue};
 use nvme_hal::{DmaRegion, RegisterWindow};
 use nvme_spec::NvmOpcode;
-use nvme_spec::{Cqe, Sqe, Status};
+use nvme_spec::{Cqe, CqeStatus, Sqe, Status};
 use std::sync::Arc;
 
 /// A data buffer as the controller sees it: a bus address and a length.
@@ -35,10 +35,24 @@ pub struct Completion {
     pub tag: u64,
     /// The command identifier it used.
     pub cid: u16,
-    /// Decoded status; check [`Status::is_success`].
-    pub status: Status,
+    /// The raw status field (phase tag included); see [`Completion::ok`]
+    /// and [`Completion::status`].
+    pub raw_status: CqeStatus,
     /// Command specific result (completion dword 0).
     pub dw0: u32,
+}
+
+impl Completion {
+    /// True for Successful Completion (every status bit but the phase clear).
+    #[inline]
+    pub fn ok(&self) -> bool {
+        self.raw_status.into_bits() & !1 == 0
+    }
+    /// The decoded status.
+    #[inline]
+    pub fn status(&self) -> Status {
+        Status::from_cqe_status(self.raw_status)
+    }
 }
 
 /// Why a command could not be submitted. Cheap to return on the hot path.
@@ -335,9 +349,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
                 continue;
             };
             n += 1;
-            // Success (every status bit but the phase clear) needs no decoding.
-            let status = if cqe.status.into_bits() & !1 == 0 { Status::SUCCESS } else { cqe.decoded_status() };
-            f(Completion { tag, cid: cqe.cid, status, dw0: cqe.dw0 });
+            f(Completion { tag, cid: cqe.cid, raw_status: cqe.status, dw0: cqe.dw0 });
         }
         if seen > 0 {
             self.stats.mmio_doorbells += self.cq.ring_doorbell(&*self.regs) as u64;

@@ -8,7 +8,7 @@
 //! starts at 1 over a zeroed queue and flips each time `cq_head` wraps).
 
 use crate::doorbell::ShadowSlot;
-use nvme_hal::{DmaRegion, RegisterWindow};
+use nvme_hal::{DmaRegion, DmaRing, RegisterWindow};
 use nvme_spec::cqe::{Cqe, CQE_SIZE};
 use nvme_spec::sqe::{Sqe, SQE_SIZE};
 use std::sync::atomic::{fence, Ordering};
@@ -16,7 +16,7 @@ use std::sync::atomic::{fence, Ordering};
 /// The host side of a submission queue: the host owns the tail, the
 /// controller owns the head (and reports it in every completion).
 pub struct SubmissionQueue {
-    mem: DmaRegion,
+    ring: DmaRing,
     entries: u16,
     sq_tail: u16,
     /// Tail value last written to the doorbell; entries between it and
@@ -32,8 +32,9 @@ impl SubmissionQueue {
     /// A queue of `entries` slots in `mem` (zeroed, >= entries * 64 bytes)
     /// whose tail doorbell is at register offset `doorbell`.
     pub fn new(mem: DmaRegion, entries: u16, doorbell: usize) -> Self {
-        assert!(entries >= 2 && mem.len() >= entries as usize * SQE_SIZE);
-        SubmissionQueue { mem, entries, sq_tail: 0, last_sq_tail: 0, sq_head: 0, doorbell, shadow: None }
+        assert!(entries >= 2);
+        let ring = DmaRing::new(mem, entries as usize, SQE_SIZE);
+        SubmissionQueue { ring, entries, sq_tail: 0, last_sq_tail: 0, sq_head: 0, doorbell, shadow: None }
     }
     /// Use a shadow doorbell slot from now on.
     pub fn set_shadow(&mut self, s: Option<ShadowSlot>) {
@@ -53,7 +54,7 @@ impl SubmissionQueue {
     }
     /// The ring's memory (for tracing and for the controller side of tests).
     pub fn memory(&self) -> &DmaRegion {
-        &self.mem
+        self.ring.region()
     }
     /// Register offset of the tail doorbell.
     pub fn doorbell_offset(&self) -> usize {
@@ -80,7 +81,7 @@ impl SubmissionQueue {
     pub fn post(&mut self, sqe: &Sqe) -> u16 {
         debug_assert!(!self.is_full());
         let slot = self.sq_tail;
-        self.mem.write_entry64(slot as usize * SQE_SIZE, sqe.to_qwords());
+        self.ring.write64(slot as usize, sqe.to_qwords());
         self.sq_tail = self.next(slot);
         slot
     }
@@ -89,7 +90,7 @@ impl SubmissionQueue {
     pub fn post_qwords(&mut self, q: [u64; 8]) -> u16 {
         debug_assert!(!self.is_full());
         let slot = self.sq_tail;
-        self.mem.write_entry64(slot as usize * SQE_SIZE, q);
+        self.ring.write64(slot as usize, q);
         self.sq_tail = self.next(slot);
         slot
     }
@@ -126,7 +127,7 @@ impl SubmissionQueue {
 /// The host side of a completion queue: the controller owns the tail (it
 /// writes entries), the host owns the head.
 pub struct CompletionQueue {
-    mem: DmaRegion,
+    ring: DmaRing,
     entries: u16,
     cq_head: u16,
     /// The phase tag a *new* entry carries. 1 on the first lap over a zeroed
@@ -142,8 +143,9 @@ impl CompletionQueue {
     /// A queue of `entries` slots in `mem` (zeroed, >= entries * 16 bytes)
     /// whose head doorbell is at register offset `doorbell`.
     pub fn new(mem: DmaRegion, entries: u16, doorbell: usize) -> Self {
-        assert!(entries >= 2 && mem.len() >= entries as usize * CQE_SIZE);
-        CompletionQueue { mem, entries, cq_head: 0, cq_phase: true, last_cq_head: 0, doorbell, shadow: None }
+        assert!(entries >= 2);
+        let ring = DmaRing::new(mem, entries as usize, CQE_SIZE);
+        CompletionQueue { ring, entries, cq_head: 0, cq_phase: true, last_cq_head: 0, doorbell, shadow: None }
     }
     /// Use a shadow doorbell slot from now on.
     pub fn set_shadow(&mut self, s: Option<ShadowSlot>) {
@@ -163,7 +165,7 @@ impl CompletionQueue {
     }
     /// The ring's memory.
     pub fn memory(&self) -> &DmaRegion {
-        &self.mem
+        self.ring.region()
     }
     /// Register offset of the head doorbell.
     pub fn doorbell_offset(&self) -> usize {
@@ -173,20 +175,20 @@ impl CompletionQueue {
     /// tag is loaded (Acquire), so a stale entry costs one load.
     #[inline]
     pub fn cqe_pending(&self) -> bool {
-        let dw3 = self.mem.load32_acquire(self.cq_head as usize * CQE_SIZE + 12);
+        let dw3 = self.ring.load_dw3_acquire(self.cq_head as usize);
         (dw3 >> 16) & 1 == self.cq_phase as u32
     }
     /// Take the entry at the head if it is new, and advance the head.
     #[inline]
     pub fn pop(&mut self) -> Option<Cqe> {
-        let off = self.cq_head as usize * CQE_SIZE;
+        let head = self.cq_head as usize;
         // Load the phase/status dword first (Acquire), and only then the rest
         // of the entry: the controller writes the phase last.
-        let dw3 = self.mem.load32_acquire(off + 12);
+        let dw3 = self.ring.load_dw3_acquire(head);
         if (dw3 >> 16) & 1 != self.cq_phase as u32 {
             return None;
         }
-        let [dw0, dw1, dw2] = self.mem.read_dwords3(off);
+        let [dw0, dw1, dw2] = self.ring.read_dw012(head);
         self.advance_cq_head();
         Some(Cqe::from_dwords([dw0, dw1, dw2, dw3]))
     }

@@ -33,7 +33,7 @@ fn run(qp: &mut QueuePair<SimRegisters>, sqe: Sqe, data: Option<DataPtr>) -> nvm
     let start = Instant::now();
     loop {
         let mut st = None;
-        qp.poll(1, |c| st = Some(c.status));
+        qp.poll(1, |c| st = Some(c.status()));
         if let Some(s) = st {
             return s;
         }
@@ -45,7 +45,7 @@ fn run(qp: &mut QueuePair<SimRegisters>, sqe: Sqe, data: Option<DataPtr>) -> nvm
 fn wait_all(qp: &mut QueuePair<SimRegisters>, mut n: usize) {
     let start = Instant::now();
     while n > 0 {
-        n -= qp.poll(64, |c| assert!(c.status.is_success(), "{}", c.status));
+        n -= qp.poll(64, |c| assert!(c.ok(), "{}", c.status()));
         assert!(start.elapsed() < Duration::from_secs(5));
     }
 }
@@ -191,7 +191,7 @@ fn simulator_rejects_malformed_commands_with_the_right_status() {
     qp.ring();
     let mut got = None;
     while got.is_none() {
-        qp.poll(1, |c| got = Some(c.status));
+        qp.poll(1, |c| got = Some(c.status()));
     }
     assert_eq!(got.unwrap().sc, gs::INVALID_PRP_OFFSET);
     // A data pointer the controller cannot reach: Data Transfer Error.
@@ -201,7 +201,7 @@ fn simulator_rejects_malformed_commands_with_the_right_status() {
     qp.ring();
     let mut got = None;
     while got.is_none() {
-        qp.poll(1, |c| got = Some(c.status));
+        qp.poll(1, |c| got = Some(c.status()));
     }
     assert_eq!(got.unwrap().sc, gs::DATA_TRANSFER_ERROR);
 

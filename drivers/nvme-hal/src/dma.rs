@@ -275,6 +275,94 @@ impl DmaRegion {
     }
 }
 
+/// A ring of fixed-size entries in DMA memory (a submission or completion
+/// queue), with accessors that check only `index < entries`: the region's
+/// size and alignment were checked once, at construction, so one compare per
+/// access keeps every access in bounds. The same rules as [`DmaRegion`]: no
+/// references into the ring, values move by volatile or atomic operations.
+#[derive(Clone, Debug)]
+pub struct DmaRing {
+    mem: DmaRegion,
+    entries: usize,
+    entry_shift: u32,
+}
+
+impl DmaRing {
+    /// A ring of `entries` entries of `entry_size` bytes (a power of two, at
+    /// least 16) at the start of `mem`, which must be 64-byte aligned and
+    /// large enough.
+    pub fn new(mem: DmaRegion, entries: usize, entry_size: usize) -> Self {
+        assert!(entry_size.is_power_of_two() && entry_size >= 16, "ring entries are 16 or 64 bytes");
+        assert!(entries.checked_mul(entry_size).is_some_and(|b| b <= mem.len()), "ring larger than its memory");
+        assert_eq!(mem.as_ptr() as usize % 64, 0, "ring memory must be 64-byte aligned");
+        DmaRing { mem, entries, entry_shift: entry_size.trailing_zeros() }
+    }
+    /// Number of entries.
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
+    /// The memory behind the ring.
+    pub fn region(&self) -> &DmaRegion {
+        &self.mem
+    }
+    #[inline(always)]
+    fn entry_ptr(&self, index: usize) -> *mut u8 {
+        assert!(index < self.entries, "ring index out of bounds");
+        // In bounds: index < entries and entries << shift <= len (checked in new).
+        self.mem.ptr.as_ptr().wrapping_add(index << self.entry_shift)
+    }
+    /// Store a 64-byte entry (8 little-endian qwords) at `index` with four
+    /// 16-byte stores.
+    #[inline(always)]
+    pub fn write64(&self, index: usize, q: [u64; 8]) {
+        debug_assert_eq!(self.entry_shift, 6);
+        let p = self.entry_ptr(index);
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_store_si128};
+            let p = p as *mut __m128i;
+            // SAFETY: entry_ptr checked index < entries, so the 64 bytes are
+            // inside the region; entries are 64-byte aligned (aligned base,
+            // 64-byte entries); SSE2 is part of x86-64.
+            unsafe {
+                _mm_store_si128(p, _mm_set_epi64x(q[1] as i64, q[0] as i64));
+                _mm_store_si128(p.add(1), _mm_set_epi64x(q[3] as i64, q[2] as i64));
+                _mm_store_si128(p.add(2), _mm_set_epi64x(q[5] as i64, q[4] as i64));
+                _mm_store_si128(p.add(3), _mm_set_epi64x(q[7] as i64, q[6] as i64));
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        // SAFETY: as above; [u64; 8] has no padding.
+        unsafe {
+            (p as *mut [u64; 8]).write_volatile(q)
+        }
+    }
+    /// Atomic Acquire load of dword 3 of the 16-byte entry at `index` (a
+    /// completion's status and phase).
+    #[inline(always)]
+    pub fn load_dw3_acquire(&self, index: usize) -> u32 {
+        let p = self.entry_ptr(index).wrapping_add(12) as *mut u32;
+        // SAFETY: index checked; entries are at least 16 bytes, so bytes
+        // 12..16 are inside; 4-byte aligned; the atomic view is temporary and
+        // the memory is only accessed atomically or by volatile operations.
+        unsafe { AtomicU32::from_ptr(p) }.load(Ordering::Acquire)
+    }
+    /// Volatile load of dwords 0-2 of the 16-byte entry at `index`.
+    #[inline(always)]
+    pub fn read_dw012(&self, index: usize) -> [u32; 3] {
+        let p = self.entry_ptr(index) as *mut [u32; 3];
+        // SAFETY: index checked; 12 bytes inside a >=16-byte entry; aligned.
+        unsafe { p.read_volatile() }
+    }
+    /// Volatile load of the 64-byte entry at `index` as 16 dwords (tracing).
+    pub fn read_dwords16(&self, index: usize) -> [u32; 16] {
+        assert_eq!(self.entry_shift, 6);
+        let p = self.entry_ptr(index) as *mut [u32; 16];
+        // SAFETY: index checked; 64 bytes inside a 64-byte entry; aligned.
+        unsafe { p.read_volatile() }
+    }
+}
+
 /// An anonymous private mapping, unmapped on drop.
 struct Mapping {
     ptr: NonNull<u8>,
