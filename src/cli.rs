@@ -39,6 +39,8 @@ pub enum Command {
     Bind(crate::bind::BindArgs),
     /// Give a controller back to the driver it had before `bind`.
     Unbind(crate::bind::BindArgs),
+    /// Grid over iodepth, block size and threads for each path: sweep.json and SVG charts (IOPS per core, latency, throughput).
+    Sweep(crate::sweep::SweepArgs),
     /// Tell the story of NVMe queues: every register access, submission entry, doorbell and completion of a short run.
     Trace(crate::trace::TraceArgs),
     /// The driver's own work per I/O on the synchronous simulator, repeatable (for callgrind).
@@ -342,6 +344,7 @@ pub fn main() -> i32 {
         Command::Info(a) => info(&a),
         Command::Bind(a) => crate::bind::bind(&a),
         Command::Unbind(a) => crate::bind::unbind(&a),
+        Command::Sweep(a) => crate::sweep::sweep(&a),
         Command::Trace(a) => crate::trace::trace(&a),
         Command::DriverCost(a) => crate::cost::driver_cost(&a),
     };

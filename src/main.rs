@@ -16,6 +16,7 @@ mod engine;
 mod progress;
 mod report;
 mod stats;
+mod sweep;
 mod sys;
 mod topology;
 mod trace;
