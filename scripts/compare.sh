@@ -27,6 +27,8 @@ if [ -n "$DEVICE" ]; then
   # namespaces are mounted, held or swap, and gives it back to nvme at the end.
   cargo build --release --quiet
   sudo "$ROOT/target/release/nvme-bypass" compare --device "$DEVICE" --out "$OUT" "${ARGS[@]}"
+  sudo "$ROOT/target/release/nvme-bypass" sweep --device "$DEVICE" --out "$OUT/sweep" --paths block,passthru,vfio \
+    --iodepth 1,4,16,32,64,128 --bs 4k,16k,64k,128k --runtime 3
   echo "results: $OUT"
   exit 0
 fi
@@ -37,8 +39,10 @@ RESULTS=$OUT/testbed
 # multipath=N gives a plain blk-mq /dev/nvme0n1 with a choice of I/O
 # scheduler; one poll queue lets the polled (IOPOLL) variants run.
 scripts/testbed/run.sh --multipath N --poll-queues 1 --timeout 1200 --results "$RESULTS" --quiet \
-  tests/testbed/compare.sh --runtime "${NVB_RUNTIME:-3}" --ramp-time 1 --iodepth 32 "${ARGS[@]}"
+  tests/testbed/main.sh --runtime "${NVB_RUNTIME:-3}" --ramp-time 1 --iodepth 32 "${ARGS[@]}"
 cp "$RESULTS/results/compare/table.txt" "$RESULTS/results/compare/compare.json" "$OUT/"
+mkdir -p "$OUT/sweep" && cp "$RESULTS"/results/sweep/* "$OUT/sweep/"
 cat "$OUT/table.txt"
 python3 scripts/check-compare.py "$OUT/compare.json"
+echo "sweep: $(ls "$OUT"/sweep/*.svg | wc -l) charts in $OUT/sweep (open the .svg files in a browser)"
 echo "results: $OUT (console log and guest files in $RESULTS)"
