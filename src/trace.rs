@@ -331,7 +331,10 @@ pub fn trace(a: &TraceArgs) -> Result<i32, CliError> {
                     a.commands
                 )));
             }
-            return Err(CliError::usage(format!("trace over vfio ({bdf}) lands with the vfio backend")));
+            let (regs, mem, dev) = crate::backend::vfio::open_raw(bdf)?;
+            let traced = Arc::new(TracedRegs { inner: regs, tr: tr.clone() });
+            story(&tr, traced, mem, a)?;
+            drop(dev);
         }
         other => {
             return Err(CliError::usage(format!(
@@ -355,7 +358,10 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
 ) -> Result<(), CliError> {
     let err = |e: nvme_driver::Error| CliError::usage(e.to_string());
     tr.story("bring-up, NVMe 1.4c §7.6.1: read CAP, disable, admin queues in AQA/ASQ/ACQ, CC with EN=1, wait for CSTS.RDY; then Identify and Set Features Number of Queues");
-    let mut ctrl = Controller::new(regs, mem, ControllerConfig { io_queues: 1, ..Default::default() }).map_err(err)?;
+    // Shadow doorbells off: the story shows every doorbell as the register
+    // write it is (docs/queues.md explains the shadow variant).
+    let mut ctrl = Controller::new(regs, mem, ControllerConfig { io_queues: 1, shadow_doorbells: false, ..Default::default() })
+        .map_err(err)?;
     tr.story("Identify Namespace 1 (admin command, data returned in a 4 KiB page named by PRP1)");
     let ns = ctrl.identify_namespace(1).map_err(err)?;
     let lba = ns.lba_size() as usize;

@@ -72,6 +72,18 @@ impl VfioTarget {
     }
 }
 
+/// The raw pieces for tools that drive the controller themselves (`trace`):
+/// BAR0 as a register window, the DMA allocator, and the device (keep it
+/// alive as long as the other two are used). Bus mastering is on.
+pub fn open_raw(bdf: &str) -> Result<(Arc<Bar>, Arc<dyn DmaAllocator>, VfioPci), BackendError> {
+    let b = Bdf::parse(bdf).map_err(|e| BackendError::Invalid(e.to_string()))?;
+    let dev = VfioPci::open(&Host::system(), &b).map_err(|e| vfio_err(bdf, e))?;
+    let bar = dev.map_bar0().map_err(|e| vfio_err(bdf, e))?;
+    let dma: Arc<dyn DmaAllocator> = dev.dma(true);
+    dev.enable_bus_master().map_err(|e| vfio_err(bdf, e))?;
+    Ok((bar, dma, dev))
+}
+
 impl Target for VfioTarget {
     fn name(&self) -> String {
         "vfio".into()

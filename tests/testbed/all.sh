@@ -4,10 +4,11 @@
 # standalone guest script too. Exit status: 0 when all passed.
 #   vfio.sh          the userspace driver: bind, identify, verified runs, cross-path data, unbind
 #   kernel-paths.sh  passthru and block (io_uring, libaio): verified runs, cross-path data, polled variants
+#   trace.sh         the queue story over vfio
 #   compare.sh       the main job: every path side by side (checked on the host by check-compare.py)
 . "$(dirname "$0")/lib.sh"
 DIR=$(dirname "$0")
-SCRIPTS=${NVB_ALL:-"vfio.sh kernel-paths.sh compare.sh"}
+SCRIPTS=${NVB_ALL:-"vfio.sh kernel-paths.sh trace.sh compare.sh"}
 failed=""
 for s in $SCRIPTS; do
   echo "NVB-ALL: ---- $s ----"
