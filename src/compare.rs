@@ -422,15 +422,15 @@ pub fn table(c: &Comparison) -> String {
         c.workload
     ));
     o.push_str(&format!(
-        "{:<32} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>6} {:>10} {:>10} {:>7} {:>7}\n",
-        "path", "IOPS", "MiB/s", "p50 us", "p99 us", "p99.9 us", "usr ns/IO", "krn ns/IO", "cores", "IOPS/core", "ceiling", "x core", "x ceil"
+        "{:<32} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>6} {:>10} {:>10} {:>7} {:>7} {:>8}\n",
+        "path", "IOPS", "MiB/s", "p50 us", "p99 us", "p99.9 us", "usr ns/IO", "krn ns/IO", "cores", "IOPS/core", "ceiling", "x core", "x ceil", "MMIO/IO"
     ));
     for r in &c.rows {
         match (&r.summary, &r.error) {
             (Some(s), _) => {
                 let y = s.system.clone().unwrap_or_default();
                 o.push_str(&format!(
-                    "{:<32} {:>8} {:>8.1} {:>8} {:>8} {:>9} {:>9.0} {:>9.0} {:>6.2} {:>10} {:>10} {:>7} {:>7}\n",
+                    "{:<32} {:>8} {:>8.1} {:>8} {:>8} {:>9} {:>9.0} {:>9.0} {:>6.2} {:>10} {:>10} {:>7} {:>7} {:>8}\n",
                     r.variant.label,
                     k(s.iops),
                     s.bw_bytes / (1 << 20) as f64,
@@ -444,6 +444,8 @@ pub fn table(c: &Comparison) -> String {
                     r.useful_ceiling_iops.map(k).unwrap_or("-".into()),
                     r.ratio_vs_baseline.map(|x| format!("{x:.2}")).unwrap_or("-".into()),
                     r.useful_ratio_vs_baseline.map(|x| format!("{x:.2}")).unwrap_or("-".into()),
+                    // MMIO doorbell writes exist only on our driver's path.
+                    if r.variant.path == PathKind::Vfio { format!("{:.3}", s.mmio_writes_per_io) } else { "-".into() },
                 ));
             }
             (None, Some(e)) => o.push_str(&format!("{:<32} not run: {e}\n", r.variant.label)),
@@ -454,7 +456,8 @@ pub fn table(c: &Comparison) -> String {
         "\nCPU columns are system-wide (/proc/stat over the measured interval: user; kernel = system + irq + softirq),\n\
          so completion work in interrupt context on other cores counts. cores = busy cores on average.\n\
          ceiling = 1 s / (busy CPU per I/O minus the time of polls that found nothing): the per-core ceiling\n\
-         with a device fast enough that polling never waits. x core / x ceil: relative to the baseline row.\n",
+         with a device fast enough that polling never waits. x core / x ceil: relative to the baseline row.\n\
+         MMIO/IO: doorbell register writes per I/O of our driver (the kernel paths' doorbells are the kernel's).\n",
     );
     if !c.headline.is_empty() {
         o.push_str("\nheadline (per-core ceiling, relative to ");
