@@ -45,6 +45,9 @@ BIN=$ROOT/target/release/nvme-bypass
 step "bench smoke on the simulator (JSON shape, verify)"
 python3 scripts/check-bench.py "$BIN"
 
+step "fuzzing (bounded: completion/identify parsing, option parsing)"
+scripts/fuzz.sh
+
 step "driver instructions per I/O (callgrind, against the record)"
 scripts/callgrind-driver.sh "$BIN"
 

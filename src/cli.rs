@@ -33,14 +33,14 @@ pub enum Command {
     Bench(BenchArgs),
     /// The main job: the same workload through block, passthru and vfio side by side, with the per-core ceiling of each.
     Compare(crate::compare::CompareArgs),
+    /// Grid over iodepth, block size and threads for each path: sweep.json and SVG charts (IOPS per core, latency, throughput).
+    Sweep(crate::sweep::SweepArgs),
     /// Print Identify Controller and Identify Namespace data, as nvme-cli's id-ctrl/id-ns name the fields.
     Info(InfoArgs),
     /// Move a controller from the kernel's nvme driver to vfio-pci (refuses when it is in use).
     Bind(crate::bind::BindArgs),
     /// Give a controller back to the driver it had before `bind`.
     Unbind(crate::bind::BindArgs),
-    /// Grid over iodepth, block size and threads for each path: sweep.json and SVG charts (IOPS per core, latency, throughput).
-    Sweep(crate::sweep::SweepArgs),
     /// Tell the story of NVMe queues: every register access, submission entry, doorbell and completion of a short run.
     Trace(crate::trace::TraceArgs),
     /// The driver's own work per I/O on the synchronous simulator, repeatable (for callgrind).
@@ -94,6 +94,9 @@ pub struct SimArgs {
     /// Simulated MDTS (max transfer 4 KiB << MDTS).
     #[arg(long, default_value_t = 7)]
     pub sim_mdts: u8,
+    /// Inject a device fault into the simulated controller (repeatable; key=value[,key=value]): drop-every=N, delay-us=N, status-every=N, status=SCT:SC, dnr=0|1, fatal-after=N, hang-after=N, stall-every=N, corrupt-cid-every=N, bad-sqid-every=N, corrupt-data-every=N. See docs/reliability.md.
+    #[arg(long, value_parser = crate::reliability::sim_fault_arg)]
+    pub sim_fault: Vec<Vec<crate::parse::SimFault>>,
 }
 
 /// Options of the kernel paths (passthru, block), named as fio's.
@@ -120,6 +123,12 @@ pub struct KernelArgs {
     /// Buffered I/O through the page cache instead of O_DIRECT (block path; fio --direct=0).
     #[arg(long)]
     pub buffered: bool,
+    /// io_uring: IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN (completion work batched into our io_uring_enter calls; 6.1+).
+    #[arg(long)]
+    pub defer_taskrun: bool,
+    /// io_uring: register the ring fd (IORING_REGISTER_RING_FDS) so io_uring_enter skips the fd lookup (5.18+).
+    #[arg(long)]
+    pub register_ring: bool,
     /// Our driver (vfio, sim): write every doorbell to MMIO instead of using shadow doorbells.
     #[arg(long)]
     pub no_shadow_doorbells: bool,
@@ -137,6 +146,8 @@ impl KernelArgs {
             sqthread_poll: self.sqthread_poll,
             sqthread_poll_cpu: self.sqthread_poll_cpu,
             buffered: self.buffered,
+            defer_taskrun: self.defer_taskrun,
+            register_ring: self.register_ring,
         }
     }
 }
@@ -213,6 +224,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_c2c: bool,
     #[command(flatten)]
+    pub reliability: crate::reliability::ReliabilityArgs,
+    #[command(flatten)]
     pub sim: SimArgs,
     #[command(flatten)]
     pub kernel: KernelArgs,
@@ -236,72 +249,14 @@ pub struct InfoArgs {
     pub sim: SimArgs,
 }
 
-/// Parse "4k", "1M", "512", "2g" (powers of 1024, as fio does).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mult) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => {
-            let m = match s[i..].to_ascii_lowercase().trim_end_matches("ib").trim_end_matches('b') {
-                "" => 1,
-                "k" => 1 << 10,
-                "m" => 1 << 20,
-                "g" => 1 << 30,
-                "t" => 1 << 40,
-                other => return Err(format!("unknown size suffix '{other}' in '{s}'; use k, m, g or t")),
-            };
-            (&s[..i], m)
-        }
-        None => (s, 1),
-    };
-    let n: u64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size; write e.g. 4k, 128k, 1g"))?;
-    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
-}
+pub use crate::parse::{parse_duration, parse_size};
 
-/// Parse "5", "5s", "500ms", "2m".
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let err = || format!("'{s}' is not a duration; write e.g. 5, 5s, 500ms, 2m");
-    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let n: f64 = num.parse().map_err(|_| err())?;
-    if !(n >= 0.0 && n.is_finite()) {
-        return Err(err());
-    }
-    let secs = match unit {
-        "s" => n,
-        "ms" => n / 1e3,
-        "us" => n / 1e6,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(err()),
-    };
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// Parse "0,1" or "0-3" or "0-1,4".
+/// Parse "0,1" or "0-3" or "0-1,4": CPUs this machine has.
 pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
-    let mut v = vec![];
-    for part in s.split(',') {
-        let part = part.trim();
-        let err = || format!("'{part}' is not a CPU list item; write e.g. 0,1 or 0-3");
-        if let Some((a, b)) = part.split_once('-') {
-            let (a, b): (usize, usize) = (a.parse().map_err(|_| err())?, b.parse().map_err(|_| err())?);
-            if a > b {
-                return Err(err());
-            }
-            v.extend(a..=b);
-        } else {
-            v.push(part.parse().map_err(|_| err())?);
-        }
-    }
+    let v = crate::parse::parse_cpu_list(s)?;
     let n = crate::c2c::online_cpus();
     if let Some(bad) = v.iter().find(|&&c| c >= n) {
         return Err(format!("CPU {bad} does not exist: this machine has CPUs 0-{}", n - 1));
-    }
-    if v.is_empty() {
-        return Err("empty CPU list".into());
     }
     Ok(v)
 }
@@ -331,7 +286,9 @@ impl From<BackendError> for CliError {
             }
             src = s.source();
         }
-        CliError { msg, code: exit::USAGE }
+        // A device that failed mid-run (recovery gave up) is not bad input.
+        let code = if matches!(e, BackendError::Failed(_)) { exit::RUN_FAILED } else { exit::USAGE };
+        CliError { msg, code }
     }
 }
 
@@ -341,10 +298,10 @@ pub fn main() -> i32 {
     let r = match cli.cmd {
         Command::Bench(a) => bench(&a),
         Command::Compare(a) => crate::compare::compare(&a),
+        Command::Sweep(a) => crate::sweep::sweep(&a),
         Command::Info(a) => info(&a),
         Command::Bind(a) => crate::bind::bind(&a),
         Command::Unbind(a) => crate::bind::unbind(&a),
-        Command::Sweep(a) => crate::sweep::sweep(&a),
         Command::Trace(a) => crate::trace::trace(&a),
         Command::DriverCost(a) => crate::cost::driver_cost(&a),
     };
@@ -359,6 +316,9 @@ pub fn main() -> i32 {
 
 fn install_signal_handlers() {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal while the first is being handled ends the process
+        // at once (exit 1); VFIO's release of the device then resets it.
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 1, engine::STOP.clone());
         let _ = signal_hook::flag::register(sig, engine::STOP.clone());
     }
 }
@@ -416,7 +376,9 @@ fn open_target(
             }
             let mut o = sim_options(sim, queues, sim_cpu)?;
             o.shadow_doorbells = !kernel.no_shadow_doorbells;
-            Ok(Box::new(SimTarget::open(&o)?))
+            let t = SimTarget::open(&o)?;
+            crate::reliability::inject(&t.sim, &sim.sim_fault);
+            Ok(Box::new(t))
         }
         BackendKind::Vfio => {
             let bdf = need_device("0000:01:00.0")?;
@@ -438,6 +400,10 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
     }
     if a.verify_only && !a.verify {
         return Err(CliError::usage("--verify-only needs --verify"));
+    }
+    a.reliability.apply()?;
+    if a.backend != BackendKind::Sim && !a.sim.sim_fault.is_empty() {
+        return Err(CliError::usage("--sim-fault injects faults into the simulated controller; it needs --backend sim"));
     }
     if a.verify_only && a.rw.writes() {
         return Err(CliError::usage("--verify-only checks existing data; use a read pattern (--rw read or randread)"));
@@ -495,6 +461,9 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
     match a.output_format {
         OutputFormat::Normal => print!("{}", report::text(&summary, &spec)),
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report::fio_json(&summary, &spec, &threads)).unwrap()),
+    }
+    if let Some(r) = engine::recovery_summary(&threads) {
+        eprintln!("nvme-bypass: {r}");
     }
     if summary.errors > 0 || summary.mismatches > 0 {
         if summary.mismatches > 0 {

@@ -11,7 +11,6 @@ pub struct Clock {
     tsc: bool,
     /// Nanoseconds per tick in 32.32 fixed point.
     mult: u64,
-    origin: u64,
 }
 
 /// Monotonic nanoseconds from a process-wide origin (CLOCK_MONOTONIC,
@@ -46,11 +45,11 @@ impl Clock {
                 let ns_per_tick = (m1 - m0) as f64 / ticks as f64;
                 // A TSC slower than 100 MHz or faster than 10 GHz is not a TSC we trust.
                 if (0.1..=10.0).contains(&ns_per_tick) {
-                    return Clock { tsc: true, mult: (ns_per_tick * (1u64 << 32) as f64) as u64, origin: t1 };
+                    return Clock { tsc: true, mult: (ns_per_tick * (1u64 << 32) as f64) as u64 };
                 }
             }
         }
-        Clock { tsc: false, mult: 1 << 32, origin: mono_ns() }
+        Clock { tsc: false, mult: 1 << 32 }
     }
 
     /// Ticks now.
@@ -67,11 +66,6 @@ impl Clock {
     #[inline(always)]
     pub fn to_ns(&self, ticks: u64) -> u64 {
         ((ticks as u128 * self.mult as u128) >> 32) as u64
-    }
-
-    /// Nanoseconds since calibration for a tick value.
-    pub fn since_origin_ns(&self, t: u64) -> u64 {
-        self.to_ns(t.saturating_sub(self.origin))
     }
 
     /// Ticks in a duration.

@@ -157,6 +157,8 @@ fn kopts(t: &Topology, dev: &Path, engine: IoEngine) -> KernelOptions {
         sqthread_poll: false,
         sqthread_poll_cpu: None,
         buffered: false,
+        defer_taskrun: false,
+        register_ring: false,
     }
 }
 
@@ -226,13 +228,18 @@ pub(crate) fn plan_paths(paths: Option<&[String]>, t: &Topology) -> (Vec<Variant
             let mut k = kopts(t, b, IoEngine::IoUring);
             k.fixedbufs = true;
             k.registerfiles = true;
+            k.register_ring = true;
+            k.defer_taskrun = true;
             k.hipri = poll_queues_available();
             v.push(Variant {
                 label: "block/io_uring best".into(),
                 path: PathKind::Block,
                 kernel: Some(k),
                 scheduler: None,
-                note: format!("fixed buffers, registered file{}", if poll_queues_available() { ", polled (IOPOLL)" } else { "; no poll queues for IOPOLL" }),
+                note: format!(
+                    "fixed buffers, registered file and ring fd, single issuer + deferred task work{}",
+                    if poll_queues_available() { ", polled (IOPOLL)" } else { "; no poll queues for IOPOLL" }
+                ),
             });
         }
     } else if want.iter().any(|w| matches!(w.as_str(), "block" | "libaio" | "psync" | "buffered" | "sched")) {
@@ -246,13 +253,18 @@ pub(crate) fn plan_paths(paths: Option<&[String]>, t: &Topology) -> (Vec<Variant
             let mut k = kopts(t, g, IoEngine::IoUring);
             k.fixedbufs = true;
             k.registerfiles = true;
+            k.register_ring = true;
+            k.defer_taskrun = true;
             k.hipri = poll_queues_available();
             v.push(Variant {
                 label: "passthru best".into(),
                 path: PathKind::Passthru,
                 kernel: Some(k),
                 scheduler: None,
-                note: format!("fixed buffers, registered file{}", if poll_queues_available() { ", polled (IOPOLL)" } else { "" }),
+                note: format!(
+                    "fixed buffers, registered file and ring fd, single issuer + deferred task work{}",
+                    if poll_queues_available() { ", polled (IOPOLL)" } else { "" }
+                ),
             });
         }
     } else if has("passthru") {

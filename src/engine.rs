@@ -113,6 +113,8 @@ pub struct ThreadResult {
     pub empty_polls: u64,
     /// Wall time spent in those iterations, ns.
     pub empty_poll_ns: u64,
+    /// Times the thread blocked in the path's wait (interrupt-driven paths).
+    pub waits: u64,
     /// Blocks verified.
     pub verified_blocks: u64,
     /// Blocks that failed verification.
@@ -131,6 +133,8 @@ pub struct ThreadResult {
     pub interrupted: bool,
     /// System-wide CPU over this thread's measured interval (thread 0 only).
     pub system_cpu: Option<crate::stats::SystemCpu>,
+    /// Timeouts, Aborts, resets and retries (all phases).
+    pub recovery: RecoveryCounters,
 }
 
 impl ThreadResult {
@@ -156,6 +160,9 @@ struct Ctx<'a> {
     clock: Clock,
     geo: Geometry,
     progress: &'a Progress,
+    /// The path finds completions by polling: spin. Otherwise (interrupts)
+    /// block in the path's wait when there is nothing else to do, as fio does.
+    polled: bool,
 }
 
 /// Per-slot bookkeeping: one slot per in-flight I/O and registered buffer.
@@ -203,32 +210,49 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
     let progress = &progress[..];
     let finished = std::sync::atomic::AtomicUsize::new(0);
     let geo = target.geometry();
+    let polled = target.polled();
     validate(spec, &geo)?;
     let params = QueueParams { depth: spec.iodepth, buf_size: spec.bs, batch: spec.batch };
-    // Open every queue first (admin work, allocation), then start together.
-    let mut queues = Vec::with_capacity(spec.numjobs);
-    for _ in 0..spec.numjobs {
-        queues.push(target.open_queue(params)?);
-    }
+    // Each thread opens its own queue (a queue pair, or an io_uring ring:
+    // rings set up with SINGLE_ISSUER or a registered fd belong to the
+    // thread that made them), then all start together.
     let barrier = Barrier::new(spec.numjobs);
+    let open_failed = AtomicBool::new(false);
     let results: Vec<Result<ThreadResult, BackendError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = queues
-            .into_iter()
-            .enumerate()
-            .map(|(i, mut q)| {
+        let handles: Vec<_> = (0..spec.numjobs)
+            .map(|i| {
                 let barrier = &barrier;
                 let finished = &finished;
-                let ctx = Ctx { spec, clock, geo, progress: &progress[i] };
+                let open_failed = &open_failed;
+                let ctx = Ctx { spec, clock, geo, progress: &progress[i], polled };
                 std::thread::Builder::new()
                     .name(format!("nvb-job{i}"))
                     .spawn_scoped(s, move || {
                         let cpu = (!spec.cpus.is_empty()).then(|| spec.cpus[i % spec.cpus.len()]);
-                        if let Some(c) = cpu {
-                            nvme_hal::pin_current_thread(c).map_err(|e| {
-                                BackendError::os(format!("pin thread {i} to CPU {c}"), "check --cpus against the CPUs this machine has", e)
-                            })?;
+                        let opened = match cpu.map(nvme_hal::pin_current_thread) {
+                            Some(Err(e)) => Err(BackendError::os(
+                                format!("pin thread {i} to CPU {}", cpu.unwrap_or(0)),
+                                "check --cpus against the CPUs this machine has",
+                                e,
+                            )),
+                            _ => target.open_queue(params),
+                        };
+                        if opened.is_err() {
+                            open_failed.store(true, Ordering::Release);
                         }
                         barrier.wait();
+                        let mut q = match opened {
+                            Ok(q) => q,
+                            Err(e) => {
+                                finished.fetch_add(1, Ordering::Release);
+                                return Err(e);
+                            }
+                        };
+                        if open_failed.load(Ordering::Acquire) {
+                            // Another thread could not open its queue: nobody runs.
+                            finished.fetch_add(1, Ordering::Release);
+                            return Err(BackendError::Invalid("another thread could not open its queue".into()));
+                        }
                         let r = worker(&ctx, &mut *q, i);
                         finished.fetch_add(1, Ordering::Release);
                         drop(q); // delete the queue pair on this thread, before the target goes
@@ -245,6 +269,10 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
         }
         handles.into_iter().map(|h| h.join().expect("worker panicked")).collect()
     });
+    // Report the first real error, not the "another thread" ones it caused.
+    if let Some(i) = results.iter().position(|r| matches!(r, Err(e) if !e.to_string().starts_with("another thread"))) {
+        return Err(results.into_iter().nth(i).unwrap().unwrap_err());
+    }
     results.into_iter().collect()
 }
 
@@ -404,9 +432,11 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
     let main = matches!(phase, Phase::Main);
     let mut slots = Slots::new(depth);
     let mut ios: Vec<Io> = Vec::with_capacity(depth);
+    let mut retry: Vec<(Op, u64)> = Vec::with_capacity(depth);
     let mut done = vec![IoDone::default(); depth];
     let mut in_flight = 0usize;
     let mut stopping = false;
+    let mut wd = Watchdog::new(depth, clock, clock.now());
 
     let start = clock.now();
     let ramp_end = start + if main { clock.ticks(spec.ramp) } else { 0 };
@@ -419,7 +449,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
     // Thread 0 samples system-wide CPU (/proc/stat) around the measured interval.
     let sample_system = main && res.thread == 0;
     let mut sys0 = if sample_system && measuring { crate::stats::SystemCpu::now() } else { None };
-    let (mut polls, mut empty, mut empty_ticks) = (0u64, 0u64, 0u64);
+    let (mut polls, mut empty, mut empty_ticks, mut waits) = (0u64, 0u64, 0u64, 0u64);
     let mut read = DirResult::default();
     let mut write = DirResult::default();
     let mut flushes = 0u64;
@@ -450,6 +480,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
             polls = 0;
             empty = 0;
             empty_ticks = 0;
+            waits = 0;
         }
         if t >= end || stop.load(Ordering::Relaxed) {
             stopping = true;
@@ -457,9 +488,12 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
 
         // Submit: fill every free slot.
         ios.clear();
+        let resubmitted = if wd.pending.is_empty() { 0 } else { wd.resubmit(&mut ios, &slots, wl, blocks, t) };
         while !stopping {
             let Some(&slot) = slots.free.last() else { break };
-            let Some((op, mut unit)) = next(wl) else {
+            // I/Os the path did not accept last time go first, so no unit
+            // the workload chose is skipped and --ios counts what ran.
+            let Some((op, mut unit)) = retry.pop().or_else(|| next(wl)) else {
                 stopping = true;
                 break;
             };
@@ -495,17 +529,25 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
             ios.push(Io { op, lba: wl.lba_of(unit), blocks, buf: slot, tag: slot as u64 });
         }
         let submitted = if ios.is_empty() { 0 } else { q.submit(&ios)? };
-        // Whatever did not fit goes back (the queue was fuller than we knew).
-        for io in ios[submitted..].iter().rev() {
+        wd.not_accepted(&ios[..resubmitted], submitted);
+        // Whatever did not fit goes back (the queue was fuller than we knew)
+        // and is submitted again first next time.
+        for io in ios[submitted.max(resubmitted)..].iter().rev() {
             slots.free.push(io.buf);
+            retry.push((io.op, slots.unit[io.buf as usize]));
             if let Some(v) = verifier.as_deref_mut() {
                 v.busy[slots.unit[io.buf as usize] as usize] = false;
             }
         }
         in_flight += submitted;
 
-        // Reap.
-        let n = q.poll(&mut done)?;
+        // Reap. An interrupt-driven path with nothing to submit waits in
+        // the kernel for a completion instead of spinning.
+        let mut n = q.poll(&mut done)?;
+        if n == 0 && submitted == 0 && in_flight > 0 && !ctx.polled && !stopping_now(stop) {
+            n = q.wait(&mut done, 1)?;
+            waits += 1;
+        }
         polls += 1;
         if n > 0 {
             let tc = clock.now();
@@ -514,19 +556,23 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                 let op = slots.op[slot];
                 let lat_ns = clock.to_ns(tc.wrapping_sub(slots.submit_ts[slot]));
                 let ok = d.status.is_ok();
+                if !ok && wd.retry_failed(slot, &d.status, &slots) {
+                    res.recovery.retries += 1;
+                    continue;
+                }
                 if !ok {
                     res.errors += 1;
                     if res.first_error.is_none() {
                         res.first_error = Some(format!(
-                            "{} of {} blocks at LBA {} failed: {}",
-                            match op {
-                                Op::Read => "read",
-                                Op::Write => "write",
-                                Op::Flush => "flush",
-                            },
+                            "{} of {} blocks at LBA {} failed: {}{}",
+                            op_name(op),
                             blocks,
                             wl.lba_of(slots.unit[slot]),
-                            d.status
+                            d.status,
+                            match wd.retries_used(slot, &slots) {
+                                0 => String::new(),
+                                n => format!(" (after {n} retries)"),
+                            }
                         ));
                     }
                     if !spec.continue_on_error {
@@ -570,7 +616,35 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
             empty += 1;
             empty_since = Some(t);
         }
-        if stopping && in_flight == 0 {
+        if t >= wd.next_check {
+            for (slot, why) in wd.check(t, q, &slots, wl, &mut res.recovery)? {
+                in_flight -= 1;
+                let s = slot as usize;
+                if wd.take_retry(s, &slots) {
+                    res.recovery.retries += 1;
+                    wd.pending.push(slot);
+                    continue;
+                }
+                // Out of retries (or stopping): a failed I/O.
+                res.errors += 1;
+                if res.first_error.is_none() {
+                    res.first_error = Some(format!(
+                        "{} of {blocks} blocks at LBA {} never completed ({why}), after {} retries",
+                        op_name(slots.op[s]),
+                        wl.lba_of(slots.unit[s]),
+                        wd.retries_used(s, &slots)
+                    ));
+                }
+                if !spec.continue_on_error {
+                    stopping = true;
+                }
+                if let Some(v) = verifier.as_deref_mut() {
+                    v.busy[slots.unit[s] as usize] = false;
+                }
+                slots.free.push(slot);
+            }
+        }
+        if stopping && in_flight == 0 && wd.pending.is_empty() {
             break;
         }
     }
@@ -586,6 +660,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
         res.polls = polls;
         res.empty_polls = empty;
         res.empty_poll_ns = clock.to_ns(empty_ticks);
+        res.waits = waits;
         let c = q.counters();
         res.counters = QueueCounters {
             sq_doorbells: c.sq_doorbells - counters0.sq_doorbells,
@@ -601,6 +676,20 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
         res.verify_ios += total_ios;
     }
     Ok(())
+}
+
+/// True once a stop was requested (no more blocking waits then).
+#[inline]
+fn stopping_now(stop: &AtomicBool) -> bool {
+    stop.load(Ordering::Relaxed)
+}
+
+fn op_name(op: Op) -> &'static str {
+    match op {
+        Op::Read => "read",
+        Op::Write => "write",
+        Op::Flush => "flush",
+    }
 }
 
 fn verify_read(q: &mut dyn IoQueue, v: &mut Verifier, slot: u32, lba0: u64, unit: u64, res: &mut ThreadResult) {
@@ -619,5 +708,340 @@ fn verify_read(q: &mut dyn IoQueue, v: &mut Verifier, slot: u32, lba0: u64, unit
                 res.first_mismatch = Some(format!("LBA {lba}: {m}"));
             }
         }
+    }
+}
+
+// ------------------------------------------------------------ reliability
+//
+// The watchdog: I/O timeouts and bounded retries, the slow path of
+// `run_phase`. It costs the hot loop one comparison per pass (`t >=
+// next_check`) and nothing per I/O: which I/Os are in flight, since when,
+// and whether they were aborted or retried is worked out from per-slot
+// timestamps only when a check is due (every `check_every`, at most 100 ms).
+//
+// A check asks the path about the controller (fatal status, a reset by
+// another thread), then looks for I/Os outstanding longer than
+// `--io-timeout`: those are aborted (NVMe Abort); if an aborted I/O is still
+// outstanding a timeout later, or the Abort itself goes unanswered, the
+// controller is reset and the queue re-created (the Linux driver's order,
+// `nvme_timeout`). I/Os lost in a reset, and I/Os that failed with DNR clear
+// (or were aborted by us), are resubmitted up to `--retries` times; then
+// they count as failed. If the reset fails the run fails, and dropping the
+// target hands the controller back disabled. After Ctrl-C / SIGTERM the
+// timeout is at most `STOP_TIMEOUT`, and nothing is retried.
+
+/// I/O timeout and retry settings (`--io-timeout`, `--retries`), for every
+/// run of the process.
+#[derive(Clone, Copy, Debug)]
+pub struct Reliability {
+    /// An I/O outstanding this long is overdue: Abort, then, as long again
+    /// later, a controller reset.
+    pub io_timeout: Duration,
+    /// Resubmissions of one I/O that failed with DNR clear, was aborted, or
+    /// was lost in a controller reset.
+    pub retries: u32,
+}
+
+impl Default for Reliability {
+    fn default() -> Self {
+        // The Linux nvme driver's defaults are 30 s (nvme_core.io_timeout)
+        // and 5 retries (nvme_core.max_retries).
+        Reliability { io_timeout: Duration::from_secs(30), retries: 3 }
+    }
+}
+
+static RELIABILITY: std::sync::OnceLock<Reliability> = std::sync::OnceLock::new();
+
+/// Set the timeout and retry settings (once, before the first run).
+pub fn set_reliability(r: Reliability) {
+    let _ = RELIABILITY.set(r);
+}
+
+/// The timeout and retry settings in force.
+pub fn reliability() -> Reliability {
+    RELIABILITY.get().copied().unwrap_or_default()
+}
+
+/// After Ctrl-C / SIGTERM, outstanding I/Os get at most this long before
+/// the watchdog aborts them and resets: an interrupted run ends promptly
+/// even on a hung device.
+const STOP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Recovery counters of one thread (summed for the report by [`recovery_summary`]).
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryCounters {
+    /// I/Os found outstanding past the I/O timeout.
+    pub timeouts: u64,
+    /// Abort commands sent.
+    pub aborts: u64,
+    /// Of those, commands the controller aborted.
+    pub aborted: u64,
+    /// Controller resets this thread did.
+    pub resets: u64,
+    /// Queue pairs re-created (after any thread's reset, or when stuck).
+    pub requeues: u64,
+    /// I/Os resubmitted (DNR clear, aborted, lost in a reset).
+    pub retries: u64,
+    /// What happened, in order (the first few).
+    pub log: Vec<String>,
+}
+
+impl RecoveryCounters {
+    fn note(&mut self, s: String) {
+        if self.log.len() < 8 {
+            self.log.push(s);
+        }
+    }
+    fn add(&mut self, r: &crate::backend::Recovery) {
+        self.aborts += r.aborts_sent;
+        self.aborted += r.aborted;
+        self.resets += r.reset as u64;
+        self.requeues += r.recreated as u64;
+    }
+    /// True when nothing happened.
+    pub fn is_empty(&self) -> bool {
+        self.timeouts + self.aborts + self.resets + self.requeues + self.retries == 0
+    }
+}
+
+/// One line for stderr when any thread had to recover; None otherwise.
+pub fn recovery_summary(threads: &[ThreadResult]) -> Option<String> {
+    let mut t = RecoveryCounters::default();
+    for r in threads {
+        let c = &r.recovery;
+        t.timeouts += c.timeouts;
+        t.aborts += c.aborts;
+        t.aborted += c.aborted;
+        t.resets += c.resets;
+        t.requeues += c.requeues;
+        t.retries += c.retries;
+        for l in &c.log {
+            t.note(format!("thread {}: {l}", r.thread));
+        }
+    }
+    if t.is_empty() {
+        return None;
+    }
+    let mut s = format!(
+        "recovery: {} I/O timeouts, {} Aborts sent ({} aborted), {} controller resets, {} queues re-created, {} retries",
+        t.timeouts, t.aborts, t.aborted, t.resets, t.requeues, t.retries
+    );
+    for l in &t.log {
+        s.push_str("\n  ");
+        s.push_str(l);
+    }
+    Some(s)
+}
+
+/// Per-thread watchdog state; see the section comment.
+struct Watchdog {
+    timeout: u64,
+    timeout_dur: Duration,
+    check_every: u64,
+    /// Clock value of the next check.
+    next_check: u64,
+    max_retries: u32,
+    /// Per slot: clock value of the latest resubmission (a slot's I/O was
+    /// issued at max(submit_ts, reissued)).
+    reissued: Vec<u64>,
+    /// Per slot: when we sent an Abort for its current I/O (counts only if
+    /// after its issue).
+    aborted_at: Vec<u64>,
+    /// Per slot: retries used, and the submit_ts of the I/O they belong to.
+    tries: Vec<(u64, u32)>,
+    /// Slots whose I/O waits to be resubmitted.
+    pending: Vec<u32>,
+    /// Said once that the path's own driver handles timeouts.
+    warned: bool,
+    clock: Clock,
+}
+
+impl Watchdog {
+    fn new(depth: usize, clock: Clock, now: u64) -> Self {
+        let r = reliability();
+        let timeout = clock.ticks(r.io_timeout).max(1);
+        let check_every = clock.ticks((r.io_timeout / 4).clamp(Duration::from_millis(1), Duration::from_millis(100))).max(1);
+        Watchdog {
+            timeout,
+            timeout_dur: r.io_timeout,
+            check_every,
+            next_check: now + check_every,
+            max_retries: r.retries,
+            reissued: vec![0; depth],
+            aborted_at: vec![0; depth],
+            tries: vec![(0, 0); depth],
+            pending: Vec::with_capacity(depth),
+            warned: false,
+            clock,
+        }
+    }
+
+    fn issued(&self, slot: usize, slots: &Slots) -> u64 {
+        slots.submit_ts[slot].max(self.reissued[slot])
+    }
+
+    fn aborted(&self, slot: usize, slots: &Slots) -> bool {
+        self.aborted_at[slot] != 0 && self.aborted_at[slot] >= self.issued(slot, slots)
+    }
+
+    /// May the I/O of `slot` be resubmitted? Counts the try if so.
+    fn take_retry(&mut self, slot: usize, slots: &Slots) -> bool {
+        if STOP.load(Ordering::Relaxed) {
+            return false;
+        }
+        let ts = slots.submit_ts[slot];
+        let (of, used) = self.tries[slot];
+        let used = if of == ts { used } else { 0 };
+        if used >= self.max_retries {
+            return false;
+        }
+        self.tries[slot] = (ts, used + 1);
+        true
+    }
+
+    fn retries_used(&self, slot: usize, slots: &Slots) -> u32 {
+        let (of, used) = self.tries[slot];
+        if of == slots.submit_ts[slot] {
+            used
+        } else {
+            0
+        }
+    }
+
+    /// A completion with an error: resubmit it (true) when its status says
+    /// a retry may succeed (DNR clear, or aborted by us after a timeout)
+    /// and it has retries left.
+    fn retry_failed(&mut self, slot: usize, status: &IoStatus, slots: &Slots) -> bool {
+        let retryable = match status {
+            IoStatus::Nvme(s) => !s.dnr || self.aborted(slot, slots),
+            // The kernel already retried what it could (nvme_core.max_retries).
+            IoStatus::Errno(_) | IoStatus::Short { .. } | IoStatus::Ok => false,
+        };
+        if retryable && self.take_retry(slot, slots) {
+            self.pending.push(slot as u32);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Put the I/Os waiting for a retry at the front of `ios` (issued now).
+    fn resubmit(&mut self, ios: &mut Vec<Io>, slots: &Slots, wl: &Workload, blocks: u32, t: u64) -> usize {
+        let n = self.pending.len();
+        for slot in self.pending.drain(..) {
+            let s = slot as usize;
+            self.reissued[s] = t;
+            ios.push(Io { op: slots.op[s], lba: wl.lba_of(slots.unit[s]), blocks, buf: slot, tag: slot as u64 });
+        }
+        n
+    }
+
+    /// Resubmitted I/Os the path did not accept wait for the next pass.
+    fn not_accepted(&mut self, resubmitted: &[Io], accepted: usize) {
+        for io in resubmitted.iter().skip(accepted) {
+            self.pending.push(io.buf);
+        }
+    }
+
+    /// The periodic check. Returns the slots whose I/Os will never complete
+    /// (lost in a reset), each with the reason, for the caller to resubmit
+    /// or fail; errors end the run.
+    fn check(
+        &mut self,
+        t: u64,
+        q: &mut dyn IoQueue,
+        slots: &Slots,
+        wl: &Workload,
+        rc: &mut RecoveryCounters,
+    ) -> Result<Vec<(u32, String)>, BackendError> {
+        self.next_check = t + self.check_every;
+        let stopped = STOP.load(Ordering::Relaxed);
+        let (timeout, timeout_dur) = if stopped {
+            (self.timeout.min(self.clock.ticks(STOP_TIMEOUT)), self.timeout_dur.min(STOP_TIMEOUT))
+        } else {
+            (self.timeout, self.timeout_dur)
+        };
+        let mut lost = vec![];
+        let fail = |what: &str, e: BackendError| {
+            BackendError::Failed(format!(
+                "{what}: {e}. Check the device's health (`dmesg`, its SMART log), or give a longer --io-timeout if it is merely slow"
+            ))
+        };
+
+        // 1. The controller itself: fatal status, or a reset by another thread.
+        match q.check_health(timeout_dur) {
+            Ok(Some(r)) => {
+                rc.add(&r);
+                rc.note(r.note.clone());
+                lost.extend(r.abandoned.iter().map(|&tag| (tag as u32, r.note.clone())));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(fail("the controller failed", e)),
+        }
+
+        // 2. Overdue I/Os: in flight (not free, not waiting for a retry, not
+        //    just lost) and issued more than a timeout ago.
+        let mut idle = vec![false; slots.submit_ts.len()];
+        for &s in slots.free.iter().chain(self.pending.iter()) {
+            idle[s as usize] = true;
+        }
+        for (s, _) in &lost {
+            idle[*s as usize] = true;
+        }
+        let overdue: Vec<usize> =
+            (0..idle.len()).filter(|&s| !idle[s] && t.saturating_sub(self.issued(s, slots)) > timeout).collect();
+        if overdue.is_empty() {
+            return Ok(lost);
+        }
+        let (aborted, fresh): (Vec<usize>, Vec<usize>) = overdue.iter().partition(|&&s| self.aborted(s, slots));
+        let what = |s: usize| {
+            format!(
+                "{} at LBA {} outstanding for more than {} ms ({})",
+                op_name(slots.op[s]),
+                wl.lba_of(slots.unit[s]),
+                timeout_dur.as_millis(),
+                if stopped { "the I/O timeout after an interrupt" } else { "--io-timeout" }
+            )
+        };
+        let mut reset_now = aborted.iter().any(|&s| t.saturating_sub(self.aborted_at[s]) > timeout);
+        if !fresh.is_empty() {
+            rc.timeouts += fresh.len() as u64;
+            let tags: Vec<u64> = fresh.iter().map(|&s| s as u64).collect();
+            match q.abort(&tags, timeout_dur) {
+                Ok(Some(r)) => {
+                    rc.add(&r);
+                    rc.note(format!("{}: {}", what(fresh[0]), r.note));
+                    let now = self.clock.now().max(1);
+                    for &s in &fresh {
+                        self.aborted_at[s] = now;
+                    }
+                    reset_now |= r.escalate;
+                }
+                Ok(None) => {
+                    if !self.warned {
+                        self.warned = true;
+                        eprintln!(
+                            "nvme-bypass: warning: {}; this path's kernel driver times out, aborts and retries its own commands (nvme_core.io_timeout): waiting for it",
+                            what(fresh[0])
+                        );
+                    }
+                    return Ok(lost);
+                }
+                Err(e) => return Err(fail(&format!("Abort of an overdue I/O ({}) failed", what(fresh[0])), e)),
+            }
+        }
+        if reset_now {
+            let first = aborted.first().or(fresh.first()).copied().unwrap_or(0);
+            match q.reset(timeout_dur) {
+                Ok(Some(r)) => {
+                    rc.add(&r);
+                    rc.note(format!("{}: Abort did not bring it back: {}", what(first), r.note));
+                    lost.extend(r.abandoned.iter().map(|&tag| (tag as u32, r.note.clone())));
+                }
+                Ok(None) => {}
+                Err(e) => return Err(fail(&format!("{}, and Abort did not bring it back", what(first)), e)),
+            }
+        }
+        Ok(lost)
     }
 }

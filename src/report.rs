@@ -431,6 +431,7 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                     "cpu": t.cpu,
                     "cpu_accounting": ts.cpu,
                     "counters": t.counters,
+                    "blocking_waits": t.waits,
                     "verified_blocks": t.verified_blocks,
                     "mismatches": t.mismatches,
                     "errors": t.errors,

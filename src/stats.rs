@@ -66,10 +66,6 @@ impl CpuTime {
     pub fn thread() -> Self {
         Self::rusage(libc::RUSAGE_THREAD)
     }
-    /// Now, for the whole process.
-    pub fn process() -> Self {
-        Self::rusage(libc::RUSAGE_SELF)
-    }
     fn rusage(who: i32) -> Self {
         let (user_ns, sys_ns) = crate::sys::rusage_ns(who);
         CpuTime { user_ns, sys_ns }
@@ -82,10 +78,6 @@ impl CpuTime {
     /// Difference.
     pub fn since(&self, earlier: &CpuTime) -> CpuTime {
         CpuTime { user_ns: self.user_ns.saturating_sub(earlier.user_ns), sys_ns: self.sys_ns.saturating_sub(earlier.sys_ns) }
-    }
-    /// Sum.
-    pub fn total(&self) -> u64 {
-        self.user_ns + self.sys_ns
     }
 }
 

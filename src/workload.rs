@@ -100,12 +100,6 @@ impl Workload {
         self.first_lba + unit * self.blocks as u64
     }
 
-    /// Unit of an LBA inside the region.
-    #[inline]
-    pub fn unit_of(&self, lba: u64) -> u64 {
-        (lba - self.first_lba) / self.blocks as u64
-    }
-
     #[inline]
     fn op(&mut self) -> Op {
         match self.rw {
@@ -156,7 +150,6 @@ mod tests {
         let units: Vec<u64> = (0..6).map(|_| w.next().1).collect();
         assert_eq!(units, vec![2, 3, 0, 1, 2, 3]);
         assert_eq!(w.lba_of(3), 124);
-        assert_eq!(w.unit_of(124), 3);
         let mut r = Workload::new(Rw::Randread, 0, 1, 1000, 100, 7, 0);
         for _ in 0..10_000 {
             assert!(r.next().1 < 1000);

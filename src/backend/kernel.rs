@@ -64,16 +64,22 @@ pub struct KernelOptions {
     pub sqthread_poll_cpu: Option<u32>,
     /// Buffered I/O instead of O_DIRECT (block path; fio `--direct=0`).
     pub buffered: bool,
+    /// IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN.
+    pub defer_taskrun: bool,
+    /// Register the ring fd (IORING_REGISTER_RING_FDS).
+    pub register_ring: bool,
 }
 
 impl KernelOptions {
     /// Options that only io_uring has, as (flag, set) pairs.
-    fn uring_only(&self) -> [(&'static str, bool); 4] {
+    fn uring_only(&self) -> [(&'static str, bool); 6] {
         [
             ("--fixedbufs", self.fixedbufs),
             ("--registerfiles", self.registerfiles),
             ("--sqthread-poll", self.sqthread_poll),
             ("--sqthread-poll-cpu", self.sqthread_poll_cpu.is_some()),
+            ("--defer-taskrun", self.defer_taskrun),
+            ("--register-ring", self.register_ring),
         ]
     }
 
@@ -445,6 +451,8 @@ mod tests {
             sqthread_poll: false,
             sqthread_poll_cpu: None,
             buffered: false,
+            defer_taskrun: false,
+            register_ring: false,
         }
     }
 

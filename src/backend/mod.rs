@@ -24,6 +24,7 @@ pub mod userspace;
 pub mod vfio;
 
 use nvme_spec::Status;
+use std::time::Duration;
 
 /// What an I/O does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -163,6 +164,10 @@ pub enum BackendError {
     /// The options do not fit the device.
     #[error("{0}")]
     Invalid(String),
+    /// The device failed during the run and could not be recovered; the
+    /// run's figures are not valid (exit status 1, not 2: I/O was done).
+    #[error("{0}")]
+    Failed(String),
 }
 
 impl BackendError {
@@ -171,6 +176,28 @@ impl BackendError {
         let hint = hint.into();
         BackendError::Os { what: what.into(), hint: if hint.is_empty() { hint } else { format!("; {hint}") }, source }
     }
+}
+
+/// What a path did about overdue I/Os or a controller in trouble: the
+/// slow path of the engine's watchdog (`engine::Watchdog`), which calls
+/// [`IoQueue::check_health`], [`IoQueue::abort`] and [`IoQueue::reset`].
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// Abort commands sent.
+    pub aborts_sent: u64,
+    /// Of those, the commands the controller says it aborted (their
+    /// completions, "Command Abort Requested", follow on the queue).
+    pub aborted: u64,
+    /// The admin queue did not answer an Abort: reset now.
+    pub escalate: bool,
+    /// This queue reset the controller.
+    pub reset: bool,
+    /// This queue was re-created (after a reset, or because it was stuck).
+    pub recreated: bool,
+    /// Tags of the I/Os that will never complete: resubmit or fail them.
+    pub abandoned: Vec<u64>,
+    /// What happened, in a sentence, for the log.
+    pub note: String,
 }
 
 /// Parameters of one thread's queue.
@@ -185,7 +212,7 @@ pub struct QueueParams {
 }
 
 /// One opened namespace.
-pub trait Target: Send {
+pub trait Target: Send + Sync {
     /// Path name as printed in reports: "sim", "vfio", "passthru", "block/io_uring"...
     fn name(&self) -> String;
     /// Geometry of the namespace.
@@ -228,4 +255,25 @@ pub trait IoQueue: Send {
     fn counters(&self) -> QueueCounters;
     /// I/Os in flight now.
     fn in_flight(&self) -> usize;
+
+    /// Slow path, called every few milliseconds: look at the controller.
+    /// A path that owns its controller handles fatal status (reset, then
+    /// re-create this queue) and a reset done by another thread's queue
+    /// (re-create this one); `Some` says what it did. Admin commands wait
+    /// at most `timeout`. Kernel paths have nothing to check.
+    fn check_health(&mut self, _timeout: Duration) -> Result<Option<Recovery>, BackendError> {
+        Ok(None)
+    }
+    /// Ask the controller to abort the I/Os with these tags (overdue past
+    /// the I/O timeout). `None`: this path does not handle timeouts itself
+    /// (the kernel's nvme driver times out, aborts and resets its own
+    /// commands, nvme_core.io_timeout), so the caller keeps waiting.
+    fn abort(&mut self, _tags: &[u64], _timeout: Duration) -> Result<Option<Recovery>, BackendError> {
+        Ok(None)
+    }
+    /// Reset the controller and re-create this queue: every I/O in flight
+    /// comes back in [`Recovery::abandoned`]. `None` as for [`abort`](Self::abort).
+    fn reset(&mut self, _timeout: Duration) -> Result<Option<Recovery>, BackendError> {
+        Ok(None)
+    }
 }

@@ -211,7 +211,14 @@ impl Target for PassthruTarget {
             )));
         }
         let o = &self.opts;
-        let cfg = RingConfig { entries: p.depth as u32, iopoll: o.hipri, sqpoll: o.sqthread_poll, sqpoll_cpu: o.sqthread_poll_cpu };
+        let cfg = RingConfig {
+            entries: p.depth as u32,
+            iopoll: o.hipri,
+            sqpoll: o.sqthread_poll,
+            sqpoll_cpu: o.sqthread_poll_cpu,
+            defer_taskrun: o.defer_taskrun,
+            register_ring: o.register_ring,
+        };
         let ring = Ring::<squeue::Entry128, cqueue::Entry32>::new(cfg, "passthrough ring (SQE128|CQE32)")?;
         let fd = if o.registerfiles {
             ring.register_file(self.file.as_raw_fd())?;
@@ -288,6 +295,8 @@ mod tests {
             sqthread_poll: false,
             sqthread_poll_cpu: None,
             buffered: false,
+            defer_taskrun: false,
+            register_ring: false,
         }
     }
 

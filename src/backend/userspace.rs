@@ -2,10 +2,11 @@
 //! register window and DMA allocator. The `sim` and `vfio` backends are this
 //! type over the simulated controller and over a VFIO device.
 
-use super::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Target};
+use super::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Recovery, Target};
 use nvme_driver::{Controller, DataPtr, QueuePair, SubmitError};
 use nvme_hal::{DmaRegion, RegisterWindow};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A controller brought up by our driver, one namespace of it, shared by
 /// the benchmark threads only to create and delete their queue pairs.
@@ -22,6 +23,16 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
     pub fn new(name: &str, mut ctrl: Controller<R>, nsid: u32) -> Result<Self, BackendError> {
         let ns = ctrl.identify_namespace(nsid)?;
         let geometry = Geometry { nsid, lba_size: ns.lba_size(), blocks: ns.nsze, max_transfer: ctrl.max_transfer() };
+        // Identify data is the device's word: refuse what would break the
+        // arithmetic later (block sizes are 512 B..64 KiB in practice).
+        let lba = ns.lba_size();
+        if !(512..=65536).contains(&lba) || ns.nsze.checked_mul(lba as u64).is_none() {
+            return Err(BackendError::Unsupported(format!(
+                "namespace {nsid} reports {} blocks of {lba} bytes (LBADS {}), which this tool cannot use; check the namespace's format with `nvme-bypass info`",
+                ns.nsze,
+                ns.current_format().lbads
+            )));
+        }
         if ns.current_format().ms != 0 {
             return Err(BackendError::Unsupported(format!(
                 "namespace {nsid} is formatted with {} bytes of metadata per block; this tool needs a format without metadata",
@@ -94,6 +105,7 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
             )));
         }
         let qp = ctrl.create_io_queue_pair(entries)?;
+        let generation = ctrl.generation();
         let stride = p.buf_size.next_multiple_of(4096);
         let bufs = ctrl.allocator().alloc(stride * p.depth, 4096)?;
         Ok(Box::new(UserspaceQueue {
@@ -105,6 +117,8 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
             lba_size: self.geometry.lba_size,
             batch: p.batch,
             depth: p.depth,
+            generation,
+            retired: QueueCounters::default(),
         }))
     }
 }
@@ -119,6 +133,10 @@ pub struct UserspaceQueue<R: RegisterWindow + 'static> {
     lba_size: u32,
     batch: usize,
     depth: usize,
+    /// The controller's reset count when this queue pair was created.
+    generation: u64,
+    /// Counters of the queue pairs this one replaced (recovery).
+    retired: QueueCounters,
 }
 
 impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
@@ -197,16 +215,97 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
 
     fn counters(&self) -> QueueCounters {
         let s = self.qp.as_ref().map(|q| q.stats()).unwrap_or_default();
+        let r = &self.retired;
         QueueCounters {
-            sq_doorbells: s.sq_doorbells,
-            cq_doorbells: s.cq_doorbells,
-            mmio_writes: s.mmio_doorbells,
+            sq_doorbells: r.sq_doorbells + s.sq_doorbells,
+            cq_doorbells: r.cq_doorbells + s.cq_doorbells,
+            mmio_writes: r.mmio_writes + s.mmio_doorbells,
             syscalls: 0,
-            rejected_completions: s.invalid_cid + s.wrong_sqid,
+            rejected_completions: r.rejected_completions + s.invalid_cid + s.wrong_sqid,
         }
     }
 
     fn in_flight(&self) -> usize {
         self.qp.as_ref().map(|q| q.outstanding()).unwrap_or(0)
+    }
+
+    fn check_health(&mut self, timeout: Duration) -> Result<Option<Recovery>, BackendError> {
+        let ctrl = self.ctrl.clone();
+        let mut guard = ctrl.lock().unwrap();
+        let ctrl = guard.as_mut().ok_or_else(|| BackendError::Invalid("controller already shut down".into()))?;
+        if ctrl.is_failed() {
+            return Err(BackendError::Failed("the controller was given up after a failed recovery on another queue".into()));
+        }
+        if ctrl.generation() != self.generation {
+            let note = "the controller was reset by another thread's recovery: queue re-created".to_string();
+            return self.recreate(ctrl, timeout, Recovery { note, ..Default::default() }).map(Some);
+        }
+        match ctrl.check_health() {
+            Ok(()) => Ok(None),
+            Err(nvme_driver::Error::Fatal { .. }) => {
+                ctrl.reset(timeout)?;
+                let note = "controller fatal status (CSTS.CFS=1): controller reset, queue re-created".to_string();
+                self.recreate(ctrl, timeout, Recovery { reset: true, note, ..Default::default() }).map(Some)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn abort(&mut self, tags: &[u64], timeout: Duration) -> Result<Option<Recovery>, BackendError> {
+        let qp = self.qp.as_ref().expect("queue pair");
+        let qid = qp.qid();
+        let cids: Vec<u16> = qp.outstanding_commands().filter(|(_, t)| tags.contains(t)).map(|(c, _)| c).collect();
+        let mut guard = self.ctrl.lock().unwrap();
+        let ctrl = guard.as_mut().ok_or_else(|| BackendError::Invalid("controller already shut down".into()))?;
+        let mut r = Recovery::default();
+        for cid in cids {
+            r.aborts_sent += 1;
+            match ctrl.abort(qid, cid, timeout) {
+                Ok(nvme_driver::AbortOutcome::Aborted) => r.aborted += 1,
+                Ok(nvme_driver::AbortOutcome::NotAborted) => {}
+                Err(e) => {
+                    r.escalate = true;
+                    r.note = format!("Abort of CID {cid} on queue {qid} not answered ({e})");
+                    break;
+                }
+            }
+        }
+        if r.note.is_empty() {
+            r.note = format!("Abort sent for {} command(s) on queue {qid}, {} aborted", r.aborts_sent, r.aborted);
+        }
+        Ok(Some(r))
+    }
+
+    fn reset(&mut self, timeout: Duration) -> Result<Option<Recovery>, BackendError> {
+        let ctrl = self.ctrl.clone();
+        let mut guard = ctrl.lock().unwrap();
+        let ctrl = guard.as_mut().ok_or_else(|| BackendError::Invalid("controller already shut down".into()))?;
+        let mut r = Recovery::default();
+        // Another thread may have reset it since: then only re-create.
+        if ctrl.generation() == self.generation {
+            ctrl.reset(timeout)?;
+            r.reset = true;
+        }
+        r.note = if r.reset { "controller reset, queue re-created" } else { "queue re-created after another thread's reset" }.into();
+        self.recreate(ctrl, timeout, r).map(Some)
+    }
+}
+
+impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
+    /// Replace the queue pair by a new one on the same queue id and memory
+    /// (recovery); its outstanding tags go into `r.abandoned`.
+    fn recreate(&mut self, ctrl: &mut Controller<R>, timeout: Duration, mut r: Recovery) -> Result<Recovery, BackendError> {
+        let old = self.qp.take().expect("queue pair");
+        let s = old.stats();
+        self.retired.sq_doorbells += s.sq_doorbells;
+        self.retired.cq_doorbells += s.cq_doorbells;
+        self.retired.mmio_writes += s.mmio_doorbells;
+        self.retired.rejected_completions += s.invalid_cid + s.wrong_sqid;
+        let (qp, abandoned) = ctrl.recreate_io_queue_pair(old, timeout)?;
+        self.qp = Some(qp);
+        self.generation = ctrl.generation();
+        r.recreated = true;
+        r.abandoned = abandoned;
+        Ok(r)
     }
 }

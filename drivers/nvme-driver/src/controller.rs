@@ -1,6 +1,9 @@
 //! Controller bring-up, admin commands, I/O queue creation and shutdown,
 //! in the order NVMe 1.4c §7.6.1 ("Initialization") and §7.6.2
-//! ("Shutdown") prescribe.
+//! ("Shutdown") prescribe. What to do when the controller misbehaves
+//! (Abort, reset, re-creating queues) is in [`recovery`].
+
+pub mod recovery;
 
 use crate::prp::{list_pages_for, pages_spanned};
 use crate::qpair::{DataPtr, QueuePair, QueuePairParts};
@@ -64,11 +67,78 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     qids_in_use: Vec<bool>,
     /// Memory of live I/O queues, kept mapped until the controller forgets
     /// the queue (deletion or reset), whatever the queue-pair owner does.
-    live: Vec<(u16, DmaRegion, DmaRegion)>,
+    live: Vec<LiveQueue>,
     cfg: ControllerConfig,
     shut_down: bool,
     /// Shadow doorbell and EventIdx pages, when Doorbell Buffer Config is on.
     shadow: Option<(DmaRegion, DmaRegion)>,
+    /// Controller resets so far (queue pairs made before a reset are dead).
+    generation: u64,
+    /// Given up after a failed recovery: no more admin commands, only the
+    /// register writes that hand the controller back.
+    failed: bool,
+}
+
+/// An I/O queue pair the host created: its memory, and what it takes to
+/// create it again after a controller reset.
+#[derive(Clone)]
+struct LiveQueue {
+    qid: u16,
+    sq: DmaRegion,
+    cq: DmaRegion,
+    prp_lists: Option<DmaRegion>,
+    list_pages_per_cmd: usize,
+    entries: u16,
+    /// The controller knows this queue (false after a reset, until re-created).
+    on_device: bool,
+}
+
+/// NVMe 1.4c §7.6.1 steps 2-4: admin queue sizes in AQA, base addresses in
+/// ASQ/ACQ; CC (NVM command set, 4 KiB pages, round robin, 64/16-byte
+/// entries), then CC.EN = 1; wait for CSTS.RDY = 1 (bounded by CAP.TO);
+/// CSTS.CFS instead means the controller failed to start.
+fn enable_with_admin_queue<R: RegisterWindow + ?Sized>(
+    regs: &R,
+    entries: u16,
+    asq: &DmaRegion,
+    acq: &DmaRegion,
+    ready_timeout: Duration,
+) -> Result<(), Error> {
+    regs.write32(offset::AQA, Aqa::new().with_asqs(entries - 1).with_acqs(entries - 1).into_bits());
+    regs.write64(offset::ASQ, asq.iova());
+    regs.write64(offset::ACQ, acq.iova());
+    let cc = Cc::new()
+        .with_css(0)
+        .with_mps((PAGE_SIZE.trailing_zeros() - 12) as u8)
+        .with_ams(0)
+        .with_shn(shn::NONE)
+        .with_iosqes(nvme_spec::sqe::SQE_SIZE_LOG2)
+        .with_iocqes(nvme_spec::cqe::CQE_SIZE_LOG2);
+    regs.write32(offset::CC, cc.into_bits());
+    regs.write32(offset::CC, cc.with_en(true).into_bits());
+    let csts = wait_until(regs, ready_timeout, "set CSTS.RDY after CC.EN=1", |s| s.rdy() || s.cfs())?;
+    if csts.cfs() {
+        return Err(Error::Fatal { during: "enable" });
+    }
+    Ok(())
+}
+
+/// The admin queue pair over `asq`/`acq`, in its initial state (tail 0,
+/// expecting phase 1): admin doorbells are always MMIO.
+fn admin_queue_pair<R: RegisterWindow + ?Sized>(regs: Arc<R>, cap: Cap, asq: DmaRegion, acq: DmaRegion, entries: u16) -> QueuePair<R> {
+    QueuePair::new(QueuePairParts {
+        regs,
+        qid: 0,
+        sq_mem: asq,
+        cq_mem: acq,
+        entries,
+        dstrd: cap.dstrd(),
+        prp_lists: None,
+        list_pages_per_cmd: 0,
+        page_size: PAGE_SIZE,
+        max_transfer: 2 * PAGE_SIZE,
+        shadow: None,
+    })
 }
 
 fn wait_until<R: RegisterWindow + ?Sized>(
@@ -128,45 +198,13 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         }
         wait_until(&*regs, ready_timeout, "clear CSTS.RDY after CC.EN=0", |s| !s.rdy())?;
 
-        // Step 2: admin queues: sizes in AQA, base addresses in ASQ/ACQ.
+        // Steps 2-4: admin queues (AQA, ASQ, ACQ), CC, CC.EN = 1, then wait
+        // for CSTS.RDY = 1 (bounded by CAP.TO); CFS means it failed.
         let aq = cfg.admin_queue_entries.clamp(2, 4096);
         let asq = mem.alloc(aq as usize * 64, PAGE_SIZE)?;
         let acq = mem.alloc(aq as usize * 16, PAGE_SIZE)?;
-        regs.write32(offset::AQA, Aqa::new().with_asqs(aq - 1).with_acqs(aq - 1).into_bits());
-        regs.write64(offset::ASQ, asq.iova());
-        regs.write64(offset::ACQ, acq.iova());
-
-        // Step 3: CC: NVM command set, 4 KiB pages, round robin, entry sizes
-        // 64/16 bytes; then set CC.EN to 1.
-        let cc = Cc::new()
-            .with_css(0)
-            .with_mps((PAGE_SIZE.trailing_zeros() - 12) as u8)
-            .with_ams(0)
-            .with_shn(shn::NONE)
-            .with_iosqes(nvme_spec::sqe::SQE_SIZE_LOG2)
-            .with_iocqes(nvme_spec::cqe::CQE_SIZE_LOG2);
-        regs.write32(offset::CC, cc.into_bits());
-        regs.write32(offset::CC, cc.with_en(true).into_bits());
-
-        // Step 4: wait for CSTS.RDY = 1 (bounded by CAP.TO); CFS means it failed.
-        let csts = wait_until(&*regs, ready_timeout, "set CSTS.RDY after CC.EN=1", |s| s.rdy() || s.cfs())?;
-        if csts.cfs() {
-            return Err(Error::Fatal { during: "enable" });
-        }
-
-        let admin = QueuePair::new(QueuePairParts {
-            regs: regs.clone(),
-            qid: 0,
-            sq_mem: asq.clone(),
-            cq_mem: acq.clone(),
-            entries: aq,
-            dstrd: cap.dstrd(),
-            prp_lists: None,
-            list_pages_per_cmd: 0,
-            page_size: PAGE_SIZE,
-            max_transfer: 2 * PAGE_SIZE,
-            shadow: None,
-        });
+        enable_with_admin_queue(&*regs, aq, &asq, &acq, ready_timeout)?;
+        let admin = admin_queue_pair(regs.clone(), cap, asq, acq, aq);
         let scratch = mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?;
         let mut c = Controller {
             regs,
@@ -183,6 +221,8 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             cfg,
             shut_down: false,
             shadow: None,
+            generation: 0,
+            failed: false,
         };
 
         // Step 5: Identify Controller: MDTS bounds every transfer.
@@ -285,6 +325,14 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// Submit one admin command and wait for its completion. A failed
     /// status comes back as [`Error::Command`] with the decoded status.
     pub fn admin_command(&mut self, sqe: Sqe, data: Option<DataPtr>) -> Result<Cqe, Error> {
+        self.admin_command_within(sqe, data, self.cfg.admin_timeout)
+    }
+
+    /// [`admin_command`](Self::admin_command), waiting at most `timeout`.
+    pub fn admin_command_within(&mut self, sqe: Sqe, data: Option<DataPtr>, timeout: Duration) -> Result<Cqe, Error> {
+        if self.failed {
+            return Err(Error::GivenUp);
+        }
         let opcode = AdminOpcode::from_u8(sqe.opcode()).map(|o| o.name()).unwrap_or("admin command");
         let cid = self.admin.submit(sqe, data, sqe.opcode() as u64)?;
         self.admin.ring();
@@ -311,9 +359,9 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
                 if csts.cfs() {
                     return Err(Error::Fatal { during: opcode });
                 }
-                if start.elapsed() > self.cfg.admin_timeout {
+                if start.elapsed() > timeout {
                     self.admin.abandon_outstanding();
-                    return Err(Error::CommandTimeout { opcode, timeout_ms: self.cfg.admin_timeout.as_millis() as u64 });
+                    return Err(Error::CommandTimeout { opcode, timeout_ms: timeout.as_millis() as u64 });
                 }
             }
             if spins < 4096 {
@@ -380,24 +428,33 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             None
         };
 
+        let q = LiveQueue { qid, sq: sq_mem, cq: cq_mem, prp_lists, list_pages_per_cmd, entries, on_device: false };
+        let qp = self.create_on_device(&q, self.cfg.admin_timeout)?;
+        self.qids_in_use[qid as usize] = true;
+        self.live.push(LiveQueue { on_device: true, ..q });
+        Ok(qp)
+    }
+
+    /// Create I/O CQ then SQ for `q` on the controller (leaving no half of
+    /// it behind on failure) and return the host side, in its initial state.
+    fn create_on_device(&mut self, q: &LiveQueue, timeout: Duration) -> Result<QueuePair<R>, Error> {
+        let (qid, n) = (q.qid, q.entries as u32);
         // Zero the queue's shadow slots before the controller learns of it.
         let shadow = self.shadow_slots(qid);
-        self.admin_command(cmd::CreateIoCq::new(qid, entries as u32, cq_mem.iova()).build(), None)?;
-        if let Err(e) = self.admin_command(cmd::CreateIoSq::new(qid, entries as u32, sq_mem.iova(), qid).build(), None) {
-            let _ = self.admin_command(cmd::delete_io_cq(qid), None);
+        self.admin_command_within(cmd::CreateIoCq::new(qid, n, q.cq.iova()).build(), None, timeout)?;
+        if let Err(e) = self.admin_command_within(cmd::CreateIoSq::new(qid, n, q.sq.iova(), qid).build(), None, timeout) {
+            let _ = self.admin_command_within(cmd::delete_io_cq(qid), None, timeout);
             return Err(e);
         }
-        self.qids_in_use[qid as usize] = true;
-        self.live.push((qid, sq_mem.clone(), cq_mem.clone()));
         Ok(QueuePair::new(QueuePairParts {
             regs: self.regs.clone(),
             qid,
-            sq_mem,
-            cq_mem,
-            entries,
+            sq_mem: q.sq.clone(),
+            cq_mem: q.cq.clone(),
+            entries: q.entries,
             dstrd: self.cap.dstrd(),
-            prp_lists,
-            list_pages_per_cmd,
+            prp_lists: q.prp_lists.clone(),
+            list_pages_per_cmd: q.list_pages_per_cmd,
             page_size: PAGE_SIZE,
             max_transfer: self.max_transfer,
             shadow,
@@ -405,19 +462,30 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     /// Delete an I/O queue pair: the SQ first (the controller aborts what is
-    /// still in it), then its CQ. NVMe 1.4c §5.6 and §5.5.
+    /// still in it), then its CQ. NVMe 1.4c §5.6 and §5.5. A queue the
+    /// controller no longer knows (after a reset), or any queue of a
+    /// controller given up on, needs no command: only the host side goes.
     pub fn delete_io_queue_pair(&mut self, qp: QueuePair<R>) -> Result<(), Error> {
+        let idx = self.live_index(&qp)?;
+        let qid = qp.qid();
+        drop(qp);
+        if self.live[idx].on_device && !self.failed {
+            self.admin_command(cmd::delete_io_sq(qid), None)?;
+            self.admin_command(cmd::delete_io_cq(qid), None)?;
+        }
+        self.qids_in_use[qid as usize] = false;
+        self.live.remove(idx);
+        Ok(())
+    }
+
+    /// Where `qp` is in `live`, or an error if it is not ours.
+    fn live_index(&self, qp: &QueuePair<R>) -> Result<usize, Error> {
         let qid = qp.qid();
         let (sq_mem, _) = qp.memory();
-        if !self.live.iter().any(|(q, s, _)| *q == qid && s.iova() == sq_mem.iova()) {
-            return Err(Error::Invalid(format!("queue pair {qid} does not belong to this controller")));
-        }
-        drop(qp);
-        self.admin_command(cmd::delete_io_sq(qid), None)?;
-        self.admin_command(cmd::delete_io_cq(qid), None)?;
-        self.qids_in_use[qid as usize] = false;
-        self.live.retain(|(q, _, _)| *q != qid);
-        Ok(())
+        self.live
+            .iter()
+            .position(|q| q.qid == qid && q.sq.iova() == sq_mem.iova())
+            .ok_or_else(|| Error::Invalid(format!("queue pair {qid} does not belong to this controller")))
     }
 
     /// Normal shutdown, NVMe 1.4c §7.6.2: delete what is left of the I/O
@@ -434,7 +502,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         }
         self.shut_down = true;
         let mut first_err = None;
-        let live: Vec<u16> = self.live.iter().map(|(q, _, _)| *q).collect();
+        // A controller given up on, or in fatal status, gets no more admin
+        // commands: the reset below makes it forget its queues all the same.
+        let fatal = self.status().cfs();
+        let live: Vec<u16> =
+            if self.failed || fatal { vec![] } else { self.live.iter().filter(|q| q.on_device).map(|q| q.qid).collect() };
         for qid in live {
             for sqe in [cmd::delete_io_sq(qid), cmd::delete_io_cq(qid)] {
                 if let Err(e) = self.admin_command(sqe, None) {
@@ -442,12 +514,18 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
                 }
             }
         }
-        let cc = Cc::from_bits(self.regs.read32(offset::CC));
-        self.regs.write32(offset::CC, cc.with_shn(shn::NORMAL).into_bits());
-        let timeout = Duration::from_millis(self.cap.timeout_ms().max(5000));
-        let r = wait_until(&*self.regs, timeout, "report shutdown complete (CSTS.SHST)", |s| {
-            s.shst() == shst::COMPLETE || s.cfs()
-        });
+        // Shutdown notification, unless the controller is in fatal status
+        // (it would not answer, and CFS asks for a reset) or not enabled
+        // (a failed reset left it disabled: nothing to shut down).
+        let enabled = Cc::from_bits(self.regs.read32(offset::CC)).en() && self.status().rdy();
+        let r = if fatal || !enabled {
+            Ok(self.status())
+        } else {
+            let cc = Cc::from_bits(self.regs.read32(offset::CC));
+            self.regs.write32(offset::CC, cc.with_shn(shn::NORMAL).into_bits());
+            let timeout = Duration::from_millis(self.cap.timeout_ms().max(5000));
+            wait_until(&*self.regs, timeout, "report shutdown complete (CSTS.SHST)", |s| s.shst() == shst::COMPLETE || s.cfs())
+        };
         let cc = Cc::from_bits(self.regs.read32(offset::CC));
         self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
         let r2 = wait_until(&*self.regs, Duration::from_millis(self.cap.timeout_ms()), "clear CSTS.RDY", |s| !s.rdy());

@@ -12,7 +12,8 @@
 //! * [`prp`]: describing a data buffer with PRP entries and lists;
 //! * [`cid`]: command identifiers and what each outstanding one stands for;
 //! * [`qpair`]: a queue pair, the hot path;
-//! * [`controller`]: bring-up, admin commands, queue creation, shutdown.
+//! * [`controller`]: bring-up, admin commands, queue creation, shutdown;
+//!   its `recovery` part: Abort, controller reset, re-creating queues.
 
 #![forbid(unsafe_code)]
 
@@ -24,6 +25,7 @@ pub mod qpair;
 pub mod queue;
 
 pub use controller::{Controller, ControllerConfig, PAGE_SIZE};
+pub use controller::recovery::AbortOutcome;
 pub use qpair::{Completion, DataPtr, QueuePair, QueueStats, SubmitError};
 
 use nvme_spec::{Cqe, Status};
@@ -65,4 +67,13 @@ pub enum Error {
     /// DMA memory could not be had.
     #[error(transparent)]
     Dma(#[from] nvme_hal::DmaError),
+    /// A controller reset did not bring the controller back.
+    #[error("controller reset failed: {source}. The controller was given up and left disabled, so the kernel's nvme driver can take it over (`nvme-bypass unbind`); if that fails too, power-cycle it")]
+    ResetFailed {
+        #[source]
+        source: Box<Error>,
+    },
+    /// The controller was given up after an earlier failure: nothing more is sent to it.
+    #[error("the controller was given up after an earlier failure; nothing more is sent to it (see the first error)")]
+    GivenUp,
 }

@@ -33,6 +33,8 @@ pub struct SimStats {
 }
 
 /// Fault injection switches, set by tests while the controller runs.
+/// "Every Nth" counts I/O commands (NVM command set) fetched since start;
+/// the admin queue is never faulted except by `hang` and `fatal`.
 #[derive(Default, Debug)]
 pub struct Faults {
     /// Drop (never post) the completion of every Nth I/O command (0 = off).
@@ -47,13 +49,55 @@ pub struct Faults {
     pub status_sct: AtomicU32,
     /// Set DNR on injected statuses.
     pub status_dnr: AtomicBool,
-    /// Set CSTS.CFS now and stop processing.
+    /// Set CSTS.CFS at the next step and stop processing until the host
+    /// resets the controller (CC.EN 1 -> 0). Cleared when it trips, so a
+    /// reset recovers, as it does a real controller.
     pub fatal: AtomicBool,
-    /// Stop fetching commands (a hung controller) until cleared.
+    /// Stop fetching commands (a hung controller) until cleared. Register
+    /// handshakes (reset, shutdown) still work; admin commands do not.
     pub hang: AtomicBool,
     /// Post the completion of every Nth I/O command with a CID that was
     /// never submitted (0 = off).
     pub corrupt_cid_every: AtomicU32,
+    /// Post the completion of every Nth I/O command naming another
+    /// submission queue (SQ id + 1) (0 = off).
+    pub bad_sqid_every: AtomicU32,
+    /// Execute every Nth I/O command but hold its completion until an Abort
+    /// names it (then it completes with "Command Abort Requested") or a
+    /// reset drops it: a command the device sits on (0 = off).
+    pub stall_every: AtomicU32,
+    /// After this many more I/O commands, set `fatal` (the command that
+    /// trips it is lost) (0 = off; counts down).
+    pub fatal_after: AtomicU32,
+    /// After this many more I/O commands, set `hang` (the command that
+    /// trips it is lost) (0 = off; counts down).
+    pub hang_after: AtomicU32,
+    /// Flip one bit in the data returned by every Nth I/O command that is a
+    /// Read (RAM data mode): silent corruption, for --verify (0 = off).
+    pub corrupt_data_every: AtomicU32,
+}
+
+/// A completion held back by `Faults::stall_every`.
+struct Held {
+    cqid: u16,
+    cqe: Cqe,
+}
+
+impl Faults {
+    /// Hung or about to report fatal status: fetch nothing more.
+    fn halted(&self) -> bool {
+        self.hang.load(Ordering::Relaxed) || self.fatal.load(Ordering::Relaxed)
+    }
+
+    /// "Every Nth": true when `count` is a multiple of `n` (never for n = 0).
+    fn every(n: &AtomicU32, count: u32) -> bool {
+        count.checked_rem(n.load(Ordering::Relaxed)) == Some(0)
+    }
+
+    /// Count down `n`: true when it reaches zero now.
+    fn trips(n: &AtomicU32) -> bool {
+        n.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1)).is_ok_and(|v| v == 1)
+    }
 }
 
 /// What the controller did, for `nvme-bypass trace`.
@@ -126,6 +170,10 @@ pub(crate) struct Device {
     aers: Vec<u16>,
     shadow: Option<Shadow>,
     io_count: u32,
+    /// Completions held back by fault injection, and whether the command
+    /// being executed is to be held.
+    held: Vec<Held>,
+    hold_this: bool,
     posted: u64,
     ident_ctrl: Box<[u8; IDENTIFY_SIZE]>,
     ident_ns: Vec<Box<[u8; IDENTIFY_SIZE]>>,
@@ -240,6 +288,8 @@ impl Device {
             aers: vec![],
             shadow: None,
             io_count: 0,
+            held: vec![],
+            hold_this: false,
             posted: 0,
             ident_ctrl: ic.to_bytes(),
             ident_ns,
@@ -272,7 +322,7 @@ impl Device {
     fn step_burst(&mut self, burst: usize) -> usize {
         let mut work = self.check_registers();
         if matches!(self.state, State::Ready) {
-            if self.faults.fatal.load(Ordering::Relaxed) {
+            if self.faults.fatal.swap(false, Ordering::Relaxed) {
                 self.set_csts(self.csts().with_cfs(true));
                 self.state = State::Fatal;
                 return work + 1;
@@ -416,6 +466,7 @@ impl Device {
         self.active.clear();
         self.granted = None;
         self.aers.clear();
+        self.held.clear();
         self.shadow = None;
         // Doorbells read as zero after a reset.
         let end = nvme_spec::regs::cq_head_doorbell(self.cfg.max_io_queues, self.cfg.dstrd);
@@ -465,6 +516,12 @@ impl Device {
         self.emit(|| SimEvent::DoorbellSeen { qid, tail, shadow });
         let mut n = 0;
         while n < burst {
+            if self.faults.halted() {
+                // Hung, or a fault tripped by the last command stops the
+                // device now. (Checked after the doorbell load: a fault set
+                // before the doorbell write is seen.)
+                break;
+            }
             let Some(sq) = self.sqs[qid as usize].as_ref() else { break };
             if sq.head == tail {
                 break;
@@ -494,7 +551,13 @@ impl Device {
             if qid != 0 && corrupt != 0 && self.io_count % corrupt == 0 {
                 cid = cid.wrapping_add(0x4000);
             }
-            self.post(cqid, Cqe { dw0, dw1: 0, sq_head, sq_id: qid, cid, status: status.to_cqe_status(false) });
+            let sq_id = if qid != 0 && Faults::every(&self.faults.bad_sqid_every, self.io_count) { qid + 1 } else { qid };
+            let cqe = Cqe { dw0, dw1: 0, sq_head, sq_id, cid, status: status.to_cqe_status(false) };
+            if std::mem::take(&mut self.hold_this) {
+                self.held.push(Held { cqid, cqe });
+                continue;
+            }
+            self.post(cqid, cqe);
         }
         if n > 0 {
             self.update_eventidx(qid);
@@ -637,8 +700,9 @@ impl Device {
             AdminOpcode::GetLogPage => self.get_log_page(sqe),
             // Commands are executed in order as they are fetched, so the
             // target of an Abort has completed or is not fetched yet: report
-            // "not aborted" (DW0 bit 0 = 1), as QEMU does.
-            AdminOpcode::Abort => Ok(1),
+            // "not aborted" (DW0 bit 0 = 1), as QEMU does; unless fault
+            // injection holds its completion.
+            AdminOpcode::Abort => Ok(self.abort_held(sqe)),
             AdminOpcode::AsyncEventRequest => {
                 if self.aers.len() > 3 {
                     Err(cs_err(cs::ASYNC_EVENT_REQUEST_LIMIT_EXCEEDED))
@@ -772,6 +836,7 @@ impl Device {
         if let Some(cq) = self.cqs[sq.cqid as usize].as_mut() {
             cq.sq_count -= 1;
         }
+        self.held.retain(|h| h.cqe.sq_id != qid);
         self.active.retain(|&q| q != qid);
         self.emit(|| SimEvent::Queue { qid, cq: false, created: false, entries: sq.size });
         Ok(0)
@@ -880,18 +945,46 @@ impl Device {
 
     // ----------------------------------------------------------------- NVM
 
+    /// Abort (NVMe 1.4c §5.1) of a completion held by fault injection:
+    /// post it as "Command Abort Requested" and report it aborted (DW0 = 0).
+    fn abort_held(&mut self, sqe: &Sqe) -> u32 {
+        let (sqid, cid) = ((sqe.cdw10 & 0xffff) as u16, (sqe.cdw10 >> 16) as u16);
+        let Some(i) = self.held.iter().position(|h| h.cqe.sq_id == sqid && h.cqe.cid == cid) else { return 1 };
+        let Held { cqid, mut cqe } = self.held.remove(i);
+        cqe.status = Status::generic(gs::ABORTED_BY_REQUEST).to_cqe_status(false);
+        // The submission queue's head as it is now, not as it was at fetch.
+        if let Some(sq) = self.sqs.get(sqid as usize).and_then(|q| q.as_ref()) {
+            cqe.sq_head = sq.head;
+        }
+        self.post(cqid, cqe);
+        0
+    }
+
+    /// An I/O command with the fault hooks around it.
     fn nvm(&mut self, sqe: &Sqe) -> Option<Outcome> {
         self.io_count = self.io_count.wrapping_add(1);
         let drop_every = self.faults.drop_every.load(Ordering::Relaxed);
         if drop_every != 0 && self.io_count % drop_every == 0 {
             return None;
         }
+        if Faults::trips(&self.faults.hang_after) {
+            self.faults.hang.store(true, Ordering::Relaxed);
+            return None;
+        }
+        if Faults::trips(&self.faults.fatal_after) {
+            self.faults.fatal.store(true, Ordering::Relaxed);
+            return None;
+        }
+        self.hold_this = Faults::every(&self.faults.stall_every, self.io_count);
         let delay = self.faults.delay_us.load(Ordering::Relaxed);
         if delay != 0 {
             std::thread::sleep(Duration::from_micros(delay as u64));
         }
         let inject = self.faults.status_every.load(Ordering::Relaxed);
         let outcome = self.nvm_execute(sqe);
+        if Faults::every(&self.faults.corrupt_data_every, self.io_count) && outcome.is_ok() && sqe.opcode() == NvmOpcode::Read as u8 {
+            self.flip_first_bit(sqe);
+        }
         if inject != 0 && self.io_count % inject == 0 {
             let mut s = Status::new(
                 nvme_spec::StatusCodeType(self.faults.status_sct.load(Ordering::Relaxed) as u8),
@@ -901,6 +994,23 @@ impl Device {
             return Some(Err(s));
         }
         Some(outcome)
+    }
+
+    /// Corrupt one byte a Read delivered to the host: the 65th of the
+    /// buffer when the first page holds it (past a --verify stamp's header,
+    /// so its CRC catches it), else the first.
+    fn flip_first_bit(&self, sqe: &Sqe) {
+        if self.cfg.data != DataMode::Ram {
+            return;
+        }
+        let room = self.page_size as u64 - (sqe.prp1 & (self.page_size as u64 - 1));
+        let at = if room > 64 { sqe.prp1 + 64 } else { sqe.prp1 };
+        if let Some((r, o)) = self.map.translate(at, 1) {
+            let mut b = [0u8];
+            r.copy_to(o, &mut b);
+            b[0] ^= 1;
+            r.copy_from(o, &b);
+        }
     }
 
     #[inline]

@@ -228,8 +228,15 @@ impl IdentifyController {
 
     /// Maximum data transfer size in bytes given the controller's minimum
     /// page size, or `None` when MDTS is 0 (no limit reported).
+    /// A value too large for `usize` (a device reporting nonsense: found by
+    /// fuzzing) is `usize::MAX`, i.e. no limit; callers cap it anyway.
     pub fn max_transfer_bytes(&self, min_page_size: usize) -> Option<usize> {
-        (self.mdts != 0).then(|| min_page_size << self.mdts)
+        (self.mdts != 0).then(|| {
+            min_page_size
+                .checked_shl(self.mdts as u32)
+                .filter(|v| v >> self.mdts == min_page_size)
+                .unwrap_or(usize::MAX)
+        })
     }
     /// True when Doorbell Buffer Config is supported (OACS bit 8).
     pub fn supports_shadow_doorbells(&self) -> bool {
@@ -306,12 +313,13 @@ impl LbaFormat {
     fn to_u32(self) -> u32 {
         self.ms as u32 | (self.lbads as u32) << 16 | ((self.rp & 3) as u32) << 24
     }
-    /// Block size in bytes (0 when LBADS is 0).
+    /// Block size in bytes (0 when LBADS is 0, or too large to be a block
+    /// size: the spec requires at least 9, and 2^32 bytes is no block).
     pub fn block_size(&self) -> u32 {
         if self.lbads == 0 {
             0
         } else {
-            1u32 << self.lbads
+            1u32.checked_shl(self.lbads as u32).unwrap_or(0)
         }
     }
 }
@@ -432,9 +440,9 @@ impl IdentifyNamespace {
     pub fn lba_size(&self) -> u32 {
         self.current_format().block_size()
     }
-    /// Namespace size in bytes.
+    /// Namespace size in bytes (saturating: a nonsensical NSZE must not panic).
     pub fn size_bytes(&self) -> u64 {
-        self.nsze * self.lba_size() as u64
+        self.nsze.saturating_mul(self.lba_size() as u64)
     }
     /// True for an inactive namespace (the controller returns a zeroed page).
     pub fn is_inactive(&self) -> bool {
@@ -589,6 +597,19 @@ mod tests {
         assert_eq!(n.size_bytes(), 1 << 30);
         let f = n.nvme_cli_fields();
         assert!(f.iter().any(|(k, v)| k == "lbaf  4" && v.contains("lbads:12") && v.contains("in use")));
+    }
+
+    #[test]
+    fn nonsense_from_a_device_does_not_overflow() {
+        // Found by tests/fuzz (identify target): MDTS 0xff shifted a usize
+        // past its width; LBADS >= 32 would do the same to a u32.
+        let c = IdentifyController { mdts: 0xff, ..Default::default() };
+        assert_eq!(c.max_transfer_bytes(4096), Some(usize::MAX));
+        assert_eq!(IdentifyController { mdts: 5, ..Default::default() }.max_transfer_bytes(4096), Some(128 << 10));
+        assert_eq!(LbaFormat { ms: 0, lbads: 40, rp: 0 }.block_size(), 0);
+        let mut ns = IdentifyNamespace { nsze: u64::MAX, ..Default::default() };
+        ns.lbaf[0] = LbaFormat { ms: 0, lbads: 12, rp: 0 };
+        assert_eq!(ns.size_bytes(), u64::MAX);
     }
 
     #[test]

@@ -49,6 +49,6 @@ pub mod iova;
 pub use bar::Bar;
 pub use bdf::{Bdf, BdfError};
 pub use bind::BindError;
-pub use device::{parse_iommu_info, pci, IommuInfo, RegionInfo, VfioError, VfioPci};
+pub use device::{parse_iommu_info, pci, IommuInfo, Msix, RegionInfo, VfioError, VfioPci};
 pub use dma::{DmaStats, VfioDma};
 pub use host::Host;

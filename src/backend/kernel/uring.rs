@@ -19,6 +19,7 @@ use crate::backend::{BackendError, Io, IoDone, IoQueue, IoStatus, Op, QueueCount
 use io_uring::{cqueue, squeue, EnterFlags, IoUring};
 use std::fs::File;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 /// How to set a ring up.
@@ -32,7 +33,26 @@ pub struct RingConfig {
     pub sqpoll: bool,
     /// IORING_SETUP_SQ_AFF: the CPU of that thread.
     pub sqpoll_cpu: Option<u32>,
+    /// IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN (6.1+):
+    /// completion work runs only when the task asks for events, in batches.
+    pub defer_taskrun: bool,
+    /// IORING_REGISTER_RING_FDS (5.18+): io_uring_enter by registered
+    /// index, skipping the file descriptor lookup.
+    pub register_ring: bool,
 }
+
+/// `struct io_uring_rsrc_update` (include/uapi/linux/io_uring.h).
+#[repr(C)]
+struct libc_io_uring_rsrc_update {
+    offset: u32,
+    resv: u32,
+    data: u64,
+}
+const _: () = assert!(std::mem::size_of::<libc_io_uring_rsrc_update>() == 16);
+/// IORING_REGISTER_RING_FDS.
+const IORING_REGISTER_RING_FDS: u32 = 20;
+/// IORING_ENTER_REGISTERED_RING.
+const IORING_ENTER_REGISTERED_RING: u32 = 1 << 4;
 
 /// Idle time before the SQPOLL thread sleeps (then one enter wakes it).
 const SQPOLL_IDLE_MS: u32 = 1000;
@@ -110,6 +130,9 @@ pub struct Ring<S: squeue::EntryMarker, C: cqueue::EntryMarker> {
     ring: IoUring<S, C>,
     iopoll: bool,
     sqpoll: bool,
+    defer_taskrun: bool,
+    /// Index of the registered ring fd, for IORING_ENTER_REGISTERED_RING.
+    registered: Option<u32>,
     /// io_uring_enter calls made.
     syscalls: u64,
 }
@@ -135,8 +158,55 @@ impl<S: squeue::EntryMarker, C: cqueue::EntryMarker> Ring<S, C> {
                 b.setup_sqpoll_cpu(cpu);
             }
         }
-        let ring = b.build(cfg.entries).map_err(|e| setup_error(e, what, &cfg, big))?;
-        Ok(Ring { ring, iopoll: cfg.iopoll, sqpoll: cfg.sqpoll, syscalls: 0 })
+        if cfg.defer_taskrun {
+            if cfg.sqpoll {
+                return Err(BackendError::Invalid(
+                    "--defer-taskrun and --sqthread-poll exclude each other (the SQPOLL thread is a second issuer); pick one".into(),
+                ));
+            }
+            b.setup_single_issuer();
+            b.setup_defer_taskrun();
+        }
+        let ring = b.build(cfg.entries).map_err(|e| {
+            if cfg.defer_taskrun && e.raw_os_error() == Some(libc::EINVAL) {
+                BackendError::Unsupported(format!(
+                    "this kernel's io_uring refused IORING_SETUP_DEFER_TASKRUN (needs Linux 6.1 or newer; {}); drop --defer-taskrun",
+                    kernel_release()
+                ))
+            } else {
+                setup_error(e, what, &cfg, big)
+            }
+        })?;
+        let mut r = Ring { ring, iopoll: cfg.iopoll, sqpoll: cfg.sqpoll, defer_taskrun: cfg.defer_taskrun, registered: None, syscalls: 0 };
+        if cfg.register_ring {
+            r.registered = Some(r.register_ring_fd()?);
+        }
+        Ok(r)
+    }
+
+    /// IORING_REGISTER_RING_FDS: returns the registered index.
+    fn register_ring_fd(&self) -> Result<u32, BackendError> {
+        let mut up = libc_io_uring_rsrc_update { offset: u32::MAX, resv: 0, data: self.ring.as_raw_fd() as u64 };
+        // SAFETY: IORING_REGISTER_RING_FDS reads and writes one
+        // io_uring_rsrc_update (our #[repr(C)] mirror, size-checked below)
+        // through the pointer; nr_args = 1.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_register,
+                self.ring.as_raw_fd(),
+                IORING_REGISTER_RING_FDS,
+                &mut up as *mut libc_io_uring_rsrc_update,
+                1u32,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return Err(BackendError::Unsupported(format!(
+                "this kernel cannot register the ring fd (IORING_REGISTER_RING_FDS: {e}; needs Linux 5.18 or newer, {}); drop --register-ring",
+                kernel_release()
+            )));
+        }
+        Ok(up.offset)
     }
 
     /// Which opcodes the kernel supports (IORING_REGISTER_PROBE, 5.6+).
@@ -228,9 +298,28 @@ impl<S: squeue::EntryMarker, C: cqueue::EntryMarker> Ring<S, C> {
     /// over): reported as Ok(0).
     fn enter(&mut self, to_submit: u32, min_complete: u32, flags: u32) -> Result<usize, BackendError> {
         self.syscalls += 1;
-        // SAFETY: no extended argument is passed (null arg, size of sigset_t
-        // as the kernel expects for the plain form).
-        match unsafe { self.ring.submitter().enter::<libc::sigset_t>(to_submit, min_complete, flags, None) } {
+        let r = match self.registered {
+            // SAFETY: io_uring_enter with a registered ring index and no
+            // extended argument (null pointer, size 0) touches only the ring.
+            Some(idx) => match unsafe {
+                libc::syscall(
+                    libc::SYS_io_uring_enter,
+                    idx,
+                    to_submit,
+                    min_complete,
+                    flags | IORING_ENTER_REGISTERED_RING,
+                    std::ptr::null::<libc::c_void>(),
+                    0usize,
+                )
+            } {
+                n if n >= 0 => Ok(n as usize),
+                _ => Err(io::Error::last_os_error()),
+            },
+            // SAFETY: no extended argument is passed (null arg, size of
+            // sigset_t as the kernel expects for the plain form).
+            None => unsafe { self.ring.submitter().enter::<libc::sigset_t>(to_submit, min_complete, flags, None) },
+        };
+        match r {
             Ok(n) => Ok(n),
             Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) => Ok(0),
             Err(e) => Err(BackendError::os(
@@ -267,7 +356,9 @@ impl<S: squeue::EntryMarker, C: cqueue::EntryMarker> Ring<S, C> {
             let sq = self.ring.submission();
             // Entries the kernel has not consumed yet.
             let to_submit = sq.len() as u32;
-            let getevents = self.iopoll || min_complete > 0 || sq.cq_overflow();
+            // With DEFER_TASKRUN completions reach the CQ only when we ask
+            // for events, so every kick asks (like IOPOLL).
+            let getevents = self.iopoll || self.defer_taskrun || min_complete > 0 || sq.cq_overflow();
             drop(sq);
             if to_submit > 0 || getevents {
                 self.enter(to_submit, min_complete, if getevents { GETEVENTS } else { 0 })?;

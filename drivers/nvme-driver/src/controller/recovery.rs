@@ -1,0 +1,159 @@
+//! When the controller misbehaves: the health check (CSTS.CFS), Abort
+//! (NVMe 1.4c §5.1), controller reset and re-initialisation (§7.3.2 and
+//! §7.6.1), and re-creating I/O queues after it. The order a caller follows
+//! is the Linux driver's (`nvme_timeout`): a command overdue past its
+//! timeout is aborted; if that does not bring its completion within another
+//! timeout, the controller is reset and the queues re-created; if the reset
+//! fails, the controller is given up and left disabled for the next owner.
+
+use super::{admin_queue_pair, enable_with_admin_queue, wait_until, Controller, LiveQueue};
+use crate::qpair::QueuePair;
+use crate::Error;
+use nvme_hal::RegisterWindow;
+use nvme_spec::cmd;
+use nvme_spec::regs::{offset, shn, Cc};
+use std::time::Duration;
+
+/// What an Abort achieved. NVMe 1.4c §5.1: bit 0 of completion dword 0 is
+/// 0 when the command was aborted, 1 when it was not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AbortOutcome {
+    /// Aborted: its completion, status Command Abort Requested, follows on
+    /// its own queue.
+    Aborted,
+    /// Not aborted: it already completed, or the controller could not find
+    /// it (a lost command: only a reset gets it back).
+    NotAborted,
+}
+
+impl<R: RegisterWindow + ?Sized> Controller<R> {
+    /// Controller resets so far. A queue pair made before the latest reset
+    /// is dead: re-create it with [`recreate_io_queue_pair`](Self::recreate_io_queue_pair).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// True once the controller has been given up (a reset failed): it
+    /// gets no more admin commands, only the register writes that hand it back.
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// One read of CSTS: an error if the controller reports fatal status
+    /// (CSTS.CFS, which asks the host for a reset) or reads all ones (gone).
+    pub fn check_health(&self) -> Result<(), Error> {
+        let csts = self.status();
+        if csts.into_bits() == u32::MAX {
+            return Err(Error::Gone);
+        }
+        if csts.cfs() {
+            return Err(Error::Fatal { during: "I/O" });
+        }
+        Ok(())
+    }
+
+    /// Ask the controller to abort command `cid` of submission queue
+    /// `sqid` (Abort, NVMe 1.4c §5.1), waiting at most `timeout` for the
+    /// Abort's own completion. Aborting is best effort: the command may
+    /// complete normally anyway.
+    pub fn abort(&mut self, sqid: u16, cid: u16, timeout: Duration) -> Result<AbortOutcome, Error> {
+        let cqe = self.admin_command_within(cmd::abort(sqid, cid), None, timeout)?;
+        Ok(if cqe.dw0 & 1 == 0 { AbortOutcome::Aborted } else { AbortOutcome::NotAborted })
+    }
+
+    /// Controller-level reset and re-initialisation: CC.EN = 0 (the
+    /// controller drops every command and forgets every I/O queue and the
+    /// shadow doorbell configuration, NVMe 1.4c §7.3.2), then bring-up
+    /// steps 2-4 and 6-7 again on the same admin queue memory. Identify data
+    /// is kept. Every queue pair made before is dead afterwards: its owner
+    /// re-creates it ([`recreate_io_queue_pair`](Self::recreate_io_queue_pair))
+    /// or drops it. Admin commands wait at most `timeout` each.
+    ///
+    /// If the controller does not come back, it is given up, left disabled
+    /// (CC.EN = 0), and [`Error::ResetFailed`] says why.
+    pub fn reset(&mut self, timeout: Duration) -> Result<(), Error> {
+        if self.failed {
+            return Err(Error::GivenUp);
+        }
+        let r = self.reset_inner(timeout);
+        if let Err(e) = r {
+            self.failed = true;
+            let cc = Cc::from_bits(self.regs.read32(offset::CC));
+            self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
+            let _ = wait_until(&*self.regs, self.ready_timeout(), "clear CSTS.RDY", |s| !s.rdy());
+            return Err(Error::ResetFailed { source: Box::new(e) });
+        }
+        Ok(())
+    }
+
+    fn ready_timeout(&self) -> Duration {
+        self.cfg.ready_timeout.unwrap_or(Duration::from_millis(self.cap.timeout_ms()))
+    }
+
+    fn reset_inner(&mut self, timeout: Duration) -> Result<(), Error> {
+        // Step 1: CC.EN = 0 and wait for CSTS.RDY to follow (CAP.TO). From
+        // the write on, the controller no longer owns any I/O queue memory.
+        let cc = Cc::from_bits(self.regs.read32(offset::CC));
+        self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
+        for q in &mut self.live {
+            q.on_device = false;
+        }
+        self.generation += 1;
+        let csts = wait_until(&*self.regs, self.ready_timeout(), "clear CSTS.RDY after CC.EN=0 (reset)", |s| !s.rdy())?;
+        if csts.into_bits() == u32::MAX {
+            return Err(Error::Gone);
+        }
+
+        // Steps 2-4: the admin queue anew on the same memory, its completion
+        // ring zeroed so that no old phase tag passes for a new entry.
+        let (asq, acq) = self.admin.memory();
+        let entries = self.admin.depth() as u16 + 1;
+        self.admin.abandon_outstanding();
+        acq.fill(0, acq.len(), 0);
+        self.admin = admin_queue_pair(self.regs.clone(), self.cap, asq.clone(), acq.clone(), entries);
+        enable_with_admin_queue(&*self.regs, entries, &asq, &acq, self.ready_timeout())?;
+
+        // Step 6: Number of Queues again (the reset forgot it); as many as before.
+        let want = self.cfg.io_queues.max(1);
+        let cqe = self.admin_command_within(cmd::set_number_of_queues(want, want), None, timeout)?;
+        let (nsq, ncq) = cmd::number_of_queues_allocated(cqe.dw0);
+        let granted = nsq.min(ncq).min(u16::MAX as u32 - 1) as u16;
+        if granted < self.io_queues_granted {
+            return Err(Error::Unsupported(format!(
+                "after the reset the controller grants {granted} I/O queue pairs, {} before",
+                self.io_queues_granted
+            )));
+        }
+
+        // Step 7: shadow doorbells again, on the same pages, zeroed.
+        if let Some((dbs, eis)) = self.shadow.clone() {
+            dbs.fill(0, dbs.len(), 0);
+            eis.fill(0, eis.len(), 0);
+            self.admin_command_within(cmd::doorbell_buffer_config(dbs.iova(), eis.iova()), None, timeout)?;
+        }
+        Ok(())
+    }
+
+    /// Make `old` work again with the same queue id and memory: after a
+    /// reset (the controller forgot the queue), or to replace a queue whose
+    /// commands are stuck (it is deleted first, NVMe 1.4c §5.6). Returns the
+    /// new queue pair and the tags of the commands `old` still had
+    /// outstanding: they will never complete (resubmit or fail them).
+    pub fn recreate_io_queue_pair(&mut self, old: QueuePair<R>, timeout: Duration) -> Result<(QueuePair<R>, Vec<u64>), Error> {
+        let idx = self.live_index(&old)?;
+        let mut old = old;
+        let abandoned = old.abandon_outstanding();
+        drop(old);
+        let q: LiveQueue = self.live[idx].clone();
+        if q.on_device {
+            self.admin_command_within(cmd::delete_io_sq(q.qid), None, timeout)?;
+            self.admin_command_within(cmd::delete_io_cq(q.qid), None, timeout)?;
+            self.live[idx].on_device = false;
+        }
+        // A zeroed ring: the new queue expects phase 1 from its first entry.
+        q.cq.fill(0, q.cq.len(), 0);
+        let qp = self.create_on_device(&q, timeout)?;
+        self.live[idx].on_device = true;
+        Ok((qp, abandoned))
+    }
+}

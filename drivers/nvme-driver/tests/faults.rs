@@ -1,0 +1,341 @@
+//! The driver against a misbehaving controller: every fault the simulator
+//! can inject ([`nvme_sim::Faults`]) and what the driver does about it.
+//! A command timeout leads to Abort, then controller reset and re-created
+//! queues, or a clean failure that leaves the controller disabled for the
+//! next owner; fatal status (CSTS.CFS) is detected; completions with an
+//! unknown CID or another queue's SQ id are rejected; injected statuses
+//! decode with their DNR bit. No hardware needed.
+
+use nvme_driver::{AbortOutcome, Controller, ControllerConfig, DataPtr, Error, QueuePair};
+use nvme_hal::{DmaRegion, RegisterWindow};
+use nvme_sim::{DataMode, SimConfig, SimController, SimRegisters};
+use nvme_spec::regs::offset;
+use nvme_spec::status::generic as gs;
+use nvme_spec::{Status, StatusCodeType};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_millis(300);
+
+fn sim(cfg: SimConfig) -> SimController {
+    // Park soon when idle: many tests run side by side on two cores.
+    SimController::start(SimConfig { idle_spins: 2000, ..cfg }).unwrap()
+}
+
+fn bring_up_with(sim: &SimController, io_queues: u16, shadow: bool) -> Controller<SimRegisters> {
+    let cfg = ControllerConfig {
+        io_queues,
+        admin_timeout: Duration::from_secs(5),
+        shadow_doorbells: shadow,
+        ..Default::default()
+    };
+    Controller::new(sim.registers(), sim.allocator(), cfg).unwrap()
+}
+
+fn bring_up(cfg: SimConfig) -> (SimController, Controller<SimRegisters>) {
+    let s = sim(cfg);
+    let c = bring_up_with(&s, 2, true);
+    (s, c)
+}
+
+/// Poll until one completion arrives or `wait` passes.
+fn poll_one(qp: &mut QueuePair<SimRegisters>, wait: Duration) -> Option<nvme_driver::Completion> {
+    let start = Instant::now();
+    loop {
+        let mut got = None;
+        qp.poll(1, |c| got = Some(c));
+        if got.is_some() || start.elapsed() > wait {
+            return got;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn read(qp: &mut QueuePair<SimRegisters>, lba: u64, buf: &DmaRegion, tag: u64) -> u16 {
+    let cid = qp.read(1, lba, 8, DataPtr { iova: buf.iova(), len: 4096 }, tag).unwrap();
+    qp.ring();
+    cid
+}
+
+fn write_pattern(qp: &mut QueuePair<SimRegisters>, lba: u64, buf: &DmaRegion, byte: u8) {
+    buf.fill(0, 4096, byte);
+    qp.write(1, lba, 8, DataPtr { iova: buf.iova(), len: 4096 }, 1000).unwrap();
+    qp.ring();
+    let c = poll_one(qp, Duration::from_secs(5)).expect("write completes");
+    assert!(c.status().is_success(), "{}", c.status());
+}
+
+fn first_byte(buf: &DmaRegion) -> u8 {
+    let mut b = [0u8];
+    buf.copy_to(0, &mut b);
+    b[0]
+}
+
+#[test]
+fn a_stalled_command_is_aborted_and_completes_as_aborted() {
+    let (sim, mut ctrl) = bring_up(SimConfig::default());
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    sim.faults().stall_every.store(1, Ordering::Relaxed);
+    let cid = read(&mut qp, 0, &buf, 7);
+    assert!(poll_one(&mut qp, WAIT).is_none(), "the device sits on the command");
+    assert_eq!(qp.outstanding_commands().collect::<Vec<_>>(), vec![(cid, 7)]);
+    assert_eq!(ctrl.abort(qp.qid(), cid, WAIT).unwrap(), AbortOutcome::Aborted);
+    let c = poll_one(&mut qp, WAIT).expect("the aborted command completes");
+    assert_eq!((c.tag, c.status().sct, c.status().sc), (7, StatusCodeType::GENERIC, gs::ABORTED_BY_REQUEST));
+    assert!(!c.status().dnr, "an aborted command may be retried");
+    // Aborting a command that is not outstanding: "not aborted".
+    assert_eq!(ctrl.abort(qp.qid(), cid, WAIT).unwrap(), AbortOutcome::NotAborted);
+    sim.faults().stall_every.store(0, Ordering::Relaxed);
+    read(&mut qp, 0, &buf, 8);
+    assert!(poll_one(&mut qp, WAIT).unwrap().status().is_success());
+    ctrl.delete_io_queue_pair(qp).unwrap();
+}
+
+#[test]
+fn a_lost_command_is_not_aborted_then_reset_and_recreated_queues_recover() {
+    for shadow in [true, false] {
+        let s = sim(SimConfig::default());
+        let mut ctrl = bring_up_with(&s, 2, shadow);
+        assert_eq!(ctrl.shadow_doorbells(), shadow);
+        let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+        let mut other = ctrl.create_io_queue_pair(8).unwrap();
+        let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+        write_pattern(&mut qp, 64, &buf, 0x5a);
+
+        s.faults().drop_every.store(1, Ordering::Relaxed);
+        let cid = read(&mut qp, 64, &buf, 11);
+        assert!(poll_one(&mut qp, WAIT).is_none(), "the completion was dropped");
+        assert_eq!(ctrl.abort(qp.qid(), cid, WAIT).unwrap(), AbortOutcome::NotAborted, "the controller lost it");
+        s.faults().drop_every.store(0, Ordering::Relaxed);
+
+        assert_eq!(ctrl.generation(), 0);
+        ctrl.reset(WAIT).unwrap();
+        assert_eq!(ctrl.generation(), 1);
+        assert_eq!(s.stats().resets.load(Ordering::Relaxed), 1);
+        assert_eq!(ctrl.shadow_doorbells(), shadow, "shadow doorbells configured again after the reset");
+        let (mut qp, abandoned) = ctrl.recreate_io_queue_pair(qp, WAIT).unwrap();
+        assert_eq!(abandoned, vec![11], "the lost command's tag comes back to be resubmitted");
+        buf.fill(0, 4096, 0);
+        read(&mut qp, 64, &buf, 12);
+        let c = poll_one(&mut qp, Duration::from_secs(5)).expect("I/O works after the reset");
+        assert!(c.status().is_success() && c.tag == 12, "{}", c.status());
+        assert_eq!(first_byte(&buf), 0x5a, "data written before the reset is intact");
+        // The other thread's queue died with the reset too: re-created, it works.
+        let (mut other2, abandoned) = ctrl.recreate_io_queue_pair(other, WAIT).unwrap();
+        assert!(abandoned.is_empty());
+        other = other2;
+        read(&mut other, 0, &buf, 13);
+        assert!(poll_one(&mut other, Duration::from_secs(5)).unwrap().status().is_success());
+        other2 = other;
+        ctrl.delete_io_queue_pair(other2).unwrap();
+        ctrl.delete_io_queue_pair(qp).unwrap();
+        ctrl.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn fatal_status_is_detected_admin_commands_fail_fast_and_a_reset_recovers() {
+    let (sim, mut ctrl) = bring_up(SimConfig::default());
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    ctrl.check_health().unwrap();
+    // Fatal after the 5th I/O command, which is lost with it.
+    sim.faults().fatal_after.store(5, Ordering::Relaxed);
+    for i in 0..7u64 {
+        qp.read(1, i * 8, 8, DataPtr { iova: buf.iova(), len: 4096 }, i).unwrap();
+    }
+    qp.ring();
+    let start = Instant::now();
+    while ctrl.check_health().is_ok() {
+        assert!(start.elapsed() < Duration::from_secs(2), "CSTS.CFS never seen");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(matches!(ctrl.check_health(), Err(Error::Fatal { .. })));
+    assert!(ctrl.status().cfs());
+    let mut done = vec![];
+    qp.poll(16, |c| done.push(c.tag));
+    assert_eq!(done, vec![0, 1, 2, 3], "four completed before the fatal error");
+    // An admin command sees CFS at once rather than waiting out its timeout.
+    let t = Instant::now();
+    assert!(matches!(ctrl.identify_controller(), Err(Error::Fatal { .. })));
+    assert!(t.elapsed() < Duration::from_secs(1));
+
+    ctrl.reset(WAIT).unwrap();
+    ctrl.check_health().unwrap();
+    assert!(!ctrl.status().cfs(), "the reset cleared CSTS.CFS");
+    let (mut qp, mut abandoned) = ctrl.recreate_io_queue_pair(qp, WAIT).unwrap();
+    abandoned.sort();
+    assert_eq!(abandoned, vec![4, 5, 6], "the lost one and those never fetched");
+    for t in abandoned {
+        qp.read(1, t * 8, 8, DataPtr { iova: buf.iova(), len: 4096 }, t).unwrap();
+    }
+    qp.ring();
+    let mut n = 0;
+    let start = Instant::now();
+    while n < 3 {
+        n += qp.poll(8, |c| assert!(c.status().is_success()));
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+    ctrl.delete_io_queue_pair(qp).unwrap();
+}
+
+#[test]
+fn a_hung_controller_fails_cleanly_and_is_handed_back_disabled() {
+    let s = sim(SimConfig::default());
+    let regs = s.registers();
+    {
+        let mut ctrl = bring_up_with(&s, 1, true);
+        let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+        let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+        s.faults().hang.store(true, Ordering::Relaxed);
+        let cid = read(&mut qp, 0, &buf, 1);
+        assert!(poll_one(&mut qp, WAIT).is_none());
+        // The Abort itself is not answered: bounded by its timeout.
+        let t = Instant::now();
+        let e = ctrl.abort(qp.qid(), cid, Duration::from_millis(200)).unwrap_err();
+        assert!(matches!(e, Error::CommandTimeout { opcode: "Abort", timeout_ms: 200 }), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(2));
+        // The reset: CC.EN works, the admin queue does not answer after it.
+        let e = ctrl.reset(Duration::from_millis(200)).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::ResetFailed { .. }), "{msg}");
+        assert!(msg.contains("controller reset failed") && msg.contains("did not complete") && msg.contains("unbind"), "{msg}");
+        assert!(ctrl.is_failed());
+        assert!(matches!(ctrl.identify_controller(), Err(Error::GivenUp)));
+        assert_eq!(regs.read32(offset::CC) & 1, 0, "left disabled (CC.EN = 0)");
+        // Tearing down costs no admin command (each would wait out a timeout).
+        let t = Instant::now();
+        ctrl.delete_io_queue_pair(qp).unwrap();
+        drop(ctrl);
+        assert!(t.elapsed() < Duration::from_secs(1), "teardown took {:?}", t.elapsed());
+    }
+    assert_eq!(regs.read32(offset::CSTS) & 1, 0, "CSTS.RDY = 0: in reset, ready for the next driver");
+    // Once the device behaves, the next owner brings it up as usual.
+    s.faults().hang.store(false, Ordering::Relaxed);
+    let mut ctrl = bring_up_with(&s, 1, true);
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    read(&mut qp, 0, &buf, 2);
+    assert!(poll_one(&mut qp, Duration::from_secs(5)).unwrap().status().is_success());
+    ctrl.delete_io_queue_pair(qp).unwrap();
+    ctrl.shutdown().unwrap();
+}
+
+#[test]
+fn hang_after_n_commands_mid_stream() {
+    let (sim, mut ctrl) = bring_up(SimConfig::default());
+    let mut qp = ctrl.create_io_queue_pair(16).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    sim.faults().hang_after.store(3, Ordering::Relaxed);
+    for i in 0..6u64 {
+        qp.read(1, i * 8, 8, DataPtr { iova: buf.iova(), len: 4096 }, i).unwrap();
+    }
+    qp.ring();
+    std::thread::sleep(WAIT);
+    let mut done = vec![];
+    qp.poll(16, |c| done.push(c.tag));
+    assert_eq!(done, vec![0, 1], "two completed, the third was lost and the device stopped");
+    assert!(sim.faults().hang.load(Ordering::Relaxed));
+    assert_eq!(qp.outstanding(), 4);
+}
+
+#[test]
+fn completions_with_an_unknown_cid_or_another_queues_sq_id_are_rejected() {
+    let (sim, mut ctrl) = bring_up(SimConfig::default());
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+
+    sim.faults().corrupt_cid_every.store(1, Ordering::Relaxed);
+    let cid = read(&mut qp, 0, &buf, 21);
+    assert!(poll_one(&mut qp, WAIT).is_none(), "never delivered");
+    assert_eq!(qp.stats().invalid_cid, 1);
+    assert_eq!(qp.last_rejected().unwrap().cid, cid.wrapping_add(0x4000));
+    sim.faults().corrupt_cid_every.store(0, Ordering::Relaxed);
+
+    sim.faults().bad_sqid_every.store(1, Ordering::Relaxed);
+    read(&mut qp, 0, &buf, 22);
+    assert!(poll_one(&mut qp, WAIT).is_none(), "never delivered");
+    assert_eq!(qp.stats().wrong_sqid, 1);
+    assert_eq!(qp.last_rejected().unwrap().sq_id, qp.qid() + 1);
+    sim.faults().bad_sqid_every.store(0, Ordering::Relaxed);
+
+    // Their real completions never come: the queue is re-created (deleted
+    // first: no reset needed) and both tags come back.
+    assert_eq!(qp.outstanding(), 2);
+    let (mut qp, mut abandoned) = ctrl.recreate_io_queue_pair(qp, WAIT).unwrap();
+    abandoned.sort();
+    assert_eq!(abandoned, vec![21, 22]);
+    assert_eq!(ctrl.generation(), 0, "no reset");
+    read(&mut qp, 0, &buf, 23);
+    assert!(poll_one(&mut qp, Duration::from_secs(5)).unwrap().status().is_success());
+    assert_eq!(qp.stats().invalid_cid + qp.stats().wrong_sqid, 0, "fresh counters on the new queue");
+    ctrl.delete_io_queue_pair(qp).unwrap();
+}
+
+#[test]
+fn injected_statuses_decode_with_their_dnr_bit() {
+    let (sim, mut ctrl) = bring_up(SimConfig::default());
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    let f = sim.faults();
+    f.status_sct.store(0, Ordering::Relaxed);
+    f.status_sc.store(gs::INTERNAL_ERROR as u32, Ordering::Relaxed);
+    f.status_every.store(2, Ordering::Relaxed);
+    for (i, dnr) in [(0u64, false), (1, true)] {
+        f.status_dnr.store(dnr, Ordering::Relaxed);
+        read(&mut qp, 0, &buf, 2 * i);
+        assert!(poll_one(&mut qp, WAIT).unwrap().status().is_success(), "odd commands succeed");
+        read(&mut qp, 0, &buf, 2 * i + 1);
+        let c = poll_one(&mut qp, WAIT).unwrap();
+        assert_eq!(c.status(), Status { dnr, ..Status::generic(gs::INTERNAL_ERROR) });
+        assert_eq!(c.status().dnr, dnr);
+    }
+    // A media error: another status code type.
+    f.status_sct.store(2, Ordering::Relaxed);
+    f.status_sc.store(0x81, Ordering::Relaxed);
+    f.status_every.store(1, Ordering::Relaxed);
+    read(&mut qp, 0, &buf, 9);
+    let c = poll_one(&mut qp, WAIT).unwrap();
+    assert_eq!((c.status().sct, c.status().sc), (StatusCodeType::MEDIA, 0x81));
+    assert!(c.status().to_string().contains("UNRECOVERED READ ERROR"), "{}", c.status());
+    f.status_every.store(0, Ordering::Relaxed);
+    ctrl.delete_io_queue_pair(qp).unwrap();
+}
+
+#[test]
+fn delayed_completions_arrive_late_but_arrive() {
+    let (sim, mut ctrl) = bring_up(SimConfig::default());
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    sim.faults().delay_us.store(50_000, Ordering::Relaxed);
+    let t = Instant::now();
+    read(&mut qp, 0, &buf, 1);
+    let c = poll_one(&mut qp, Duration::from_secs(5)).expect("completes");
+    assert!(c.status().is_success());
+    assert!(t.elapsed() >= Duration::from_millis(50), "{:?}", t.elapsed());
+    sim.faults().delay_us.store(0, Ordering::Relaxed);
+    ctrl.delete_io_queue_pair(qp).unwrap();
+}
+
+#[test]
+fn corrupted_read_data_is_delivered_as_is() {
+    // Silent corruption is not the driver's to detect: --verify's stamps
+    // catch it (tests/reliability.rs). Here: the fault really flips a bit.
+    let (sim, mut ctrl) = bring_up(SimConfig { data: DataMode::Ram, ..Default::default() });
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    write_pattern(&mut qp, 8, &buf, 0x40);
+    sim.faults().corrupt_data_every.store(1, Ordering::Relaxed);
+    buf.fill(0, 4096, 0);
+    read(&mut qp, 8, &buf, 2);
+    assert!(poll_one(&mut qp, WAIT).unwrap().status().is_success(), "the device says all is well");
+    let mut b = [0u8; 65];
+    buf.copy_to(0, &mut b);
+    assert_eq!(b[64], 0x41, "one bit flipped");
+    assert!(b[..64].iter().all(|&x| x == 0x40));
+    let mut rest = vec![0u8; 4096 - 65];
+    buf.copy_to(65, &mut rest);
+    assert!(rest.iter().all(|&b| b == 0x40));
+    ctrl.delete_io_queue_pair(qp).unwrap();
+}

@@ -1,0 +1,73 @@
+//! Options for when things go wrong: the I/O timeout and retry limit the
+//! engine's watchdog works with (`engine::Reliability`), and the simulated
+//! controller's fault injection (`--sim-fault`), which the reliability
+//! tests (tests/reliability.rs, docs/reliability.md) drive through the CLI.
+
+use crate::cli::CliError;
+use crate::parse::{parse_duration, parse_sim_faults, SimFault};
+use nvme_sim::SimController;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// `--io-timeout`, `--retries`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReliabilityArgs {
+    /// An I/O outstanding this long is aborted (NVMe Abort); still outstanding as long again, the controller is reset and the queue re-created (sim, vfio; the kernel paths' driver has its own, nvme_core.io_timeout).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub io_timeout: Duration,
+    /// Resubmit an I/O that failed with Do Not Retry clear, was aborted after a timeout, or was lost in a controller reset, up to this many times.
+    #[arg(long, default_value_t = 3)]
+    pub retries: u32,
+}
+
+impl ReliabilityArgs {
+    /// Check the values and hand them to the engine.
+    pub fn apply(&self) -> Result<(), CliError> {
+        if self.io_timeout < Duration::from_millis(10) || self.io_timeout > Duration::from_secs(3600) {
+            return Err(CliError::usage(format!(
+                "--io-timeout {:?} is out of range: give 10ms to 1h (the Linux nvme driver uses 30s)",
+                self.io_timeout
+            )));
+        }
+        if self.retries > 100 {
+            return Err(CliError::usage(format!("--retries {} is too many: give 0 to 100 (the Linux nvme driver uses 5)", self.retries)));
+        }
+        crate::engine::set_reliability(crate::engine::Reliability { io_timeout: self.io_timeout, retries: self.retries });
+        Ok(())
+    }
+}
+
+/// clap value parser for `--sim-fault`.
+pub fn sim_fault_arg(s: &str) -> Result<Vec<SimFault>, String> {
+    parse_sim_faults(s)
+}
+
+/// Switch on the faults of every `--sim-fault` given.
+pub fn inject(sim: &SimController, faults: &[Vec<SimFault>]) {
+    let f = sim.faults();
+    let set = |a: &std::sync::atomic::AtomicU32, n: u32| a.store(n, Ordering::Relaxed);
+    for fault in faults.iter().flatten() {
+        match *fault {
+            SimFault::DropEvery(n) => set(&f.drop_every, n),
+            SimFault::DelayUs(n) => set(&f.delay_us, n),
+            SimFault::StatusEvery(n) => {
+                set(&f.status_every, n);
+                // Internal Error unless a status= says otherwise.
+                if f.status_sc.load(Ordering::Relaxed) == 0 && f.status_sct.load(Ordering::Relaxed) == 0 {
+                    set(&f.status_sc, nvme_spec::status::generic::INTERNAL_ERROR as u32);
+                }
+            }
+            SimFault::Status { sct, sc } => {
+                set(&f.status_sct, sct as u32);
+                set(&f.status_sc, sc as u32);
+            }
+            SimFault::Dnr(d) => f.status_dnr.store(d, Ordering::Relaxed),
+            SimFault::FatalAfter(n) => set(&f.fatal_after, n),
+            SimFault::HangAfter(n) => set(&f.hang_after, n),
+            SimFault::StallEvery(n) => set(&f.stall_every, n),
+            SimFault::CorruptCidEvery(n) => set(&f.corrupt_cid_every, n),
+            SimFault::BadSqidEvery(n) => set(&f.bad_sqid_every, n),
+            SimFault::CorruptDataEvery(n) => set(&f.corrupt_data_every, n),
+        }
+    }
+}
