@@ -129,6 +129,9 @@ pub struct KernelArgs {
     /// io_uring: register the ring fd (IORING_REGISTER_RING_FDS) so io_uring_enter skips the fd lookup (5.18+).
     #[arg(long)]
     pub register_ring: bool,
+    /// Our driver on vfio: interrupt-driven completions (MSI-X, the thread sleeps when idle) instead of polling.
+    #[arg(long)]
+    pub interrupts: bool,
     /// Our driver (vfio, sim): write every doorbell to MMIO instead of using shadow doorbells.
     #[arg(long)]
     pub no_shadow_doorbells: bool,
@@ -382,7 +385,7 @@ fn open_target(
         }
         BackendKind::Vfio => {
             let bdf = need_device("0000:01:00.0")?;
-            Ok(crate::backend::vfio::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid, queues, shadow_doorbells: !kernel.no_shadow_doorbells })?)
+            Ok(crate::backend::vfio::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid, queues, shadow_doorbells: !kernel.no_shadow_doorbells, interrupts: kernel.interrupts })?)
         }
         BackendKind::Passthru => Ok(crate::backend::passthru::open(&kernel.options(need_device("/dev/ng0n1")?, nsid))?),
         BackendKind::Block => Ok(crate::backend::block::open(&kernel.options(need_device("/dev/nvme0n1")?, nsid))?),
@@ -491,7 +494,7 @@ fn info(a: &InfoArgs) -> Result<i32, CliError> {
         }
         BackendKind::Vfio => {
             let bdf = a.device.as_deref().ok_or_else(|| CliError::usage("--backend vfio needs --device (e.g. --device 0000:01:00.0)"))?;
-            let t = crate::backend::vfio::VfioTarget::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid: a.nsid, queues: 1, shadow_doorbells: true })?;
+            let t = crate::backend::vfio::VfioTarget::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid: a.nsid, queues: 1, shadow_doorbells: true, interrupts: false })?;
             let (ctrl, ns) = t
                 .target
                 .with_controller(|c| (c.identify().clone(), c.identify_namespace(a.nsid)))

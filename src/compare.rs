@@ -273,6 +273,15 @@ pub(crate) fn plan_paths(paths: Option<&[String]>, t: &Topology) -> (Vec<Variant
     if has("vfio") {
         if t.bdf.is_some() {
             v.push(Variant { label: "vfio".into(), path: PathKind::Vfio, kernel: None, scheduler: None, note: "userspace driver, polled, shadow doorbells when offered".into() });
+            if has("best") || has("interrupts") {
+                v.push(Variant {
+                    label: "vfio interrupts".into(),
+                    path: PathKind::Vfio,
+                    kernel: None,
+                    scheduler: None,
+                    note: "userspace driver, MSI-X interrupts through VFIO eventfds: the thread sleeps when idle".into(),
+                });
+            }
             if has("best") || has("mmio") {
                 v.push(Variant {
                     label: "vfio mmio doorbells".into(),
@@ -333,6 +342,7 @@ fn open_variant(v: &Variant, t: &Topology, numjobs: usize) -> Result<Box<dyn Tar
             nsid: t.nsid,
             queues: numjobs as u16,
             shadow_doorbells: !v.label.contains("mmio doorbells"),
+            interrupts: v.label.contains("interrupts"),
         }),
     };
     r.map_err(|e| CliError::from(e).msg)

@@ -34,3 +34,36 @@ pub fn geteuid() -> u32 {
     // SAFETY: geteuid has no arguments and cannot fail.
     unsafe { libc::geteuid() }
 }
+
+/// Wait up to `timeout_ms` for `fd` to be readable; true when it is.
+pub fn poll_readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: poll reads and writes one pollfd through a valid pointer.
+    let rc = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    match rc {
+        n if n > 0 => Ok(true),
+        0 => Ok(false),
+        _ => {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Read an eventfd's counter (8 bytes), resetting it.
+pub fn read_eventfd(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let mut v = 0u64;
+    // SAFETY: read writes at most 8 bytes into `v`.
+    let rc = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    if rc == 8 {
+        Ok(v)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}

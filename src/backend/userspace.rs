@@ -10,15 +10,29 @@ use std::time::Duration;
 
 /// A controller brought up by our driver, one namespace of it, shared by
 /// the benchmark threads only to create and delete their queue pairs.
+/// Where a queue's interrupt arrives: a function giving the eventfd of an
+/// MSI-X vector (VFIO), or none (polled).
+pub type IrqSource = Arc<dyn Fn(u16) -> std::io::Result<std::os::fd::OwnedFd> + Send + Sync>;
+
 pub struct UserspaceTarget<R: RegisterWindow + 'static> {
     name: String,
     ctrl: Arc<Mutex<Option<Controller<R>>>>,
     geometry: Geometry,
     queue_entries: u32,
     facts: Vec<(String, String)>,
+    /// Interrupt-driven completions: each queue's eventfd comes from here.
+    irqs: Option<IrqSource>,
 }
 
 impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
+    /// Completions wake the waiting thread through MSI-X (the controller was
+    /// configured with `ControllerConfig::interrupts`).
+    pub fn with_interrupts(mut self, irqs: IrqSource) -> Self {
+        self.irqs = Some(irqs);
+        self.facts.push(("completions".into(), "interrupt driven: MSI-X vector qid, the thread sleeps on its eventfd when idle".into()));
+        self
+    }
+
     /// Wrap a brought-up controller; `nsid` must be active.
     pub fn new(name: &str, mut ctrl: Controller<R>, nsid: u32) -> Result<Self, BackendError> {
         let ns = ctrl.identify_namespace(nsid)?;
@@ -54,6 +68,7 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
             ctrl: Arc::new(Mutex::new(Some(ctrl))),
             geometry,
             queue_entries,
+            irqs: None,
             facts,
         })
     }
@@ -80,7 +95,7 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
         self.geometry
     }
     fn polled(&self) -> bool {
-        true
+        self.irqs.is_none()
     }
     fn describe(&self) -> Vec<(String, String)> {
         self.facts.clone()
@@ -108,7 +123,14 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
         let generation = ctrl.generation();
         let stride = p.buf_size.next_multiple_of(4096);
         let bufs = ctrl.allocator().alloc(stride * p.depth, 4096)?;
+        let irq = match &self.irqs {
+            Some(f) => Some(f(qp.qid()).map_err(|e| {
+                BackendError::os(format!("the interrupt eventfd of queue {}", qp.qid()), "use polled completions (drop --interrupts)", e)
+            })?),
+            None => None,
+        };
         Ok(Box::new(UserspaceQueue {
+            irq,
             qp: Some(qp),
             ctrl: self.ctrl.clone(),
             bufs,
@@ -125,6 +147,8 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
 
 /// One thread's queue pair and its buffers.
 pub struct UserspaceQueue<R: RegisterWindow + 'static> {
+    /// The eventfd of this queue's MSI-X vector, when interrupt driven.
+    irq: Option<std::os::fd::OwnedFd>,
     qp: Option<QueuePair<R>>,
     ctrl: Arc<Mutex<Option<Controller<R>>>>,
     bufs: DmaRegion,
@@ -192,6 +216,29 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
             }
         }
         qp.ring();
+        Ok(n)
+    }
+
+    /// Interrupt driven: reap; if nothing is there, sleep on the queue's
+    /// eventfd (at most 100 ms at a time, so the watchdog and Ctrl-C still
+    /// run), then reap again. Polled: spin.
+    fn wait(&mut self, out: &mut [IoDone], min: usize) -> Result<usize, BackendError> {
+        let mut n = 0;
+        while n < min {
+            n += self.poll(&mut out[n..])?;
+            if n >= min {
+                break;
+            }
+            let Some(fd) = self.irq.as_ref() else { continue };
+            use std::os::fd::AsFd;
+            let ready = crate::sys::poll_readable(fd.as_fd(), 100)
+                .map_err(|e| BackendError::os("wait for the queue's interrupt (poll)", "", e))?;
+            if ready {
+                let _ = crate::sys::read_eventfd(fd.as_fd());
+            } else {
+                return Ok(n); // timed out: let the caller look at the clock
+            }
+        }
         Ok(n)
     }
 

@@ -25,6 +25,8 @@ pub struct VfioOptions {
     pub queues: u16,
     /// Use shadow doorbells when the controller offers them (OACS bit 8).
     pub shadow_doorbells: bool,
+    /// Interrupt-driven completions (MSI-X through VFIO eventfds) instead of polling.
+    pub interrupts: bool,
 }
 
 /// A controller opened through VFIO and brought up by our driver.
@@ -36,6 +38,8 @@ pub struct VfioOptions {
 pub struct VfioTarget {
     /// The driver side.
     pub target: UserspaceTarget<Bar>,
+    /// MSI-X vectors, when interrupt driven (disabled after the driver stops).
+    _msix: Option<Arc<nvme_vfio::Msix>>,
     dma: Arc<VfioDma>,
     dev: VfioPci,
     bar_len: usize,
@@ -66,9 +70,24 @@ impl VfioTarget {
             )));
         }
         let mem: Arc<dyn DmaAllocator> = dma.clone();
-        let ctrl = Controller::new(bar, mem, ControllerConfig { io_queues: queues, shadow_doorbells: o.shadow_doorbells, ..Default::default() })?;
-        let target = UserspaceTarget::new("vfio", ctrl, o.nsid)?;
-        Ok(VfioTarget { target, dma, dev, bar_len })
+        // Interrupts: vector 0 for the admin queue, vector qid for queue qid.
+        let msix = if o.interrupts {
+            Some(Arc::new(dev.enable_msix(queues as u32 + 1).map_err(|e| vfio_err(&o.bdf, e))?))
+        } else {
+            None
+        };
+        let cfg = ControllerConfig {
+            io_queues: queues,
+            shadow_doorbells: o.shadow_doorbells,
+            interrupts: o.interrupts,
+            ..Default::default()
+        };
+        let ctrl = Controller::new(bar, mem, cfg)?;
+        let mut target = UserspaceTarget::new(if o.interrupts { "vfio interrupts" } else { "vfio" }, ctrl, o.nsid)?;
+        if let Some(m) = msix.clone() {
+            target = target.with_interrupts(Arc::new(move |qid| m.eventfd(qid as usize)));
+        }
+        Ok(VfioTarget { target, _msix: msix, dma, dev, bar_len })
     }
 }
 
@@ -86,13 +105,13 @@ pub fn open_raw(bdf: &str) -> Result<(Arc<Bar>, Arc<dyn DmaAllocator>, VfioPci),
 
 impl Target for VfioTarget {
     fn name(&self) -> String {
-        "vfio".into()
+        self.target.name()
     }
     fn geometry(&self) -> Geometry {
         self.target.geometry()
     }
     fn polled(&self) -> bool {
-        true
+        self.target.polled()
     }
     fn open_queue(&self, p: QueueParams) -> Result<Box<dyn IoQueue>, BackendError> {
         self.target.open_queue(p)
@@ -117,7 +136,14 @@ impl Target for VfioTarget {
                 iommu.dma_avail.map(|n| format!(", {n} more mappings allowed")).unwrap_or_default()
             ),
         ));
-        d.push(("completions".into(), "polled (no interrupts), MMIO doorbells".into()));
+        if self._msix.is_none() {
+            d.push(("completions".into(), "polled (no interrupts)".into()));
+        }
+        let shadow = self.target.with_controller(|c| c.shadow_doorbells()).unwrap_or(false);
+        d.push((
+            "doorbells".into(),
+            if shadow { "shadow doorbells (Doorbell Buffer Config), MMIO only when EventIdx asks" } else { "every doorbell an MMIO write" }.into(),
+        ));
         // Asked now, not at open: the queues and buffers are allocated after it.
         let st = self.dma.stats();
         d.push((

@@ -32,6 +32,10 @@ pub struct ControllerConfig {
     /// Use shadow doorbells (Doorbell Buffer Config) when the controller
     /// supports them (OACS bit 8).
     pub shadow_doorbells: bool,
+    /// Create I/O completion queues with interrupts enabled, queue `qid` on
+    /// MSI-X vector `qid` (vector 0 is the admin queue's). The host still
+    /// reads completions from the queue; the interrupt only wakes it.
+    pub interrupts: bool,
 }
 
 impl Default for ControllerConfig {
@@ -43,6 +47,7 @@ impl Default for ControllerConfig {
             ready_timeout: None,
             default_max_transfer: 1 << 20,
             shadow_doorbells: true,
+            interrupts: false,
         }
     }
 }
@@ -409,8 +414,8 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
 
     /// Create an I/O completion queue and submission queue of `entries`
     /// entries each (clamped to CAP.MQES + 1) on the lowest free queue id,
-    /// polled (no interrupts). NVMe 1.4c §5.3 and §5.4: the CQ first, since
-    /// the SQ names it.
+    /// polled, or with interrupts on vector `qid` when configured. NVMe 1.4c
+    /// §5.3 and §5.4: the CQ first, since the SQ names it.
     pub fn create_io_queue_pair(&mut self, entries: u32) -> Result<QueuePair<R>, Error> {
         let Some(qid) = self.qids_in_use.iter().position(|u| !u) else {
             return Err(Error::NoQueues { granted: self.io_queues_granted });
@@ -441,7 +446,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let (qid, n) = (q.qid, q.entries as u32);
         // Zero the queue's shadow slots before the controller learns of it.
         let shadow = self.shadow_slots(qid);
-        self.admin_command_within(cmd::CreateIoCq::new(qid, n, q.cq.iova()).build(), None, timeout)?;
+        let mut create_cq = cmd::CreateIoCq::new(qid, n, q.cq.iova());
+        if self.cfg.interrupts {
+            create_cq = create_cq.interrupt_vector(qid);
+        }
+        self.admin_command_within(create_cq.build(), None, timeout)?;
         if let Err(e) = self.admin_command_within(cmd::CreateIoSq::new(qid, n, q.sq.iova(), qid).build(), None, timeout) {
             let _ = self.admin_command_within(cmd::delete_io_cq(qid), None, timeout);
             return Err(e);

@@ -531,10 +531,13 @@ impl Msix {
     pub fn vectors(&self) -> usize {
         self.fds.len()
     }
-    /// A handle to vector `v`'s eventfd (a duplicate descriptor): reading it
-    /// blocks until the vector fires and returns how many times it did.
-    pub fn eventfd(&self, v: usize) -> io::Result<vmm_sys_util::eventfd::EventFd> {
-        self.fds.get(v).ok_or_else(|| io::Error::other(format!("MSI-X vector {v} not enabled")))?.try_clone()
+    /// A duplicate descriptor of vector `v`'s eventfd: reading 8 bytes
+    /// from it blocks until the vector fires and returns how many times it did.
+    pub fn eventfd(&self, v: usize) -> io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::{FromRawFd, IntoRawFd};
+        let dup = self.fds.get(v).ok_or_else(|| io::Error::other(format!("MSI-X vector {v} not enabled")))?.try_clone()?;
+        // SAFETY: into_raw_fd hands over ownership of a valid, open descriptor.
+        Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(dup.into_raw_fd()) })
     }
 }
 
