@@ -68,6 +68,7 @@ else
   RES=$ROOT/target/testbed/ci-$(date +%Y%m%d-%H%M%S)
   scripts/testbed/run.sh --multipath N --poll-queues 1 --timeout 1500 --quiet --results "$RES" tests/testbed/all.sh
   python3 scripts/check-compare.py "$RES/results/compare/compare.json"
+  python3 scripts/check-threads.py "$RES/results/threads"
   python3 scripts/fio-table.py "$RES/results/fio-compare"
   echo "test bed results: $RES"
 fi

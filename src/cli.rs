@@ -213,7 +213,7 @@ pub struct BenchArgs {
     pub numjobs: usize,
     /// Pin threads to these CPUs, round robin ("0,1" or "0-3").
     #[arg(long, value_parser = parse_cpus)]
-    pub cpus: Option<Vec<usize>>,
+    pub cpus: Option<crate::cli::CpuList>,
     /// I/Os per submission (doorbell or system call); 0 = all that fit.
     #[arg(long, default_value_t = 0)]
     pub batch: usize,
@@ -253,6 +253,11 @@ pub struct InfoArgs {
 }
 
 pub use crate::parse::{parse_duration, parse_size};
+
+/// A list of CPUs, parsed from one argument ("0,1" or "0-3"). An alias so
+/// clap takes the whole list as one value (it treats a literal `Vec` field as
+/// a repeated option, and panics when the parser returns a Vec).
+pub type CpuList = Vec<usize>;
 
 /// Parse "0,1" or "0-3" or "0-1,4": CPUs this machine has.
 pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {

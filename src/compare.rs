@@ -91,7 +91,7 @@ pub struct CompareArgs {
     pub numjobs: usize,
     /// Pin threads to these CPUs.
     #[arg(long, value_parser = crate::cli::parse_cpus)]
-    pub cpus: Option<Vec<usize>>,
+    pub cpus: Option<crate::cli::CpuList>,
     /// Allow writing to the device (needed for write patterns).
     #[arg(long)]
     pub allow_write: bool,

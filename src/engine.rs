@@ -115,6 +115,8 @@ pub struct ThreadResult {
     pub empty_poll_ns: u64,
     /// Times the thread blocked in the path's wait (interrupt-driven paths).
     pub waits: u64,
+    /// The thread's own queue (IoQueue::describe).
+    pub queue: String,
     /// Blocks verified.
     pub verified_blocks: u64,
     /// Blocks that failed verification.
@@ -370,7 +372,7 @@ fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<ThreadResult,
             q.buf_write(b, 0, &pattern);
         }
     }
-    let mut res = ThreadResult { thread, ..Default::default() };
+    let mut res = ThreadResult { thread, queue: q.describe(), ..Default::default() };
 
     if let Some(v) = verifier.as_mut() {
         if !v.only && spec.rw.reads() {

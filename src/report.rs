@@ -429,6 +429,7 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                 "nvme_bypass": {
                     "thread": t.thread,
                     "cpu": t.cpu,
+                    "queue": t.queue,
                     "cpu_accounting": ts.cpu,
                     "counters": t.counters,
                     "blocking_waits": t.waits,

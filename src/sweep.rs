@@ -93,7 +93,7 @@ pub struct SweepArgs {
     pub size: Option<u64>,
     /// Pin job threads to these CPUs, round robin (simulator default: every CPU but the controller's).
     #[arg(long, value_parser = crate::cli::parse_cpus)]
-    pub cpus: Option<Vec<usize>>,
+    pub cpus: Option<crate::cli::CpuList>,
     /// Simulated namespace size (sim paths).
     #[arg(long, default_value = "1G", value_parser = crate::cli::parse_size)]
     pub sim_size: u64,

@@ -100,3 +100,20 @@ fn bad_input_is_refused_clearly() {
     assert_eq!(code, 2);
     assert!(err.contains("invalid value 'nosuch'"), "{err}");
 }
+
+#[test]
+fn two_pinned_threads_have_their_own_queue_pairs_and_the_aggregate_adds_up() {
+    let j = json(&["--backend", "sim", "--sim-data", "null", "--numjobs", "2", "--cpus", "0,1", "--iodepth", "8", "--runtime", "500ms"]);
+    let jobs = j["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    let q0 = jobs[0]["nvme_bypass"]["queue"].as_str().unwrap();
+    let q1 = jobs[1]["nvme_bypass"]["queue"].as_str().unwrap();
+    assert!(q0.contains("qid") && q1.contains("qid") && q0 != q1, "{q0} / {q1}");
+    assert_eq!(jobs[0]["nvme_bypass"]["cpu"], 0);
+    assert_eq!(jobs[1]["nvme_bypass"]["cpu"], 1);
+    let ios: u64 = jobs.iter().map(|x| x["read"]["total_ios"].as_u64().unwrap()).sum();
+    assert_eq!(ios, j["nvme_bypass"]["read"]["ios"].as_u64().unwrap());
+    let sum: f64 = jobs.iter().map(|x| x["read"]["iops"].as_f64().unwrap()).sum();
+    let agg = j["nvme_bypass"]["iops"].as_f64().unwrap();
+    assert!((sum - agg).abs() <= 0.05 * sum, "threads {sum} vs aggregate {agg}");
+}

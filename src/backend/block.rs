@@ -448,6 +448,10 @@ impl IoQueue for AioQueue {
     fn in_flight(&self) -> usize {
         self.slots.in_use()
     }
+
+    fn describe(&self) -> String {
+        "Linux AIO context".into()
+    }
 }
 
 /// pread/pwrite: the I/O happens inside `submit`.

@@ -255,6 +255,11 @@ pub trait IoQueue: Send {
     fn counters(&self) -> QueueCounters;
     /// I/Os in flight now.
     fn in_flight(&self) -> usize;
+    /// Which hardware or kernel queue this is, for per-thread reports
+    /// (e.g. "I/O queue pair qid 2", "io_uring ring fd 7").
+    fn describe(&self) -> String {
+        String::new()
+    }
 
     /// Slow path, called every few milliseconds: look at the controller.
     /// A path that owns its controller handles fatal status (reset, then

@@ -272,6 +272,13 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
         }
     }
 
+    fn describe(&self) -> String {
+        match &self.qp {
+            Some(q) => format!("I/O queue pair qid {} ({} entries{})", q.qid(), q.depth() + 1, if self.irq.is_some() { ", MSI-X vector " .to_string() + &q.qid().to_string() } else { String::new() }),
+            None => "no queue".into(),
+        }
+    }
+
     fn in_flight(&self) -> usize {
         self.qp.as_ref().map(|q| q.outstanding()).unwrap_or(0)
     }

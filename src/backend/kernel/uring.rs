@@ -184,6 +184,11 @@ impl<S: squeue::EntryMarker, C: cqueue::EntryMarker> Ring<S, C> {
         Ok(r)
     }
 
+    /// The ring's file descriptor.
+    pub fn fd(&self) -> i32 {
+        self.ring.as_raw_fd()
+    }
+
     /// IORING_REGISTER_RING_FDS: returns the registered index.
     fn register_ring_fd(&self) -> Result<u32, BackendError> {
         let mut up = libc_io_uring_rsrc_update { offset: u32::MAX, resv: 0, data: self.ring.as_raw_fd() as u64 };
@@ -564,6 +569,10 @@ impl<C: Codec> IoQueue for UringQueue<C> {
 
     fn in_flight(&self) -> usize {
         self.slots.in_use()
+    }
+
+    fn describe(&self) -> String {
+        format!("io_uring ring fd {}", self.ring.fd())
     }
 }
 
