@@ -69,6 +69,8 @@ else
   scripts/testbed/run.sh --multipath N --poll-queues 1 --timeout 1500 --quiet --results "$RES" tests/testbed/all.sh
   python3 scripts/check-compare.py "$RES/results/compare/compare.json"
   python3 scripts/check-threads.py "$RES/results/threads"
+  # A second, short boot with two controllers: one thread driving both.
+  scripts/testbed/run.sh --controllers 2 --timeout 600 --quiet --bin "$RES/bin/nvme-bypass" --results "$RES-multi" tests/testbed/multi.sh
   python3 scripts/fio-table.py "$RES/results/fio-compare"
   echo "test bed results: $RES"
 fi

@@ -161,8 +161,9 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value = "sim")]
     pub backend: BackendKind,
     /// Device: a PCI address (vfio) or a device path (/dev/ng0n1 for passthru, /dev/nvme0n1 for block).
+    /// Give it more than once to drive several devices from every thread (--iodepth is then per device).
     #[arg(long)]
-    pub device: Option<String>,
+    pub device: Vec<String>,
     /// Namespace ID.
     #[arg(long, default_value_t = 1)]
     pub nsid: u32,
@@ -403,7 +404,7 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
             "--rw {}{} writes to the device, which destroys its data; add --allow-write if {} holds nothing you need",
             a.rw.as_str(),
             if a.verify && !a.rw.writes() { " with --verify (which first writes the region)" } else { "" },
-            a.device.as_deref().unwrap_or("the device")
+            if a.device.is_empty() { "the device".to_string() } else { a.device.join(", ") }
         )));
     }
     if a.verify_only && !a.verify {
@@ -428,7 +429,21 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
         _ => None,
     };
     let before = c2c_pair.and_then(|(x, y)| crate::c2c::measure(x, y, 20_000));
-    let target = open_target(a.backend, a.device.as_deref(), a.nsid, &a.sim, &a.kernel, a.numjobs.min(u16::MAX as usize) as u16, sim_cpu)?;
+    let queues = a.numjobs.min(u16::MAX as usize) as u16;
+    let target: Box<dyn Target> = if a.device.len() > 1 {
+        if a.verify {
+            return Err(CliError::usage(
+                "--verify with several --device is not supported (a unit's expected content would depend on which device served it); verify each device on its own",
+            ));
+        }
+        let mut ts = vec![];
+        for d in &a.device {
+            ts.push(open_target(a.backend, Some(d), a.nsid, &a.sim, &a.kernel, queues, sim_cpu)?);
+        }
+        Box::new(crate::backend::multi::MultiTarget::new(ts)?)
+    } else {
+        open_target(a.backend, a.device.first().map(String::as_str), a.nsid, &a.sim, &a.kernel, queues, sim_cpu)?
+    };
     let geo = target.geometry();
     let size = a.size.unwrap_or_else(|| geo.bytes().saturating_sub(a.offset));
     let spec = JobSpec {
@@ -455,7 +470,7 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
     let mut summary = RunSummary::new(target.name(), target.describe(), &threads, clock.source());
     drop(target);
     let after = c2c_pair.and_then(|(x, y)| crate::c2c::measure(x, y, 20_000));
-    if let Some(note) = a.device.as_deref().and_then(crate::topology::emulation_of) {
+    if let Some(note) = a.device.first().map(String::as_str).and_then(crate::topology::emulation_of) {
         summary.emulated = true;
         summary.emulated_note = Some(note);
     }

@@ -368,7 +368,7 @@ fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<ThreadResult,
         for c in pattern.chunks_mut(8) {
             c.copy_from_slice(&rng.next_u64().to_le_bytes()[..c.len()]);
         }
-        for b in 0..spec.iodepth as u32 {
+        for b in 0..q.depth() as u32 {
             q.buf_write(b, 0, &pattern);
         }
     }
@@ -428,7 +428,9 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
     let spec = ctx.spec;
     let stop: &AtomicBool = &STOP;
     let clock = ctx.clock;
-    let depth = spec.iodepth;
+    // The queue's depth: --iodepth, or that times the devices when one
+    // thread drives several (backend::multi).
+    let depth = q.depth();
     let bs = spec.bs as u64;
     let blocks = wl.blocks;
     let main = matches!(phase, Phase::Main);

@@ -117,3 +117,15 @@ fn two_pinned_threads_have_their_own_queue_pairs_and_the_aggregate_adds_up() {
     let agg = j["nvme_bypass"]["iops"].as_f64().unwrap();
     assert!((sum - agg).abs() <= 0.05 * sum, "threads {sum} vs aggregate {agg}");
 }
+
+#[test]
+fn one_thread_drives_two_devices() {
+    let j = json(&["--backend", "sim", "--device", "sim", "--device", "sim", "--sim-data", "null", "--iodepth", "8", "--runtime", "300ms"]);
+    let q = j["jobs"][0]["nvme_bypass"]["queue"].as_str().unwrap();
+    assert!(q.contains("device 0:") && q.contains("device 1:"), "{q}");
+    assert_eq!(j["jobs"].as_array().unwrap().len(), 1, "one thread");
+    assert!(j["nvme_bypass"]["iops"].as_f64().unwrap() > 0.0);
+    let (code, _, err) = bench(&["--backend", "sim", "--device", "sim", "--device", "sim", "--verify", "--runtime", "1", "--no-c2c"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--verify with several --device"), "{err}");
+}

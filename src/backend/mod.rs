@@ -18,6 +18,7 @@
 
 pub mod block;
 pub mod kernel;
+pub mod multi;
 pub mod passthru;
 pub mod sim;
 pub mod userspace;
