@@ -360,8 +360,10 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
     tr.story("bring-up, NVMe 1.4c §7.6.1: read CAP, disable, admin queues in AQA/ASQ/ACQ, CC with EN=1, wait for CSTS.RDY; then Identify and Set Features Number of Queues");
     // Shadow doorbells off: the story shows every doorbell as the register
     // write it is (docs/queues.md explains the shadow variant).
-    let mut ctrl = Controller::new(regs, mem, ControllerConfig { io_queues: 1, shadow_doorbells: false, ..Default::default() })
-        .map_err(err)?;
+    // Completion queues as large as submission queues, each pass ringing
+    // its doorbell: the plain protocol, no batching.
+    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells: false, batch_cq_doorbells: false, ..Default::default() };
+    let mut ctrl = Controller::new(regs, mem, cfg).map_err(err)?;
     tr.story("Identify Namespace 1 (admin command, data returned in a 4 KiB page named by PRP1)");
     let ns = ctrl.identify_namespace(1).map_err(err)?;
     let lba = ns.lba_size() as usize;

@@ -32,6 +32,10 @@ pub struct ControllerConfig {
     /// Use shadow doorbells (Doorbell Buffer Config) when the controller
     /// supports them (OACS bit 8).
     pub shadow_doorbells: bool,
+    /// Give each I/O completion queue twice the submission queue's entries
+    /// and ring its doorbell once per that many completions instead of once
+    /// per completion pass (see QueuePairParts::cq_entries).
+    pub batch_cq_doorbells: bool,
     /// Create I/O completion queues with interrupts enabled, queue `qid` on
     /// MSI-X vector `qid` (vector 0 is the admin queue's). The host still
     /// reads completions from the queue; the interrupt only wakes it.
@@ -47,6 +51,7 @@ impl Default for ControllerConfig {
             ready_timeout: None,
             default_max_transfer: 1 << 20,
             shadow_doorbells: true,
+            batch_cq_doorbells: true,
             interrupts: false,
         }
     }
@@ -94,6 +99,8 @@ struct LiveQueue {
     prp_lists: Option<DmaRegion>,
     list_pages_per_cmd: usize,
     entries: u16,
+    /// Completion ring entries (up to twice `entries`: see QueuePairParts::cq_entries).
+    cq_entries: u16,
     /// The controller knows this queue (false after a reset, until re-created).
     on_device: bool,
 }
@@ -137,6 +144,7 @@ fn admin_queue_pair<R: RegisterWindow + ?Sized>(regs: Arc<R>, cap: Cap, asq: Dma
         sq_mem: asq,
         cq_mem: acq,
         entries,
+        cq_entries: entries,
         dstrd: cap.dstrd(),
         prp_lists: None,
         list_pages_per_cmd: 0,
@@ -422,8 +430,13 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         };
         let qid = qid as u16;
         let entries = entries.clamp(2, self.cap.max_queue_entries()) as u16;
+        // A completion ring twice the submission ring lets the completion
+        // doorbell be rung once per `entries` completions instead of once
+        // per pass (QueuePairParts::cq_entries); 16 bytes per entry is cheap.
+        let cq_entries =
+            if self.cfg.batch_cq_doorbells { (2 * entries as u32).min(self.cap.max_queue_entries()) as u16 } else { entries };
         let sq_mem = self.mem.alloc(entries as usize * 64, PAGE_SIZE)?;
-        let cq_mem = self.mem.alloc(entries as usize * 16, PAGE_SIZE)?;
+        let cq_mem = self.mem.alloc(cq_entries as usize * 16, PAGE_SIZE)?;
         // PRP list pages: enough per command for a max-size unaligned transfer.
         let list_entries = pages_spanned(4, self.max_transfer, PAGE_SIZE) - 1;
         let list_pages_per_cmd = if list_entries > 1 { list_pages_for(list_entries, PAGE_SIZE / 8) } else { 0 };
@@ -433,7 +446,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             None
         };
 
-        let q = LiveQueue { qid, sq: sq_mem, cq: cq_mem, prp_lists, list_pages_per_cmd, entries, on_device: false };
+        let q = LiveQueue { qid, sq: sq_mem, cq: cq_mem, prp_lists, list_pages_per_cmd, entries, cq_entries, on_device: false };
         let qp = self.create_on_device(&q, self.cfg.admin_timeout)?;
         self.qids_in_use[qid as usize] = true;
         self.live.push(LiveQueue { on_device: true, ..q });
@@ -443,10 +456,10 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// Create I/O CQ then SQ for `q` on the controller (leaving no half of
     /// it behind on failure) and return the host side, in its initial state.
     fn create_on_device(&mut self, q: &LiveQueue, timeout: Duration) -> Result<QueuePair<R>, Error> {
-        let (qid, n) = (q.qid, q.entries as u32);
+        let (qid, n, ncq) = (q.qid, q.entries as u32, q.cq_entries as u32);
         // Zero the queue's shadow slots before the controller learns of it.
         let shadow = self.shadow_slots(qid);
-        let mut create_cq = cmd::CreateIoCq::new(qid, n, q.cq.iova());
+        let mut create_cq = cmd::CreateIoCq::new(qid, ncq, q.cq.iova());
         if self.cfg.interrupts {
             create_cq = create_cq.interrupt_vector(qid);
         }
@@ -461,6 +474,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             sq_mem: q.sq.clone(),
             cq_mem: q.cq.clone(),
             entries: q.entries,
+            cq_entries: q.cq_entries,
             dstrd: self.cap.dstrd(),
             prp_lists: q.prp_lists.clone(),
             list_pages_per_cmd: q.list_pages_per_cmd,

@@ -102,6 +102,8 @@ pub struct QueuePair<R: RegisterWindow + ?Sized> {
     max_transfer: usize,
     stats: QueueStats,
     last_rejected: Option<Cqe>,
+    /// Completion doorbell batching threshold (see QueuePairParts::cq_entries).
+    cq_ring_every: u16,
 }
 
 /// Everything needed to assemble a queue pair from memory the caller set up.
@@ -114,8 +116,13 @@ pub struct QueuePairParts<R: RegisterWindow + ?Sized> {
     pub sq_mem: DmaRegion,
     /// Completion ring memory.
     pub cq_mem: DmaRegion,
-    /// Entries in each ring.
+    /// Entries in the submission ring (at most `entries - 1` commands in flight).
     pub entries: u16,
+    /// Entries in the completion ring. When it is larger than the
+    /// submission ring, the completion doorbell is rung only every
+    /// `cq_entries - entries` consumed entries (the controller can never find
+    /// it full): fewer doorbell writes, each an MMIO write or a VM exit.
+    pub cq_entries: u16,
     /// Doorbell stride exponent (CAP.DSTRD).
     pub dstrd: u8,
     /// PRP list pages, `list_pages_per_cmd` pages per CID, or `None` when
@@ -136,7 +143,11 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// so neither ring can overflow.
     pub fn new(p: QueuePairParts<R>) -> Self {
         let mut sq = SubmissionQueue::new(p.sq_mem, p.entries, nvme_spec::regs::sq_tail_doorbell(p.qid, p.dstrd));
-        let mut cq = CompletionQueue::new(p.cq_mem, p.entries, nvme_spec::regs::cq_head_doorbell(p.qid, p.dstrd));
+        let mut cq = CompletionQueue::new(p.cq_mem, p.cq_entries, nvme_spec::regs::cq_head_doorbell(p.qid, p.dstrd));
+        // Ring the CQ doorbell once this many consumed entries are unreported.
+        // Occupancy the controller sees <= (entries - 1) uncompleted + unreported,
+        // which stays below cq_entries - 1 while unreported < cq_entries - entries.
+        let cq_ring_every = p.cq_entries.saturating_sub(p.entries).max(1);
         if let Some((s, c)) = p.shadow {
             sq.set_shadow(Some(s));
             cq.set_shadow(Some(c));
@@ -153,6 +164,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             max_transfer: p.max_transfer,
             stats: QueueStats::default(),
             last_rejected: None,
+            cq_ring_every,
         }
     }
 
@@ -351,7 +363,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             n += 1;
             f(Completion { tag, cid: cqe.cid, raw_status: cqe.status, dw0: cqe.dw0 });
         }
-        if seen > 0 {
+        if seen > 0 && self.cq.unreported() >= self.cq_ring_every {
             self.stats.mmio_doorbells += self.cq.ring_doorbell(&*self.regs) as u64;
             self.stats.cq_doorbells += 1;
         }

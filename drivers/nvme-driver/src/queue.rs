@@ -206,6 +206,15 @@ impl CompletionQueue {
     pub fn needs_doorbell(&self) -> bool {
         self.cq_head != self.last_cq_head
     }
+    /// Consumed entries not yet reported to the controller.
+    #[inline]
+    pub fn unreported(&self) -> u16 {
+        if self.cq_head >= self.last_cq_head {
+            self.cq_head - self.last_cq_head
+        } else {
+            self.cq_head + self.entries - self.last_cq_head
+        }
+    }
     /// Tell the controller the slots up to the head may be reused: one
     /// write per completion pass, not per entry. Returns true when it was an
     /// MMIO write.
