@@ -162,6 +162,28 @@ fn kopts(t: &Topology, dev: &Path, engine: IoEngine) -> KernelOptions {
     }
 }
 
+/// A kernel path at its best, as Axboe's per-core records ran it: fixed
+/// buffers, registered file and ring fd, single issuer with deferred task
+/// work, and polled completions when nvme has poll queues.
+fn best_variant(label: &str, path: PathKind, t: &Topology, dev: &Path) -> Variant {
+    let mut k = kopts(t, dev, IoEngine::IoUring);
+    k.fixedbufs = true;
+    k.registerfiles = true;
+    k.register_ring = true;
+    k.defer_taskrun = true;
+    k.hipri = poll_queues_available();
+    Variant {
+        label: label.into(),
+        path,
+        kernel: Some(k),
+        scheduler: None,
+        note: format!(
+            "fixed buffers, registered file and ring fd, single issuer + deferred task work{}",
+            if poll_queues_available() { ", polled (IOPOLL)" } else { "; no poll queues for IOPOLL" }
+        ),
+    }
+}
+
 fn poll_queues_available() -> bool {
     std::fs::read_to_string("/sys/module/nvme/parameters/poll_queues")
         .ok()
@@ -225,22 +247,7 @@ pub(crate) fn plan_paths(paths: Option<&[String]>, t: &Topology) -> (Vec<Variant
             }
         }
         if has("best") {
-            let mut k = kopts(t, b, IoEngine::IoUring);
-            k.fixedbufs = true;
-            k.registerfiles = true;
-            k.register_ring = true;
-            k.defer_taskrun = true;
-            k.hipri = poll_queues_available();
-            v.push(Variant {
-                label: "block/io_uring best".into(),
-                path: PathKind::Block,
-                kernel: Some(k),
-                scheduler: None,
-                note: format!(
-                    "fixed buffers, registered file and ring fd, single issuer + deferred task work{}",
-                    if poll_queues_available() { ", polled (IOPOLL)" } else { "; no poll queues for IOPOLL" }
-                ),
-            });
+            v.push(best_variant("block/io_uring best", PathKind::Block, t, b));
         }
     } else if want.iter().any(|w| matches!(w.as_str(), "block" | "libaio" | "psync" | "buffered" | "sched")) {
         skipped.push("block rows: no block device for this namespace (is the controller bound to nvme?)".into());
@@ -250,22 +257,7 @@ pub(crate) fn plan_paths(paths: Option<&[String]>, t: &Topology) -> (Vec<Variant
             v.push(Variant { label: "passthru".into(), path: PathKind::Passthru, kernel: Some(kopts(t, g, IoEngine::IoUring)), scheduler: None, note: "io_uring URING_CMD, interrupts".into() });
         }
         if has("best") {
-            let mut k = kopts(t, g, IoEngine::IoUring);
-            k.fixedbufs = true;
-            k.registerfiles = true;
-            k.register_ring = true;
-            k.defer_taskrun = true;
-            k.hipri = poll_queues_available();
-            v.push(Variant {
-                label: "passthru best".into(),
-                path: PathKind::Passthru,
-                kernel: Some(k),
-                scheduler: None,
-                note: format!(
-                    "fixed buffers, registered file and ring fd, single issuer + deferred task work{}",
-                    if poll_queues_available() { ", polled (IOPOLL)" } else { "" }
-                ),
-            });
+            v.push(best_variant("passthru best", PathKind::Passthru, t, g));
         }
     } else if has("passthru") {
         skipped.push("passthru: no /dev/ngXnY for this namespace (kernel older than 5.19, or controller not on nvme)".into());

@@ -171,14 +171,7 @@ impl Target for BlockTarget {
         let bufs = Buffers::new(p.depth, p.buf_size)?;
         match o.ioengine {
             IoEngine::IoUring => {
-                let cfg = RingConfig {
-            entries: p.depth as u32,
-            iopoll: o.hipri,
-            sqpoll: o.sqthread_poll,
-            sqpoll_cpu: o.sqthread_poll_cpu,
-            defer_taskrun: o.defer_taskrun,
-            register_ring: o.register_ring,
-        };
+                let cfg = RingConfig::for_options(o, p.depth);
                 let ring = Ring::<squeue::Entry, cqueue::Entry>::new(cfg, "io_uring ring")?;
                 let fd = if o.registerfiles {
                     ring.register_file(self.file.as_raw_fd())?;

@@ -211,14 +211,7 @@ impl Target for PassthruTarget {
             )));
         }
         let o = &self.opts;
-        let cfg = RingConfig {
-            entries: p.depth as u32,
-            iopoll: o.hipri,
-            sqpoll: o.sqthread_poll,
-            sqpoll_cpu: o.sqthread_poll_cpu,
-            defer_taskrun: o.defer_taskrun,
-            register_ring: o.register_ring,
-        };
+        let cfg = RingConfig::for_options(o, p.depth);
         let ring = Ring::<squeue::Entry128, cqueue::Entry32>::new(cfg, "passthrough ring (SQE128|CQE32)")?;
         let fd = if o.registerfiles {
             ring.register_file(self.file.as_raw_fd())?;

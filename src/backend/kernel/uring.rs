@@ -41,6 +41,20 @@ pub struct RingConfig {
     pub register_ring: bool,
 }
 
+impl RingConfig {
+    /// The ring a queue of `depth` I/Os needs under the kernel-path options.
+    pub fn for_options(o: &super::KernelOptions, depth: usize) -> Self {
+        RingConfig {
+            entries: depth as u32,
+            iopoll: o.hipri,
+            sqpoll: o.sqthread_poll,
+            sqpoll_cpu: o.sqthread_poll_cpu,
+            defer_taskrun: o.defer_taskrun,
+            register_ring: o.register_ring,
+        }
+    }
+}
+
 /// `struct io_uring_rsrc_update` (include/uapi/linux/io_uring.h).
 #[repr(C)]
 struct libc_io_uring_rsrc_update {
