@@ -147,19 +147,7 @@ pub struct Comparison {
 }
 
 fn kopts(t: &Topology, dev: &Path, engine: IoEngine) -> KernelOptions {
-    KernelOptions {
-        device: dev.display().to_string(),
-        nsid: t.nsid,
-        ioengine: engine,
-        fixedbufs: false,
-        registerfiles: false,
-        hipri: false,
-        sqthread_poll: false,
-        sqthread_poll_cpu: None,
-        buffered: false,
-        defer_taskrun: false,
-        register_ring: false,
-    }
+    KernelOptions { device: dev.display().to_string(), nsid: t.nsid, ioengine: engine, ..Default::default() }
 }
 
 /// A kernel path at its best, as Axboe's per-core records ran it: fixed

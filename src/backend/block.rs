@@ -556,19 +556,7 @@ mod tests {
     }
 
     fn opts(device: &str, ioengine: IoEngine) -> KernelOptions {
-        KernelOptions {
-            device: device.into(),
-            nsid: 1,
-            ioengine,
-            fixedbufs: false,
-            registerfiles: false,
-            hipri: false,
-            sqthread_poll: false,
-            sqthread_poll_cpu: None,
-            buffered: false,
-            defer_taskrun: false,
-            register_ring: false,
-        }
+        KernelOptions { device: device.into(), nsid: 1, ioengine, ..Default::default() }
     }
 
     /// Write `n` I/Os of `bs` bytes with distinct patterns, read them back

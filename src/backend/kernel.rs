@@ -20,10 +20,11 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Which kernel interface the block path uses, as fio's `--ioengine` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IoEngine {
     /// io_uring (the default).
+    #[default]
     #[value(name = "io_uring")]
     IoUring,
     /// Linux native AIO (io_setup / io_submit / io_getevents).
@@ -43,8 +44,8 @@ impl IoEngine {
     }
 }
 
-/// Kernel-path options.
-#[derive(Clone, Debug)]
+/// Kernel-path options (the default: io_uring, O_DIRECT, nothing registered, interrupts).
+#[derive(Clone, Debug, Default)]
 pub struct KernelOptions {
     /// Device path.
     pub device: String,
@@ -441,19 +442,7 @@ mod tests {
     use super::*;
 
     fn opts() -> KernelOptions {
-        KernelOptions {
-            device: "/dev/null".into(),
-            nsid: 1,
-            ioengine: IoEngine::IoUring,
-            fixedbufs: false,
-            registerfiles: false,
-            hipri: false,
-            sqthread_poll: false,
-            sqthread_poll_cpu: None,
-            buffered: false,
-            defer_taskrun: false,
-            register_ring: false,
-        }
+        KernelOptions { device: "/dev/null".into(), nsid: 1, ioengine: IoEngine::IoUring, ..Default::default() }
     }
 
     #[test]

@@ -278,19 +278,7 @@ mod tests {
     use crate::backend::kernel::IoEngine;
 
     fn opts(device: &str) -> KernelOptions {
-        KernelOptions {
-            device: device.into(),
-            nsid: 1,
-            ioengine: IoEngine::IoUring,
-            fixedbufs: false,
-            registerfiles: false,
-            hipri: false,
-            sqthread_poll: false,
-            sqthread_poll_cpu: None,
-            buffered: false,
-            defer_taskrun: false,
-            register_ring: false,
-        }
+        KernelOptions { device: device.into(), nsid: 1, ioengine: IoEngine::IoUring, ..Default::default() }
     }
 
     fn err(o: KernelOptions) -> String {

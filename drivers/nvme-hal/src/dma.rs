@@ -181,34 +181,6 @@ impl DmaRegion {
         // SAFETY: as for read32; [u32; 16] has no padding.
         unsafe { self.at::<[u32; 16]>(offset).write_volatile(v) }
     }
-    /// Store one 64-byte submission entry given as 8 little-endian qwords,
-    /// with four 16-byte stores (SSE2, every x86-64 CPU) instead of sixteen
-    /// 4-byte ones. `offset` must be 16-byte aligned. The caller orders the
-    /// stores before the doorbell with a release fence, as for any entry.
-    #[inline]
-    pub fn write_entry64(&self, offset: usize, q: [u64; 8]) {
-        let p = self.at::<[u64; 8]>(offset);
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_store_si128};
-            debug_assert_eq!(p as usize % 16, 0);
-            let p = p as *mut __m128i;
-            // SAFETY: `at` checked that 64 bytes at `offset` are inside the
-            // region; the pointer is 16-byte aligned (entries are 64-byte
-            // aligned in page-aligned queue memory); SSE2 is part of x86-64.
-            unsafe {
-                _mm_store_si128(p, _mm_set_epi64x(q[1] as i64, q[0] as i64));
-                _mm_store_si128(p.add(1), _mm_set_epi64x(q[3] as i64, q[2] as i64));
-                _mm_store_si128(p.add(2), _mm_set_epi64x(q[5] as i64, q[4] as i64));
-                _mm_store_si128(p.add(3), _mm_set_epi64x(q[7] as i64, q[6] as i64));
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        // SAFETY: as for read32; [u64; 8] has no padding.
-        unsafe {
-            p.write_volatile(q)
-        }
-    }
     /// Volatile load of 16 dwords.
     #[inline]
     pub fn read_dwords16(&self, offset: usize) -> [u32; 16] {
