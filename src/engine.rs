@@ -649,6 +649,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
             }
         }
         if stopping && in_flight == 0 && wd.pending.is_empty() {
+            debug_assert_eq!(q.in_flight(), 0, "the path still holds I/Os the loop thinks are done");
             break;
         }
     }

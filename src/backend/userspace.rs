@@ -73,14 +73,6 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
         })
     }
 
-    /// Shut the controller down now (instead of when the last queue drops).
-    pub fn shutdown(&self) -> Result<(), BackendError> {
-        if let Some(c) = self.ctrl.lock().unwrap().take() {
-            c.shutdown()?;
-        }
-        Ok(())
-    }
-
     /// Run `f` with the controller (admin commands, identify).
     pub fn with_controller<T>(&self, f: impl FnOnce(&mut Controller<R>) -> T) -> Option<T> {
         self.ctrl.lock().unwrap().as_mut().map(f)
