@@ -190,6 +190,10 @@ pub struct RunSummary {
 pub struct SystemSummary {
     /// The raw deltas.
     pub cpu: crate::stats::SystemCpu,
+    /// True when /proc/stat showed less busy time than the benchmark
+    /// threads' own CPU clocks, and the busy figures use the latter (scaled
+    /// user/kernel split): tick-based accounting missed short busy bursts.
+    pub busy_from_threads: bool,
     /// Cores busy on average: (user + system + irq + softirq) / wall time.
     pub cores_busy: f64,
     /// All busy CPU per I/O, ns.
@@ -250,13 +254,30 @@ impl RunSummary {
             clock: clock.into(),
             core_to_core_ns: None,
             system: threads.iter().find_map(|t| t.system_cpu).map(|c| {
-                let busy_cores = c.busy_ns() as f64 / elapsed_ns.max(1) as f64;
+                // /proc/stat is sampled at timer ticks on most kernels
+                // (tick-based accounting, no IRQ time accounting): a CPU that
+                // wakes briefly for each interrupt and idles in between can
+                // look idle. The benchmark threads' own clocks are exact, so
+                // busy time is never taken below them: the larger of the two,
+                // with the user/kernel split scaled to match.
+                let threads_cpu: u64 = threads.iter().map(|t| t.cpu_time.user_ns + t.cpu_time.sys_ns).sum::<u64>().max(threads.iter().map(|t| t.cpu_ns).sum());
+                let stat_busy = c.busy_ns();
+                let busy = stat_busy.max(threads_cpu);
+                let scale = if stat_busy > 0 { busy as f64 / stat_busy as f64 } else { 1.0 };
+                let thread_user: u64 = threads.iter().map(|t| t.cpu_time.user_ns).sum();
+                let (user, kernel) = if stat_busy > 0 {
+                    (c.user_ns as f64 * scale, c.kernel_ns() as f64 * scale)
+                } else {
+                    (thread_user as f64, (busy - thread_user.min(busy)) as f64)
+                };
+                let busy_cores = busy as f64 / elapsed_ns.max(1) as f64;
                 SystemSummary {
                     cpu: c,
+                    busy_from_threads: busy > stat_busy,
                     cores_busy: busy_cores,
-                    busy_ns_per_io: per(c.busy_ns()),
-                    user_ns_per_io: per(c.user_ns),
-                    kernel_ns_per_io: per(c.kernel_ns()),
+                    busy_ns_per_io: per(busy),
+                    user_ns_per_io: if ios == 0 { 0.0 } else { user / ios as f64 },
+                    kernel_ns_per_io: if ios == 0 { 0.0 } else { kernel / ios as f64 },
                     irq_ns_per_io: per(c.irq_ns),
                     softirq_ns_per_io: per(c.softirq_ns),
                     iops_per_busy_core: if busy_cores > 0.0 { ios as f64 / secs / busy_cores } else { 0.0 },
