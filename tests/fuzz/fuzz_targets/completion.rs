@@ -37,6 +37,7 @@ fuzz_target!(|data: &[u8]| {
         sq_mem: sq,
         cq_mem: cq.clone(),
         entries: ENTRIES,
+        cq_entries: ENTRIES,
         dstrd: 0,
         prp_lists: None,
         list_pages_per_cmd: 0,
