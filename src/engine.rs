@@ -555,10 +555,14 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
         polls += 1;
         if n > 0 {
             let tc = clock.now();
+            // I/Os submitted in one batch share a submit timestamp and, reaped
+            // in one pass, a latency: record each run of them once.
+            let mut run_r = crate::cost::LatencyRun::default();
+            let mut run_w = crate::cost::LatencyRun::default();
+            let lat = |s: u64| clock.to_ns(tc.wrapping_sub(s)).max(1);
             for d in &done[..n] {
                 let slot = d.tag as usize;
                 let op = slots.op[slot];
-                let lat_ns = clock.to_ns(tc.wrapping_sub(slots.submit_ts[slot]));
                 let ok = d.status.is_ok();
                 if !ok && wd.retry_failed(slot, &d.status, &slots) {
                     res.recovery.retries += 1;
@@ -595,9 +599,9 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                     }
                 }
                 if measuring {
-                    let dir = match op {
-                        Op::Read => &mut read,
-                        Op::Write => &mut write,
+                    let (dir, run) = match op {
+                        Op::Read => (&mut read, &mut run_r),
+                        Op::Write => (&mut write, &mut run_w),
                         Op::Flush => {
                             flushes += 1;
                             slots.free.push(slot as u32);
@@ -606,10 +610,12 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                     };
                     dir.ios += 1;
                     dir.bytes += bs;
-                    dir.lat.saturating_record(lat_ns.max(1));
+                    run.add(&mut dir.lat, slots.submit_ts[slot], lat);
                 }
                 slots.free.push(slot as u32);
             }
+            run_r.flush(&mut read.lat, lat);
+            run_w.flush(&mut write.lat, lat);
             in_flight -= n;
             total_ios += n as u64;
             ctx.progress.ios.store(ctx.progress.ios.load(Ordering::Relaxed) + n as u64, Ordering::Relaxed);
