@@ -16,9 +16,6 @@ cat "$NVB_RESULTS/compare.stderr"
 echo "compare exit code: $rc"
 
 step restored
-[ "$(pci_driver "$BDF")" = nvme ] || fail "controller $BDF ended on $(pci_driver "$BDF"), not nvme"
-wait_for /dev/nvme0n1 10 || fail "/dev/nvme0n1 did not come back"
-dd if=/dev/nvme0n1 of=/dev/null bs=4k count=16 iflag=direct 2>/dev/null || fail "/dev/nvme0n1 is not readable after compare"
-info "controller back on nvme, /dev/nvme0n1 readable"
+expect_on_nvme "$BDF" compare
 [ -s "$NVB_RESULTS/compare/compare.json" ] || fail "no compare.json"
 exit "$rc"

@@ -109,6 +109,16 @@ bind_nvme() {
   info "$1 bound to nvme again, ${2:-/dev/nvme0n1} present"
 }
 
+# expect_on_nvme BDF AFTER: after a run that may have moved BDF to vfio-pci,
+# check it is back on nvme and /dev/nvme0n1 is there and readable (O_DIRECT);
+# AFTER names the run in the failure message.
+expect_on_nvme() {
+  [ "$(pci_driver "$1")" = nvme ] || fail "controller $1 ended on $(pci_driver "$1") after $2, not nvme"
+  wait_for /dev/nvme0n1 10 || fail "/dev/nvme0n1 did not come back after $2"
+  dd if=/dev/nvme0n1 of=/dev/null bs=4k count=16 iflag=direct 2>/dev/null || fail "/dev/nvme0n1 is not readable after $2"
+  info "controller back on nvme, /dev/nvme0n1 readable"
+}
+
 # check_cmd NAME CMD [ARGS...]: run CMD, output to $NVB_RESULTS/NAME.log;
 # on failure show the log's tail and fail.
 check_cmd() {

@@ -21,10 +21,7 @@ cat "$NVB_RESULTS/sweep.stderr"
 echo "sweep exit code: $rc"
 
 step restored
-[ "$(pci_driver "$BDF")" = nvme ] || fail "controller $BDF ended on $(pci_driver "$BDF"), not nvme"
-wait_for /dev/nvme0n1 10 || fail "/dev/nvme0n1 did not come back"
-dd if=/dev/nvme0n1 of=/dev/null bs=4k count=16 iflag=direct 2>/dev/null || fail "/dev/nvme0n1 is not readable after sweep"
-info "controller back on nvme, /dev/nvme0n1 readable"
+expect_on_nvme "$BDF" sweep
 
 step outputs
 [ -s "$OUT/sweep.json" ] || fail "no sweep.json in $OUT"

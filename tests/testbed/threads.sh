@@ -20,5 +20,5 @@ nvme-bypass bind "$BDF" > "$OUT/bind.txt" 2>&1 || fail "bind: $(tail -3 "$OUT/bi
 # shellcheck disable=SC2086
 nvme-bypass bench --backend vfio --device "$BDF" $J > "$OUT/vfio.json" 2>"$OUT/vfio.err" || { nvme-bypass unbind "$BDF"; fail "vfio: $(tail -3 "$OUT/vfio.err")"; }
 nvme-bypass unbind "$BDF" > "$OUT/unbind.txt" 2>&1 || fail "unbind: $(tail -3 "$OUT/unbind.txt")"
-wait_for /dev/nvme0n1 10 || fail "/dev/nvme0n1 did not come back"
+expect_on_nvme "$BDF" "the two-thread vfio run"
 info "three two-thread runs in $OUT"
