@@ -3,7 +3,8 @@
 //! type over the simulated controller and over a VFIO device.
 
 use super::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Recovery, Target};
-use nvme_driver::{Controller, DataPtr, QueuePair, SubmitError};
+use nvme_driver::{Controller, DataPtr, IoCmd, QueuePair};
+use nvme_spec::NvmOpcode;
 use nvme_hal::{DmaRegion, RegisterWindow};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -182,32 +183,28 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
     #[inline]
     fn submit(&mut self, ios: &[Io]) -> Result<usize, BackendError> {
         let (nsid, lba_size, stride, base) = (self.nsid, self.lba_size as usize, self.stride, self.bufs.iova());
-        let batch = if self.batch == 0 { usize::MAX } else { self.batch };
+        // --batch N: ring the doorbell every N commands; 0: once per call.
+        let batch = if self.batch == 0 { ios.len().max(1) } else { self.batch };
         let qp = self.qp.as_mut().expect("queue pair");
         let mut n = 0;
-        let mut until_ring = batch;
-        for io in ios {
-            let data = DataPtr { iova: base + (io.buf as usize * stride) as u64, len: io.blocks as usize * lba_size };
-            let r = match io.op {
-                Op::Read => qp.read(nsid, io.lba, io.blocks, data, io.tag),
-                Op::Write => qp.write(nsid, io.lba, io.blocks, data, io.tag),
-                Op::Flush => qp.flush(nsid, io.tag),
-            };
-            match r {
-                Ok(_) => n += 1,
-                Err(SubmitError::QueueFull { .. }) => break,
-                Err(e) => {
-                    qp.ring();
-                    return Err(e.into());
-                }
-            }
-            until_ring -= 1;
-            if until_ring == 0 {
-                qp.ring();
-                until_ring = batch;
+        for chunk in ios.chunks(batch) {
+            let posted = qp.submit_batch(nsid, chunk.len(), |i| {
+                let io = &chunk[i];
+                let op = match io.op {
+                    Op::Read => NvmOpcode::Read,
+                    Op::Write => NvmOpcode::Write,
+                    Op::Flush => NvmOpcode::Flush,
+                };
+                let data = DataPtr { iova: base + (io.buf as usize * stride) as u64, len: io.blocks as usize * lba_size };
+                IoCmd { op, slba: io.lba, blocks: io.blocks, data, tag: io.tag }
+            });
+            qp.ring();
+            match posted {
+                Ok(p) if p < chunk.len() => return Ok(n + p), // queue full
+                Ok(p) => n += p,
+                Err(e) => return Err(e.into()),
             }
         }
-        qp.ring();
         Ok(n)
     }
 
@@ -236,12 +233,13 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
 
     #[inline]
     fn poll(&mut self, out: &mut [IoDone]) -> Result<usize, BackendError> {
-        let mut i = 0;
-        self.qp().poll(out.len(), |c| {
-            out[i] = IoDone { tag: c.tag, status: if c.ok() { IoStatus::Ok } else { IoStatus::Nvme(c.status()) } };
-            i += 1;
+        let mut slots = out.iter_mut();
+        let n = self.qp().poll(slots.len(), |c| {
+            if let Some(o) = slots.next() {
+                *o = IoDone { tag: c.tag, status: if c.ok() { IoStatus::Ok } else { IoStatus::Nvme(c.status()) } };
+            }
         });
-        Ok(i)
+        Ok(n)
     }
 
     fn buf_write(&mut self, buf: u32, off: usize, data: &[u8]) {

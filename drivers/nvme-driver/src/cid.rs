@@ -2,40 +2,136 @@
 //! stands for. O(1) allocate and release, no allocation after creation.
 //! A completion whose CID is not outstanding is rejected, as the kernel's
 //! `nvme_handle_cqe` does ("invalid id completed").
+//!
+//! Layout: one array of 16-byte slots, indexed by CID. Slot `i` holds CID
+//! `i`'s state (tag, busy) and, in what would be padding, entry `i` of the
+//! LIFO stack of free CIDs (`slots[..top].free`). One array means one base
+//! address and one length for the hot loops to keep in registers, and one
+//! bounds check covers both uses. Its length is a power of two (CIDs past
+//! the capacity are never handed out), so an index masked with `len - 1`
+//! is in bounds without a check: the hot loops index only with CIDs that
+//! came from the free stack or passed the range check a completion needs
+//! anyway (`cid < capacity`, as the kernel's `nvme_handle_cqe` checks).
 
-/// Per-command state kept while the command is outstanding.
+/// Per-command state kept while the command is outstanding, plus one entry
+/// of the free-CID stack.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CidSlot {
     /// The caller's tag, handed back with the completion.
     pub tag: u64,
     /// Outstanding right now.
     pub busy: bool,
+    /// Free-stack entry `i` (meaningful for `i < top`): a free CID.
+    free: u16,
 }
 
 /// A fixed set of CIDs `0..n` with a LIFO free list (recently used CIDs are
-/// reused first, so their slot state stays in cache). Fixed-size arrays with
-/// an explicit top: no capacity checks or growth on the hot path.
+/// reused first, so their slot state stays in cache). A fixed-size array
+/// with an explicit top: no capacity checks or growth on the hot path.
 pub struct CidTable {
+    /// A power of two of them, at least `cap`.
     slots: Box<[CidSlot]>,
-    free: Box<[u16]>,
-    /// Number of free CIDs: `free[..top]`.
+    /// CIDs `0..cap` exist.
+    cap: usize,
+    /// Number of free CIDs: `slots[..top].free`.
     top: usize,
 }
 
+/// A [`CidTable`] borrowed for one pass of a hot loop (see
+/// [`CidTable::batch`]); the top is written back when it is dropped.
+pub struct CidBatch<'a> {
+    top: usize,
+    cap: usize,
+    table_top: &'a mut usize,
+    slots: &'a mut [CidSlot],
+}
+
+impl CidBatch<'_> {
+    /// The CID the next [`take`](Self::take) returns, if any is free.
+    #[inline(always)]
+    pub fn peek(&self) -> Option<u16> {
+        self.top.checked_sub(1).map(|t| self.slot(t).free)
+    }
+    /// Slot `i`, masked into the power-of-two array: never out of bounds.
+    #[inline(always)]
+    fn slot(&self, i: usize) -> &CidSlot {
+        &self.slots[i & (self.slots.len() - 1)]
+    }
+    #[inline(always)]
+    fn slot_mut(&mut self, i: usize) -> &mut CidSlot {
+        let mask = self.slots.len() - 1;
+        &mut self.slots[i & mask]
+    }
+    /// Take `cid`, which [`peek`](Self::peek) returned, for a command
+    /// carrying `tag`.
+    #[inline(always)]
+    pub fn take(&mut self, cid: u16, tag: u64) {
+        debug_assert_eq!(self.peek(), Some(cid));
+        self.top -= 1;
+        let s = self.slot_mut(cid as usize);
+        debug_assert!(!s.busy);
+        s.busy = true;
+        s.tag = tag;
+    }
+    /// Take the next free CID for a command carrying `tag`. The caller
+    /// knows one is free (it clamped its batch to [`CidTable::free`]); if
+    /// none is, this panics (an out-of-range index) rather than corrupting
+    /// the table.
+    #[inline(always)]
+    pub fn pop(&mut self, tag: u64) -> u16 {
+        assert!(self.top > 0, "no free CID");
+        self.top -= 1;
+        let cid = self.slot(self.top).free;
+        let s = self.slot_mut(cid as usize);
+        debug_assert!(!s.busy);
+        s.busy = true;
+        s.tag = tag;
+        cid
+    }
+    /// Give a CID back after its completion; returns its tag, or `None` when
+    /// the CID is out of range or not outstanding (a protocol error).
+    #[inline(always)]
+    pub fn release(&mut self, cid: u16) -> Option<u64> {
+        if cid as usize >= self.cap {
+            return None;
+        }
+        let s = self.slot_mut(cid as usize);
+        if !s.busy {
+            return None;
+        }
+        s.busy = false;
+        let tag = s.tag;
+        // A busy CID exists, so top < cap and the stack has room for it.
+        let top = self.top;
+        self.slot_mut(top).free = cid;
+        self.top += 1;
+        Some(tag)
+    }
+}
+
+impl Drop for CidBatch<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        *self.table_top = self.top;
+    }
+}
+
 impl CidTable {
-    /// CIDs `0..n`, all free.
+    /// CIDs `0..n`, all free (CID 0 is handed out first).
     pub fn new(n: u16) -> Self {
-        CidTable { slots: vec![CidSlot::default(); n as usize].into(), free: (0..n).rev().collect(), top: n as usize }
+        let len = (n as usize).next_power_of_two();
+        let slots = (0..len).map(|i| CidSlot { tag: 0, busy: false, free: (n as usize).saturating_sub(1 + i) as u16 }).collect();
+        CidTable { slots, cap: n as usize, top: n as usize }
     }
     /// Total number of CIDs.
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.cap
     }
     /// Number outstanding.
     #[inline]
     pub fn outstanding(&self) -> usize {
-        self.slots.len() - self.top
+        self.cap - self.top
     }
     /// True when no CID is free.
     #[inline]
@@ -45,30 +141,29 @@ impl CidTable {
     /// Take a free CID for a command carrying `tag`.
     #[inline]
     pub fn alloc(&mut self, tag: u64) -> Option<u16> {
-        if self.top == 0 {
-            return None;
-        }
-        self.top -= 1;
-        let cid = self.free[self.top];
-        let s = &mut self.slots[cid as usize];
-        debug_assert!(!s.busy);
-        s.busy = true;
-        s.tag = tag;
+        let mut b = self.batch();
+        let cid = b.peek()?;
+        b.take(cid, tag);
         Some(cid)
     }
     /// Give a CID back after its completion; returns its tag, or `None` when
     /// the CID is out of range or not outstanding (a protocol error).
     #[inline]
     pub fn release(&mut self, cid: u16) -> Option<u64> {
-        let s = self.slots.get_mut(cid as usize)?;
-        if !s.busy {
-            return None;
-        }
-        s.busy = false;
-        // A busy CID exists, so the free stack has room for it.
-        self.free[self.top] = cid;
-        self.top += 1;
-        Some(s.tag)
+        self.batch().release(cid)
+    }
+    /// Number of free CIDs.
+    #[inline]
+    pub fn free(&self) -> usize {
+        self.top
+    }
+    /// The table borrowed for one pass of a hot loop: the top and the
+    /// array's address and length become plain values the compiler keeps in
+    /// registers (stores into the rings or the caller's buffers would
+    /// otherwise make it reload them from the table).
+    #[inline(always)]
+    pub fn batch(&mut self) -> CidBatch<'_> {
+        CidBatch { top: self.top, cap: self.cap, table_top: &mut self.top, slots: &mut self.slots }
     }
     /// Undo an `alloc` whose command was never posted.
     #[inline]
@@ -77,17 +172,20 @@ impl CidTable {
     }
     /// Is `cid` outstanding?
     pub fn is_busy(&self, cid: u16) -> bool {
-        self.slots.get(cid as usize).is_some_and(|s| s.busy)
+        self.slots[..self.cap].get(cid as usize).is_some_and(|s| s.busy)
     }
     /// The tag of an outstanding CID.
     pub fn tag(&self, cid: u16) -> Option<u64> {
-        self.slots.get(cid as usize).filter(|s| s.busy).map(|s| s.tag)
+        self.slots[..self.cap].get(cid as usize).filter(|s| s.busy).map(|s| s.tag)
     }
     /// Outstanding CIDs (for timeout handling and teardown).
     pub fn busy_cids(&self) -> impl Iterator<Item = u16> + '_ {
-        self.slots.iter().enumerate().filter(|(_, s)| s.busy).map(|(i, _)| i as u16)
+        self.slots[..self.cap].iter().enumerate().filter(|(_, s)| s.busy).map(|(i, _)| i as u16)
     }
 }
+
+// Free-stack entries live in the slot's padding: still 16 bytes.
+const _: () = assert!(std::mem::size_of::<CidSlot>() == 16);
 
 #[cfg(test)]
 mod tests {
@@ -113,10 +211,33 @@ mod tests {
         assert_eq!(t.busy_cids().count(), 0);
     }
 
+    #[test]
+    fn capacity_not_a_power_of_two() {
+        // 5 CIDs in an array of 8: CIDs 5..8 exist in memory but are never
+        // handed out, and a completion naming one is rejected.
+        let mut t = CidTable::new(5);
+        let mut got: Vec<u16> = (0..5).map(|i| t.alloc(i).unwrap()).collect();
+        assert_eq!(t.alloc(9), None);
+        got.sort();
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        for bad in [5u16, 6, 7, 8, 0xffff] {
+            assert_eq!(t.release(bad), None, "CID {bad} is out of range");
+        }
+        assert_eq!(t.release(3), Some(3));
+        let mut b = t.batch();
+        assert_eq!(b.peek(), Some(3));
+        assert_eq!(b.pop(42), 3);
+        assert_eq!(b.peek(), None);
+        drop(b);
+        assert_eq!(t.tag(3), Some(42));
+        assert_eq!(t.outstanding(), 5);
+        assert_eq!(t.busy_cids().count(), 5);
+    }
+
     proptest::proptest! {
         #[test]
         fn never_two_outstanding_with_one_cid(ops in proptest::collection::vec(proptest::bool::ANY, 1..500)) {
-            let mut t = CidTable::new(8);
+            let mut t = CidTable::new(7);
             let mut live: Vec<u16> = vec![];
             for (i, alloc) in ops.into_iter().enumerate() {
                 if alloc {
@@ -124,7 +245,7 @@ mod tests {
                         proptest::prop_assert!(!live.contains(&c));
                         live.push(c);
                     } else {
-                        proptest::prop_assert_eq!(live.len(), 8);
+                        proptest::prop_assert_eq!(live.len(), 7);
                     }
                 } else if let Some(c) = live.pop() {
                     proptest::prop_assert!(t.release(c).is_some());

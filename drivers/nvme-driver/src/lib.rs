@@ -26,7 +26,7 @@ pub mod queue;
 
 pub use controller::{Controller, ControllerConfig, PAGE_SIZE};
 pub use controller::recovery::AbortOutcome;
-pub use qpair::{Completion, DataPtr, QueuePair, QueueStats, SubmitError};
+pub use qpair::{Completion, DataPtr, IoCmd, QueuePair, QueueStats, SubmitError};
 
 use nvme_spec::{Cqe, Status};
 

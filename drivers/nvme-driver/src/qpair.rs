@@ -55,6 +55,22 @@ impl Completion {
     }
 }
 
+/// One command of a batch for [`QueuePair::submit_batch`]: a Read, a Write
+/// or a Flush (which ignores `slba`, `blocks` and `data`).
+#[derive(Clone, Copy, Debug)]
+pub struct IoCmd {
+    /// [`NvmOpcode::Read`], [`NvmOpcode::Write`] or [`NvmOpcode::Flush`].
+    pub op: NvmOpcode,
+    /// Starting LBA.
+    pub slba: u64,
+    /// Number of logical blocks (1-based here; the entry carries it 0-based).
+    pub blocks: u32,
+    /// The data buffer.
+    pub data: DataPtr,
+    /// The caller's tag, handed back with the completion.
+    pub tag: u64,
+}
+
 /// Why a command could not be submitted. Cheap to return on the hot path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SubmitError {
@@ -90,6 +106,12 @@ pub struct QueueStats {
 }
 
 /// One submission queue, its completion queue, and their commands.
+///
+/// Aligned to 128 bytes (two cache lines: Intel's adjacent-line prefetcher
+/// pulls lines in pairs), so the state one thread's hot loop writes (ring
+/// indices, the CID top, counters) never shares a line with another
+/// thread's data. See docs/queues.md, "Cache lines".
+#[repr(align(128))]
 pub struct QueuePair<R: RegisterWindow + ?Sized> {
     regs: Arc<R>,
     qid: u16,
@@ -142,6 +164,9 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// Assemble a queue pair. At most `entries - 1` commands are outstanding,
     /// so neither ring can overflow.
     pub fn new(p: QueuePairParts<R>) -> Self {
+        // MDTS is at least one memory page (NVMe 1.4c §5.15.2.1): the hot
+        // path relies on a one-page transfer never being too large.
+        assert!(p.max_transfer >= p.page_size, "maximum transfer below one page");
         let mut sq = SubmissionQueue::new(p.sq_mem, p.entries, nvme_spec::regs::sq_tail_doorbell(p.qid, p.dstrd));
         let mut cq = CompletionQueue::new(p.cq_mem, p.cq_entries, nvme_spec::regs::cq_head_doorbell(p.qid, p.dstrd));
         // Ring the CQ doorbell once this many consumed entries are unreported.
@@ -281,6 +306,65 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         Ok(cid)
     }
 
+    /// Post up to `n` commands, the i-th made by `cmd(i)`, without ringing
+    /// the doorbell: the batch-shaped hot path of the vfio and sim backends.
+    /// Each entry is the one [`read`](Self::read), [`write`](Self::write) or
+    /// [`flush`](Self::flush) would post (a test checks they are equal); what
+    /// is per batch is done once: the free-slot check (a free CID implies a
+    /// free submission slot), the tail kept in a register and stored at the
+    /// end, the counter update. Returns how many were posted, fewer than `n`
+    /// when the queue filled up. A command that cannot be described (too
+    /// long, or a buffer PRPs cannot express) ends the batch with its error;
+    /// the commands before it stay posted.
+    #[inline]
+    pub fn submit_batch(&mut self, nsid: u32, n: usize, mut cmd: impl FnMut(usize) -> IoCmd) -> Result<usize, SubmitError> {
+        let lists = PrpLists { mem: self.prp_lists.as_ref(), pages: self.list_pages_per_cmd, page_size: self.page_size };
+        let (max_transfer, page_mask) = (self.max_transfer, self.page_size - 1);
+        // Everything the loop touches, as plain values (see CidTable::batch).
+        let ring = self.sq.ring.view();
+        let entries = ring.entries();
+        let mut tail = self.sq.sq_tail as usize;
+        // A free CID implies a free submission slot.
+        let n = n.min(self.cids.free());
+        let mut cids = self.cids.batch();
+        let mut posted = 0;
+        let mut result = Ok(());
+        while posted < n {
+            let c = cmd(posted);
+            let cid = cids.pop(c.tag);
+            let (mut prp1, mut prp2, mut slba, mut cdw12) = (0, 0, 0, 0);
+            if c.op != NvmOpcode::Flush {
+                debug_assert!(c.blocks >= 1 && c.blocks <= nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND);
+                let d = c.data;
+                // The common case first: 1..=room bytes in the first page
+                // (so within MDTS too, which is at least one page).
+                let room_minus_1 = page_mask - (d.iova as usize & page_mask);
+                if d.len.wrapping_sub(1) <= room_minus_1 && d.iova & 3 == 0 {
+                    prp1 = d.iova;
+                } else {
+                    match lists.build(cid, d, max_transfer) {
+                        Ok(p) => (prp1, prp2) = p,
+                        Err(e) => {
+                            cids.release(cid); // never posted
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                slba = c.slba;
+                cdw12 = (c.blocks - 1) as u64; // NLB, 0's based; CDW13 = 0
+            }
+            let dw0 = c.op as u64 | (cid as u64) << 16 | (nsid as u64) << 32; // CDW0 (opcode, CID) + NSID
+            ring.write64(tail, [dw0, 0, 0, prp1, prp2, slba, cdw12, 0]);
+            tail = if tail + 1 == entries { 0 } else { tail + 1 };
+            posted += 1;
+        }
+        drop(cids);
+        self.sq.sq_tail = tail as u16;
+        self.stats.submitted += posted as u64;
+        result.map(|()| posted)
+    }
+
     /// PRP1/PRP2 for `d`, using command `cid`'s list pages when needed.
     #[inline(always)]
     fn prps(&mut self, cid: u16, d: DataPtr) -> Result<(u64, u64), PrpError> {
@@ -295,18 +379,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     #[cold]
     #[inline(never)]
     fn prps_list(&mut self, cid: u16, d: DataPtr) -> Result<(u64, u64), PrpError> {
-        match &self.prp_lists {
-            Some(mem) => {
-                let mut list = DmaPrpList {
-                    mem,
-                    offset: cid as usize * self.list_pages_per_cmd * self.page_size,
-                    pages: self.list_pages_per_cmd,
-                    page_size: self.page_size,
-                };
-                build_prps(d.iova, d.len, self.page_size, &mut list)
-            }
-            None => build_prps(d.iova, d.len, self.page_size, &mut NoList),
-        }
+        PrpLists { mem: self.prp_lists.as_ref(), pages: self.list_pages_per_cmd, page_size: self.page_size }.prps(cid, d)
     }
 
     /// Post a Write Zeroes of `blocks` blocks at `slba`.
@@ -340,30 +413,52 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     }
 
     /// Reap up to `max` completions, calling `f` for each, then ring the
-    /// completion doorbell once. Completions with an unknown CID or another
-    /// queue's SQ id are counted and dropped, never delivered.
-    #[inline]
+    /// completion doorbell once (or not yet: see `cq_entries`). Completions
+    /// with an unknown CID or another queue's SQ id are counted and dropped,
+    /// never delivered. The head, phase and counters stay in registers for
+    /// the pass ([`CompletionQueue::pop_each`]).
+    #[inline(always)]
     pub fn poll(&mut self, max: usize, mut f: impl FnMut(Completion)) -> usize {
+        let qid = self.qid;
+        // Everything the loop touches, as plain values (see CidTable::batch).
+        let ring = self.cq.ring.view();
+        let entries = ring.entries();
+        let (start, mut head) = (self.cq.cq_head as usize, self.cq.cq_head as usize);
+        // The expected phase where the controller puts it: bit 16 of dword 3.
+        let mut phase = (self.cq.cq_phase as u32) << 16;
+        let mut cids = self.cids.batch();
         let mut n = 0;
-        let mut seen = 0;
-        while seen < max {
-            let Some(cqe) = self.cq.pop() else { break };
-            seen += 1;
-            self.sq.update_head(cqe.sq_head);
-            if cqe.sq_id != self.qid {
-                self.stats.wrong_sqid += 1;
-                self.last_rejected = Some(cqe);
-                continue;
+        while n < max {
+            // The dword holding the phase tag first (Acquire): the
+            // controller writes it last. Then only the dwords we use.
+            let dw3 = ring.load_dw3_acquire(head);
+            if (dw3 ^ phase) & 1 << 16 != 0 {
+                break;
             }
-            let Some(tag) = self.cids.release(cqe.cid) else {
-                self.stats.invalid_cid += 1;
-                self.last_rejected = Some(cqe);
+            let dw2 = ring.read_dw::<2>(head);
+            let dw0 = ring.read_dw::<0>(head);
+            let slot = head;
+            head += 1;
+            if head == entries {
+                head = 0;
+                phase ^= 1 << 16;
+            }
+            // SQ Head Pointer: how far the controller has consumed the SQ.
+            self.sq.update_head(dw2 as u16);
+            let (sq_id, cid) = ((dw2 >> 16) as u16, dw3 as u16);
+            let tag = if sq_id == qid { cids.release(cid) } else { None };
+            let Some(tag) = tag else {
+                let cqe = Cqe::from_dwords([dw0, ring.read_dw::<1>(slot), dw2, dw3]);
+                reject(&mut self.stats, &mut self.last_rejected, cqe, qid);
                 continue;
             };
             n += 1;
-            f(Completion { tag, cid: cqe.cid, raw_status: cqe.status, dw0: cqe.dw0 });
+            f(Completion { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), dw0 });
         }
-        if seen > 0 && self.cq.unreported() >= self.cq_ring_every {
+        drop(cids);
+        self.cq.cq_head = head as u16;
+        self.cq.cq_phase = phase != 0;
+        if head != start && self.cq.unreported() >= self.cq_ring_every {
             self.stats.mmio_doorbells += self.cq.ring_doorbell(&*self.regs) as u64;
             self.stats.cq_doorbells += 1;
         }
@@ -379,12 +474,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         self.sq.update_head(cqe.sq_head);
         let tag = if cqe.sq_id == self.qid { self.cids.release(cqe.cid) } else { None };
         if tag.is_none() {
-            if cqe.sq_id != self.qid {
-                self.stats.wrong_sqid += 1;
-            } else {
-                self.stats.invalid_cid += 1;
-            }
-            self.last_rejected = Some(cqe);
+            reject(&mut self.stats, &mut self.last_rejected, cqe, self.qid);
         } else {
             self.stats.completed += 1;
         }
@@ -415,6 +505,49 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
 
     pub(crate) fn memory(&self) -> (DmaRegion, DmaRegion) {
         (self.sq.memory().clone(), self.cq.memory().clone())
+    }
+}
+
+/// Count and keep a completion that names another queue or a CID that is
+/// not outstanding (a protocol error: it is never delivered).
+#[cold]
+#[inline(never)]
+fn reject(stats: &mut QueueStats, last: &mut Option<Cqe>, cqe: Cqe, qid: u16) {
+    if cqe.sq_id != qid {
+        stats.wrong_sqid += 1;
+    } else {
+        stats.invalid_cid += 1;
+    }
+    *last = Some(cqe);
+}
+
+/// The PRP list pages of a queue pair: `pages` pages per CID.
+#[derive(Clone, Copy)]
+struct PrpLists<'a> {
+    mem: Option<&'a DmaRegion>,
+    pages: usize,
+    page_size: usize,
+}
+
+impl PrpLists<'_> {
+    /// PRP1/PRP2 for `d`, writing command `cid`'s list pages when needed.
+    fn prps(&self, cid: u16, d: DataPtr) -> Result<(u64, u64), PrpError> {
+        match self.mem {
+            Some(mem) => {
+                let mut list = DmaPrpList { mem, offset: cid as usize * self.pages * self.page_size, pages: self.pages, page_size: self.page_size };
+                build_prps(d.iova, d.len, self.page_size, &mut list)
+            }
+            None => build_prps(d.iova, d.len, self.page_size, &mut NoList),
+        }
+    }
+    /// The slow path of a batch: a transfer longer than its first page.
+    #[cold]
+    #[inline(never)]
+    fn build(&self, cid: u16, d: DataPtr, max_transfer: usize) -> Result<(u64, u64), SubmitError> {
+        if d.len > max_transfer {
+            return Err(SubmitError::TooLarge { len: d.len, max: max_transfer });
+        }
+        Ok(self.prps(cid, d)?)
     }
 }
 

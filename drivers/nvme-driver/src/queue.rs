@@ -8,17 +8,20 @@
 //! starts at 1 over a zeroed queue and flips each time `cq_head` wraps).
 
 use crate::doorbell::ShadowSlot;
-use nvme_hal::{DmaRegion, DmaRing, RegisterWindow};
+use nvme_hal::{CqRing, DmaRegion, RegisterWindow, SqRing};
 use nvme_spec::cqe::{Cqe, CQE_SIZE};
 use nvme_spec::sqe::{Sqe, SQE_SIZE};
+
+// The rings' entry sizes are the specification's (NVMe 1.4c §4.2, §4.6).
+const _: () = assert!(1 << 6 == SQE_SIZE && 1 << 4 == CQE_SIZE);
 use std::sync::atomic::{fence, Ordering};
 
 /// The host side of a submission queue: the host owns the tail, the
 /// controller owns the head (and reports it in every completion).
 pub struct SubmissionQueue {
-    ring: DmaRing,
-    entries: u16,
-    sq_tail: u16,
+    pub(crate) ring: SqRing,
+    pub(crate) entries: u16,
+    pub(crate) sq_tail: u16,
     /// Tail value last written to the doorbell; entries between it and
     /// `sq_tail` are posted but not yet visible to the controller.
     last_sq_tail: u16,
@@ -33,7 +36,7 @@ impl SubmissionQueue {
     /// whose tail doorbell is at register offset `doorbell`.
     pub fn new(mem: DmaRegion, entries: u16, doorbell: usize) -> Self {
         assert!(entries >= 2);
-        let ring = DmaRing::new(mem, entries as usize, SQE_SIZE);
+        let ring = SqRing::new(mem, entries as usize);
         SubmissionQueue { ring, entries, sq_tail: 0, last_sq_tail: 0, sq_head: 0, doorbell, shadow: None }
     }
     /// Use a shadow doorbell slot from now on.
@@ -118,7 +121,7 @@ impl SubmissionQueue {
         mmio
     }
     /// Record the controller's head from a completion's SQ Head field.
-    #[inline]
+    #[inline(always)]
     pub fn update_head(&mut self, head: u16) {
         self.sq_head = head;
     }
@@ -127,12 +130,12 @@ impl SubmissionQueue {
 /// The host side of a completion queue: the controller owns the tail (it
 /// writes entries), the host owns the head.
 pub struct CompletionQueue {
-    ring: DmaRing,
+    pub(crate) ring: CqRing,
     entries: u16,
-    cq_head: u16,
+    pub(crate) cq_head: u16,
     /// The phase tag a *new* entry carries. 1 on the first lap over a zeroed
     /// queue; flipped each time the head wraps to slot 0.
-    cq_phase: bool,
+    pub(crate) cq_phase: bool,
     /// Head value last written to the doorbell.
     last_cq_head: u16,
     doorbell: usize,
@@ -144,7 +147,7 @@ impl CompletionQueue {
     /// whose head doorbell is at register offset `doorbell`.
     pub fn new(mem: DmaRegion, entries: u16, doorbell: usize) -> Self {
         assert!(entries >= 2);
-        let ring = DmaRing::new(mem, entries as usize, CQE_SIZE);
+        let ring = CqRing::new(mem, entries as usize);
         CompletionQueue { ring, entries, cq_head: 0, cq_phase: true, last_cq_head: 0, doorbell, shadow: None }
     }
     /// Use a shadow doorbell slot from now on.

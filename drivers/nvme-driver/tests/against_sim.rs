@@ -391,6 +391,92 @@ fn fast_path_entries_equal_the_builder() {
         want.prp2 = if blocks * 512 > 4096 { buf.iova() + 4096 } else { 0 };
         assert_eq!(posted, want);
     }
+    sim.set_auto_step(true); // so teardown's admin commands complete at once
+}
+
+#[test]
+fn batch_entries_equal_the_one_by_one_entries() {
+    // submit_batch posts, for each command, exactly the entry read/write/
+    // flush post (CID included: both take CIDs from the same free stack).
+    use nvme_driver::IoCmd;
+    use nvme_spec::NvmOpcode;
+    let cmds = |buf: &DmaRegion| {
+        let b = buf.iova();
+        vec![
+            IoCmd { op: NvmOpcode::Read, slba: 7, blocks: 1, data: DataPtr { iova: b, len: 512 }, tag: 10 },
+            IoCmd { op: NvmOpcode::Write, slba: 1 << 33, blocks: 16, data: DataPtr { iova: b, len: 8192 }, tag: 11 },
+            IoCmd { op: NvmOpcode::Flush, slba: 0, blocks: 0, data: DataPtr { iova: 0, len: 0 }, tag: 12 },
+            IoCmd { op: NvmOpcode::Read, slba: 99, blocks: 8, data: DataPtr { iova: b + 512, len: 4096 }, tag: 13 },
+            IoCmd { op: NvmOpcode::Read, slba: 5, blocks: 64, data: DataPtr { iova: b, len: 32768 }, tag: 14 },
+        ]
+    };
+    let entries = |batch: bool| {
+        let sim = SimController::start(SimConfig { threaded: false, ..Default::default() }).unwrap();
+        let mut ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+        let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+        let buf = ctrl.allocator().alloc(65536, 4096).unwrap();
+        sim.set_auto_step(false);
+        let cmds = cmds(&buf);
+        if batch {
+            assert_eq!(qp.submit_batch(1, cmds.len(), |i| cmds[i]).unwrap(), cmds.len());
+        } else {
+            for c in &cmds {
+                match c.op {
+                    NvmOpcode::Read => qp.read(1, c.slba, c.blocks, c.data, c.tag),
+                    NvmOpcode::Write => qp.write(1, c.slba, c.blocks, c.data, c.tag),
+                    _ => qp.flush(1, c.tag),
+                }
+                .unwrap();
+            }
+        }
+        let out: Vec<Sqe> = (0..cmds.len()).map(|slot| Sqe::from_dwords(qp.sq().memory().read_dwords16(slot * 64))).collect();
+        let tags: Vec<(u16, u64)> = qp.outstanding_commands().collect();
+        sim.set_auto_step(true); // so teardown's admin commands complete
+        (out, tags)
+    };
+    let (a, ta) = entries(false);
+    let (b, tb) = entries(true);
+    assert_eq!(a, b);
+    assert_eq!(ta, tb);
+    assert_eq!(b[2].opcode(), NvmOpcode::Flush as u8);
+    assert_eq!((b[2].prp1, b[2].prp2, b[2].cdw10, b[2].cdw12), (0, 0, 0, 0));
+}
+
+#[test]
+fn batch_stops_at_a_full_queue_and_at_a_bad_command() {
+    use nvme_driver::IoCmd;
+    use nvme_spec::NvmOpcode;
+    let sim = SimController::start(SimConfig { threaded: false, ..Default::default() }).unwrap();
+    let mut ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+    let mut qp = ctrl.create_io_queue_pair(4).unwrap(); // 3 commands in flight at most
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    sim.set_auto_step(false);
+    let read = |tag| IoCmd { op: NvmOpcode::Read, slba: tag, blocks: 1, data: DataPtr { iova: buf.iova(), len: 512 }, tag };
+    // Full queue: 3 of 5 posted, no error.
+    assert_eq!(qp.submit_batch(1, 5, |i| read(i as u64)).unwrap(), 3);
+    assert_eq!(qp.submit_batch(1, 1, |i| read(i as u64)).unwrap(), 0);
+    qp.ring();
+    sim.step();
+    assert_eq!(qp.poll(8, |c| assert!(c.ok())), 3);
+    // A transfer above MDTS ends the batch with its error; the one before
+    // it stays posted and the bad one's CID stays free.
+    let max = qp.max_transfer();
+    let big = IoCmd { data: DataPtr { iova: buf.iova(), len: max + 4096 }, blocks: ((max + 4096) / 512) as u32, ..read(9) };
+    let e = qp.submit_batch(1, 3, |i| if i == 1 { big } else { read(i as u64) }).unwrap_err();
+    assert!(matches!(e, SubmitError::TooLarge { .. }), "{e:?}");
+    assert_eq!(qp.outstanding(), 1);
+    // A buffer PRPs cannot describe (not dword aligned) likewise.
+    let odd = IoCmd { data: DataPtr { iova: buf.iova() + 2, len: 512 }, ..read(8) };
+    assert!(matches!(qp.submit_batch(1, 1, |_| odd).unwrap_err(), SubmitError::Prp(_)));
+    assert_eq!(qp.outstanding(), 1);
+    qp.ring();
+    sim.step();
+    let mut tags = vec![];
+    assert_eq!(qp.poll(8, |c| tags.push(c.tag)), 1);
+    assert_eq!(tags, vec![0]);
+    // All three CIDs are free again.
+    assert_eq!(qp.submit_batch(1, 3, |i| read(i as u64)).unwrap(), 3);
+    sim.set_auto_step(true); // so teardown's admin commands complete
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! schedule, with a bus address (IOVA) the device uses to reach it.
 
 use std::ptr::NonNull;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -250,24 +251,31 @@ impl DmaRegion {
 /// A ring of fixed-size entries in DMA memory (a submission or completion
 /// queue), with accessors that check only `index < entries`: the region's
 /// size and alignment were checked once, at construction, so one compare per
-/// access keeps every access in bounds. The same rules as [`DmaRegion`]: no
-/// references into the ring, values move by volatile or atomic operations.
+/// access keeps every access in bounds. The entry size, `1 << SHIFT` bytes,
+/// is part of the type ([`SqRing`]: 64-byte submission entries, [`CqRing`]:
+/// 16-byte completion entries), so the address arithmetic is a constant shift
+/// and a 64-byte store cannot be aimed at a ring of 16-byte entries. The same
+/// rules as [`DmaRegion`]: no references into the ring, values move by
+/// volatile or atomic operations.
 #[derive(Clone, Debug)]
-pub struct DmaRing {
+pub struct DmaRing<const SHIFT: u32> {
     mem: DmaRegion,
     entries: usize,
-    entry_shift: u32,
 }
 
-impl DmaRing {
-    /// A ring of `entries` entries of `entry_size` bytes (a power of two, at
-    /// least 16) at the start of `mem`, which must be 64-byte aligned and
-    /// large enough.
-    pub fn new(mem: DmaRegion, entries: usize, entry_size: usize) -> Self {
-        assert!(entry_size.is_power_of_two() && entry_size >= 16, "ring entries are 16 or 64 bytes");
-        assert!(entries.checked_mul(entry_size).is_some_and(|b| b <= mem.len()), "ring larger than its memory");
+/// A ring of 64-byte entries (NVMe submission queue entries).
+pub type SqRing = DmaRing<6>;
+/// A ring of 16-byte entries (NVMe completion queue entries).
+pub type CqRing = DmaRing<4>;
+
+impl<const SHIFT: u32> DmaRing<SHIFT> {
+    /// A ring of `entries` entries of `1 << SHIFT` bytes (at least 16) at
+    /// the start of `mem`, which must be 64-byte aligned and large enough.
+    pub fn new(mem: DmaRegion, entries: usize) -> Self {
+        assert!((4..=12).contains(&SHIFT), "ring entries are 16 bytes to 4 KiB");
+        assert!(entries.checked_mul(1 << SHIFT).is_some_and(|b| b <= mem.len()), "ring larger than its memory");
         assert_eq!(mem.as_ptr() as usize % 64, 0, "ring memory must be 64-byte aligned");
-        DmaRing { mem, entries, entry_shift: entry_size.trailing_zeros() }
+        DmaRing { mem, entries }
     }
     /// Number of entries.
     pub fn entries(&self) -> usize {
@@ -277,39 +285,62 @@ impl DmaRing {
     pub fn region(&self) -> &DmaRegion {
         &self.mem
     }
+    /// A view of the ring for one pass of a hot loop. Its base address and
+    /// size are plain values the compiler keeps in registers: a store into
+    /// the ring (which could alias anything, as far as it knows) does not
+    /// make it reload them from the ring's owner. Same checks as the ring.
+    #[inline(always)]
+    pub fn view(&self) -> RingView<'_, SHIFT> {
+        RingView { base: self.mem.ptr, entries: self.entries, _ring: PhantomData }
+    }
+    /// Atomic Acquire load of dword 3 of the entry at `index`.
+    #[inline(always)]
+    pub fn load_dw3_acquire(&self, index: usize) -> u32 {
+        self.view().load_dw3_acquire(index)
+    }
+    /// Volatile load of dwords 0-2 of the entry at `index`.
+    #[inline(always)]
+    pub fn read_dw012(&self, index: usize) -> [u32; 3] {
+        self.view().read_dw012(index)
+    }
+}
+
+impl DmaRing<6> {
+    /// Store a 64-byte entry (8 little-endian qwords) at `index`.
+    #[inline(always)]
+    pub fn write64(&self, index: usize, q: [u64; 8]) {
+        self.view().write64(index, q)
+    }
+    /// Volatile load of the 64-byte entry at `index` as 16 dwords (tracing).
+    pub fn read_dwords16(&self, index: usize) -> [u32; 16] {
+        let p = self.view().entry_ptr(index) as *mut [u32; 16];
+        // SAFETY: index checked; 64 bytes inside a 64-byte entry; aligned.
+        unsafe { p.read_volatile() }
+    }
+}
+
+/// A [`DmaRing`] borrowed for one pass of a hot loop (see [`DmaRing::view`]).
+#[derive(Clone, Copy)]
+pub struct RingView<'a, const SHIFT: u32> {
+    base: NonNull<u8>,
+    entries: usize,
+    _ring: PhantomData<&'a DmaRing<SHIFT>>,
+}
+
+impl<const SHIFT: u32> RingView<'_, SHIFT> {
+    /// Number of entries.
+    #[inline(always)]
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
     #[inline(always)]
     fn entry_ptr(&self, index: usize) -> *mut u8 {
         assert!(index < self.entries, "ring index out of bounds");
-        // In bounds: index < entries and entries << shift <= len (checked in new).
-        self.mem.ptr.as_ptr().wrapping_add(index << self.entry_shift)
+        // In bounds: index < entries and entries << SHIFT <= len (checked in
+        // DmaRing::new); the borrow keeps the ring's memory alive.
+        self.base.as_ptr().wrapping_add(index << SHIFT)
     }
-    /// Store a 64-byte entry (8 little-endian qwords) at `index` with four
-    /// 16-byte stores.
-    #[inline(always)]
-    pub fn write64(&self, index: usize, q: [u64; 8]) {
-        debug_assert_eq!(self.entry_shift, 6);
-        let p = self.entry_ptr(index);
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_store_si128};
-            let p = p as *mut __m128i;
-            // SAFETY: entry_ptr checked index < entries, so the 64 bytes are
-            // inside the region; entries are 64-byte aligned (aligned base,
-            // 64-byte entries); SSE2 is part of x86-64.
-            unsafe {
-                _mm_store_si128(p, _mm_set_epi64x(q[1] as i64, q[0] as i64));
-                _mm_store_si128(p.add(1), _mm_set_epi64x(q[3] as i64, q[2] as i64));
-                _mm_store_si128(p.add(2), _mm_set_epi64x(q[5] as i64, q[4] as i64));
-                _mm_store_si128(p.add(3), _mm_set_epi64x(q[7] as i64, q[6] as i64));
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        // SAFETY: as above; [u64; 8] has no padding.
-        unsafe {
-            (p as *mut [u64; 8]).write_volatile(q)
-        }
-    }
-    /// Atomic Acquire load of dword 3 of the 16-byte entry at `index` (a
+    /// Atomic Acquire load of dword 3 of the entry at `index` (a
     /// completion's status and phase).
     #[inline(always)]
     pub fn load_dw3_acquire(&self, index: usize) -> u32 {
@@ -319,19 +350,38 @@ impl DmaRing {
         // the memory is only accessed atomically or by volatile operations.
         unsafe { AtomicU32::from_ptr(p) }.load(Ordering::Acquire)
     }
-    /// Volatile load of dwords 0-2 of the 16-byte entry at `index`.
+    /// Volatile load of dwords 0-2 of the entry at `index`.
     #[inline(always)]
     pub fn read_dw012(&self, index: usize) -> [u32; 3] {
         let p = self.entry_ptr(index) as *mut [u32; 3];
         // SAFETY: index checked; 12 bytes inside a >=16-byte entry; aligned.
         unsafe { p.read_volatile() }
     }
-    /// Volatile load of the 64-byte entry at `index` as 16 dwords (tracing).
-    pub fn read_dwords16(&self, index: usize) -> [u32; 16] {
-        assert_eq!(self.entry_shift, 6);
-        let p = self.entry_ptr(index) as *mut [u32; 16];
-        // SAFETY: index checked; 64 bytes inside a 64-byte entry; aligned.
+    /// Volatile load of dword `K` (0-3) of the entry at `index`.
+    #[inline(always)]
+    pub fn read_dw<const K: usize>(&self, index: usize) -> u32 {
+        const { assert!(K < 4, "entries are at least 4 dwords") };
+        let p = self.entry_ptr(index).wrapping_add(4 * K) as *mut u32;
+        // SAFETY: index checked; bytes 4K..4K+4 are inside a >=16-byte
+        // entry; 4-byte aligned.
         unsafe { p.read_volatile() }
+    }
+}
+
+impl RingView<'_, 6> {
+    /// Store a 64-byte entry (8 little-endian qwords) at `index`, one
+    /// aligned 8-byte volatile store per qword. (Plain stores take fewer
+    /// instructions than assembling 16-byte vectors: four of the eight
+    /// qwords of a read or write are zero and become immediate stores.)
+    #[inline(always)]
+    pub fn write64(&self, index: usize, q: [u64; 8]) {
+        let p = self.entry_ptr(index) as *mut u64;
+        for (i, v) in q.into_iter().enumerate() {
+            // SAFETY: entry_ptr checked index < entries, so the 64 bytes are
+            // inside the region; entries are 64-byte aligned (aligned base,
+            // 64-byte entries), so each qword is 8-byte aligned.
+            unsafe { p.add(i).write_volatile(v.to_le()) }
+        }
     }
 }
 
