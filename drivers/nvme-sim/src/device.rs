@@ -136,6 +136,11 @@ struct Cq {
     phase: bool,
     db: usize,
     sq_count: u16,
+    /// The host's head doorbell as last read. The host only moves it
+    /// forward, so a stale value can only make the queue look fuller than it
+    /// is: it is read again only when the queue looks full (a real
+    /// controller likewise does not fetch the head for every completion).
+    head_seen: u32,
 }
 
 /// Shadow doorbell buffers (Doorbell Buffer Config).
@@ -434,6 +439,7 @@ impl Device {
                     phase: true,
                     db: nvme_spec::regs::cq_head_doorbell(0, d),
                     sq_count: 1,
+                    head_seen: 0,
                 });
                 self.sqs[0] = Some(Sq {
                     mem: sq_mem,
@@ -528,10 +534,16 @@ impl Device {
             }
             let cqid = sq.cqid;
             let Some(cq) = self.cqs[cqid as usize].as_ref() else { break };
-            let (cq_head, _) = self.doorbell(cqid, cq.db);
             let next_tail = if cq.tail + 1 == cq.size { 0 } else { cq.tail + 1 };
-            if next_tail as u32 == cq_head {
-                break; // completion queue full: leave the entry unfetched
+            if next_tail as u32 == cq.head_seen {
+                // Looks full: read the host's head doorbell again.
+                let (cq_head, _) = self.doorbell(cqid, cq.db);
+                if let Some(cq) = self.cqs[cqid as usize].as_mut() {
+                    cq.head_seen = cq_head;
+                }
+                if next_tail as u32 == cq_head {
+                    break; // completion queue full: leave the entry unfetched
+                }
             }
             let sq = self.sqs[qid as usize].as_mut().unwrap();
             let slot = sq.head;
@@ -788,6 +800,7 @@ impl Device {
             phase: true,
             db: nvme_spec::regs::cq_head_doorbell(qid, self.cfg.dstrd),
             sq_count: 0,
+            head_seen: 0,
         });
         self.emit(|| SimEvent::Queue { qid, cq: true, created: true, entries });
         Ok(0)
