@@ -188,16 +188,18 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
         let qp = self.qp.as_mut().expect("queue pair");
         let mut n = 0;
         for chunk in ios.chunks(batch) {
-            let posted = qp.submit_batch(nsid, chunk.len(), |i| {
-                let io = &chunk[i];
-                let op = match io.op {
-                    Op::Read => NvmOpcode::Read,
-                    Op::Write => NvmOpcode::Write,
-                    Op::Flush => NvmOpcode::Flush,
-                };
-                let data = DataPtr { iova: base + (io.buf as usize * stride) as u64, len: io.blocks as usize * lba_size };
-                IoCmd { op, slba: io.lba, blocks: io.blocks, data, tag: io.tag }
-            });
+            let posted = qp.submit_batch(
+                nsid,
+                chunk.iter().map(|io| {
+                    let op = match io.op {
+                        Op::Read => NvmOpcode::Read,
+                        Op::Write => NvmOpcode::Write,
+                        Op::Flush => NvmOpcode::Flush,
+                    };
+                    let data = DataPtr { iova: base + (io.buf as usize * stride) as u64, len: io.blocks as usize * lba_size };
+                    IoCmd { op, slba: io.lba, blocks: io.blocks, data, tag: io.tag }
+                }),
+            );
             qp.ring();
             match posted {
                 Ok(p) if p < chunk.len() => return Ok(n + p), // queue full
@@ -233,10 +235,12 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
 
     #[inline]
     fn poll(&mut self, out: &mut [IoDone]) -> Result<usize, BackendError> {
-        let mut slots = out.iter_mut();
-        let n = self.qp().poll(slots.len(), |c| {
-            if let Some(o) = slots.next() {
-                *o = IoDone { tag: c.tag, status: if c.ok() { IoStatus::Ok } else { IoStatus::Nvme(c.status()) } };
+        let n = self.qp().poll_into(out, |o, c| {
+            if c.ok() {
+                o.tag = c.tag;
+                o.status = IoStatus::Ok;
+            } else {
+                *o = failed(c);
             }
         });
         Ok(n)
@@ -352,4 +356,11 @@ impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
         r.abandoned = abandoned;
         Ok(r)
     }
+}
+
+/// The completion of a command that failed, decoded (off the hot path).
+#[cold]
+#[inline(never)]
+fn failed(c: nvme_driver::Completion) -> IoDone {
+    IoDone { tag: c.tag, status: IoStatus::Nvme(c.status()) }
 }

@@ -41,7 +41,6 @@ pub struct CidTable {
 /// [`CidTable::batch`]); the top is written back when it is dropped.
 pub struct CidBatch<'a> {
     top: usize,
-    cap: usize,
     table_top: &'a mut usize,
     slots: &'a mut [CidSlot],
 }
@@ -73,14 +72,14 @@ impl CidBatch<'_> {
         s.busy = true;
         s.tag = tag;
     }
-    /// Take the next free CID for a command carrying `tag`. The caller
-    /// knows one is free (it clamped its batch to [`CidTable::free`]); if
-    /// none is, this panics (an out-of-range index) rather than corrupting
-    /// the table.
+    /// Take the next free CID for a command carrying `tag`. Only for a
+    /// caller that clamped its batch to [`CidTable::free`] (so one is free):
+    /// with none free it would hand out a CID that is in use (a logic error,
+    /// not memory unsafety), hence crate-private and checked in debug builds.
     #[inline(always)]
-    pub fn pop(&mut self, tag: u64) -> u16 {
-        assert!(self.top > 0, "no free CID");
-        self.top -= 1;
+    pub(crate) fn pop(&mut self, tag: u64) -> u16 {
+        debug_assert!(self.top > 0, "no free CID");
+        self.top = self.top.wrapping_sub(1);
         let cid = self.slot(self.top).free;
         let s = self.slot_mut(cid as usize);
         debug_assert!(!s.busy);
@@ -92,10 +91,9 @@ impl CidBatch<'_> {
     /// the CID is out of range or not outstanding (a protocol error).
     #[inline(always)]
     pub fn release(&mut self, cid: u16) -> Option<u64> {
-        if cid as usize >= self.cap {
-            return None;
-        }
-        let s = self.slot_mut(cid as usize);
+        // Range check: slots past the capacity exist but are never handed
+        // out, so they are never busy and fail the check below.
+        let s = self.slots.get_mut(cid as usize)?;
         if !s.busy {
             return None;
         }
@@ -163,7 +161,7 @@ impl CidTable {
     /// otherwise make it reload them from the table).
     #[inline(always)]
     pub fn batch(&mut self) -> CidBatch<'_> {
-        CidBatch { top: self.top, cap: self.cap, table_top: &mut self.top, slots: &mut self.slots }
+        CidBatch { top: self.top, table_top: &mut self.top, slots: &mut self.slots }
     }
     /// Undo an `alloc` whose command was never posted.
     #[inline]

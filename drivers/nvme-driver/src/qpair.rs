@@ -306,18 +306,18 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         Ok(cid)
     }
 
-    /// Post up to `n` commands, the i-th made by `cmd(i)`, without ringing
-    /// the doorbell: the batch-shaped hot path of the vfio and sim backends.
+    /// Post the commands `cmds` yields, without ringing the doorbell: the
+    /// batch-shaped hot path of the vfio and sim backends.
     /// Each entry is the one [`read`](Self::read), [`write`](Self::write) or
     /// [`flush`](Self::flush) would post (a test checks they are equal); what
     /// is per batch is done once: the free-slot check (a free CID implies a
     /// free submission slot), the tail kept in a register and stored at the
-    /// end, the counter update. Returns how many were posted, fewer than `n`
-    /// when the queue filled up. A command that cannot be described (too
+    /// end, the counter update. Returns how many were posted, fewer than
+    /// `cmds` holds when the queue filled up. A command that cannot be described (too
     /// long, or a buffer PRPs cannot express) ends the batch with its error;
     /// the commands before it stay posted.
     #[inline]
-    pub fn submit_batch(&mut self, nsid: u32, n: usize, mut cmd: impl FnMut(usize) -> IoCmd) -> Result<usize, SubmitError> {
+    pub fn submit_batch(&mut self, nsid: u32, cmds: impl IntoIterator<Item = IoCmd>) -> Result<usize, SubmitError> {
         let lists = PrpLists { mem: self.prp_lists.as_ref(), pages: self.list_pages_per_cmd, page_size: self.page_size };
         let (max_transfer, page_mask) = (self.max_transfer, self.page_size - 1);
         // Everything the loop touches, as plain values (see CidTable::batch).
@@ -325,12 +325,11 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         let entries = ring.entries();
         let mut tail = self.sq.sq_tail as usize;
         // A free CID implies a free submission slot.
-        let n = n.min(self.cids.free());
+        let free = self.cids.free();
         let mut cids = self.cids.batch();
         let mut posted = 0;
         let mut result = Ok(());
-        while posted < n {
-            let c = cmd(posted);
+        for c in cmds.into_iter().take(free) {
             let cid = cids.pop(c.tag);
             let (mut prp1, mut prp2, mut slba, mut cdw12) = (0, 0, 0, 0);
             if c.op != NvmOpcode::Flush {
@@ -356,7 +355,10 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             }
             let dw0 = c.op as u64 | (cid as u64) << 16 | (nsid as u64) << 32; // CDW0 (opcode, CID) + NSID
             ring.write64(tail, [dw0, 0, 0, prp1, prp2, slba, cdw12, 0]);
-            tail = if tail + 1 == entries { 0 } else { tail + 1 };
+            tail += 1;
+            if tail == entries {
+                tail = wrap_tail();
+            }
             posted += 1;
         }
         drop(cids);
@@ -419,6 +421,23 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// the pass ([`CompletionQueue::pop_each`]).
     #[inline(always)]
     pub fn poll(&mut self, max: usize, mut f: impl FnMut(Completion)) -> usize {
+        self.reap(max, |_, c| f(c))
+    }
+
+    /// [`poll`](Self::poll) into a slice: up to `out.len()` completions,
+    /// `fill(&mut out[i], completion i)`. Returns how many were filled.
+    /// (Filling in place lets the caller store only the fields that
+    /// change, straight into the slice.)
+    #[inline(always)]
+    pub fn poll_into<T>(&mut self, out: &mut [T], mut fill: impl FnMut(&mut T, Completion)) -> usize {
+        // reap hands out indices 0.. below out.len(): no bounds check left.
+        self.reap(out.len(), |i, c| fill(&mut out[i], c))
+    }
+
+    /// The completion loop: `f(i, completion)` for the i-th delivered
+    /// completion, i < `max`.
+    #[inline(always)]
+    fn reap(&mut self, max: usize, mut f: impl FnMut(usize, Completion)) -> usize {
         let qid = self.qid;
         // Everything the loop touches, as plain values (see CidTable::batch).
         let ring = self.cq.ring.view();
@@ -427,6 +446,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         // The expected phase where the controller puts it: bit 16 of dword 3.
         let mut phase = (self.cq.cq_phase as u32) << 16;
         let mut cids = self.cids.batch();
+        let mut sq_head = self.sq.head();
         let mut n = 0;
         while n < max {
             // The dword holding the phase tag first (Acquire): the
@@ -440,11 +460,11 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             let slot = head;
             head += 1;
             if head == entries {
-                head = 0;
-                phase ^= 1 << 16;
+                (head, phase) = wrap(phase);
             }
-            // SQ Head Pointer: how far the controller has consumed the SQ.
-            self.sq.update_head(dw2 as u16);
+            // SQ Head Pointer: how far the controller has consumed the SQ
+            // (recorded once, after the pass: the last one is the newest).
+            sq_head = dw2 as u16;
             let (sq_id, cid) = ((dw2 >> 16) as u16, dw3 as u16);
             let tag = if sq_id == qid { cids.release(cid) } else { None };
             let Some(tag) = tag else {
@@ -452,10 +472,11 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
                 reject(&mut self.stats, &mut self.last_rejected, cqe, qid);
                 continue;
             };
+            f(n, Completion { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), dw0 });
             n += 1;
-            f(Completion { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), dw0 });
         }
         drop(cids);
+        self.sq.update_head(sq_head);
         self.cq.cq_head = head as u16;
         self.cq.cq_phase = phase != 0;
         if head != start && self.cq.unreported() >= self.cq_ring_every {
@@ -506,6 +527,21 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     pub(crate) fn memory(&self) -> (DmaRegion, DmaRegion) {
         (self.sq.memory().clone(), self.cq.memory().clone())
     }
+}
+
+/// The completion head wraps to slot 0: the expected phase (kept as the
+/// dword-3 bit) flips. Once per lap, so out of the loop's straight line.
+#[cold]
+#[inline(never)]
+fn wrap(phase: u32) -> (usize, u32) {
+    (0, phase ^ 1 << 16)
+}
+
+/// The submission tail wraps to slot 0 (once per lap, out of line).
+#[cold]
+#[inline(never)]
+fn wrap_tail() -> usize {
+    0
 }
 
 /// Count and keep a completion that names another queue or a CID that is

@@ -418,7 +418,7 @@ fn batch_entries_equal_the_one_by_one_entries() {
         sim.set_auto_step(false);
         let cmds = cmds(&buf);
         if batch {
-            assert_eq!(qp.submit_batch(1, cmds.len(), |i| cmds[i]).unwrap(), cmds.len());
+            assert_eq!(qp.submit_batch(1, cmds.iter().copied()).unwrap(), cmds.len());
         } else {
             for c in &cmds {
                 match c.op {
@@ -453,8 +453,8 @@ fn batch_stops_at_a_full_queue_and_at_a_bad_command() {
     sim.set_auto_step(false);
     let read = |tag| IoCmd { op: NvmOpcode::Read, slba: tag, blocks: 1, data: DataPtr { iova: buf.iova(), len: 512 }, tag };
     // Full queue: 3 of 5 posted, no error.
-    assert_eq!(qp.submit_batch(1, 5, |i| read(i as u64)).unwrap(), 3);
-    assert_eq!(qp.submit_batch(1, 1, |i| read(i as u64)).unwrap(), 0);
+    assert_eq!(qp.submit_batch(1, (0..5).map(read)).unwrap(), 3);
+    assert_eq!(qp.submit_batch(1, (0..1).map(read)).unwrap(), 0);
     qp.ring();
     sim.step();
     assert_eq!(qp.poll(8, |c| assert!(c.ok())), 3);
@@ -462,12 +462,12 @@ fn batch_stops_at_a_full_queue_and_at_a_bad_command() {
     // it stays posted and the bad one's CID stays free.
     let max = qp.max_transfer();
     let big = IoCmd { data: DataPtr { iova: buf.iova(), len: max + 4096 }, blocks: ((max + 4096) / 512) as u32, ..read(9) };
-    let e = qp.submit_batch(1, 3, |i| if i == 1 { big } else { read(i as u64) }).unwrap_err();
+    let e = qp.submit_batch(1, (0..3).map(|i| if i == 1 { big } else { read(i) })).unwrap_err();
     assert!(matches!(e, SubmitError::TooLarge { .. }), "{e:?}");
     assert_eq!(qp.outstanding(), 1);
     // A buffer PRPs cannot describe (not dword aligned) likewise.
     let odd = IoCmd { data: DataPtr { iova: buf.iova() + 2, len: 512 }, ..read(8) };
-    assert!(matches!(qp.submit_batch(1, 1, |_| odd).unwrap_err(), SubmitError::Prp(_)));
+    assert!(matches!(qp.submit_batch(1, [odd]).unwrap_err(), SubmitError::Prp(_)));
     assert_eq!(qp.outstanding(), 1);
     qp.ring();
     sim.step();
@@ -475,7 +475,7 @@ fn batch_stops_at_a_full_queue_and_at_a_bad_command() {
     assert_eq!(qp.poll(8, |c| tags.push(c.tag)), 1);
     assert_eq!(tags, vec![0]);
     // All three CIDs are free again.
-    assert_eq!(qp.submit_batch(1, 3, |i| read(i as u64)).unwrap(), 3);
+    assert_eq!(qp.submit_batch(1, (0..3).map(read)).unwrap(), 3);
     sim.set_auto_step(true); // so teardown's admin commands complete
 }
 
