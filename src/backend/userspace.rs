@@ -9,12 +9,12 @@ use nvme_hal::{DmaRegion, RegisterWindow};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A controller brought up by our driver, one namespace of it, shared by
-/// the benchmark threads only to create and delete their queue pairs.
 /// Where a queue's interrupt arrives: a function giving the eventfd of an
 /// MSI-X vector (VFIO), or none (polled).
 pub type IrqSource = Arc<dyn Fn(u16) -> std::io::Result<std::os::fd::OwnedFd> + Send + Sync>;
 
+/// A controller brought up by our driver, one namespace of it, shared by
+/// the benchmark threads only to create and delete their queue pairs.
 pub struct UserspaceTarget<R: RegisterWindow + 'static> {
     name: String,
     ctrl: Arc<Mutex<Option<Controller<R>>>>,

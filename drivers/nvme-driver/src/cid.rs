@@ -9,9 +9,10 @@
 //! address and one length for the hot loops to keep in registers, and one
 //! bounds check covers both uses. Its length is a power of two (CIDs past
 //! the capacity are never handed out), so an index masked with `len - 1`
-//! is in bounds without a check: the hot loops index only with CIDs that
-//! came from the free stack or passed the range check a completion needs
-//! anyway (`cid < capacity`, as the kernel's `nvme_handle_cqe` checks).
+//! is in bounds without a check: the hot loops mask the free-stack top and
+//! the CIDs taken from the stack. A completion's CID is range-checked as
+//! the kernel's `nvme_handle_cqe` does, by the array's own bounds check:
+//! slots past the capacity are never busy, so their CIDs are rejected.
 
 /// Per-command state kept while the command is outstanding, plus one entry
 /// of the free-CID stack.
@@ -46,7 +47,7 @@ pub struct CidBatch<'a> {
 }
 
 impl CidBatch<'_> {
-    /// The CID the next [`take`](Self::take) returns, if any is free.
+    /// The CID the next [`pop`](Self::pop) returns, if any is free.
     #[inline(always)]
     pub fn peek(&self) -> Option<u16> {
         self.top.checked_sub(1).map(|t| self.slot(t).free)
@@ -60,17 +61,6 @@ impl CidBatch<'_> {
     fn slot_mut(&mut self, i: usize) -> &mut CidSlot {
         let mask = self.slots.len() - 1;
         &mut self.slots[i & mask]
-    }
-    /// Take `cid`, which [`peek`](Self::peek) returned, for a command
-    /// carrying `tag`.
-    #[inline(always)]
-    pub fn take(&mut self, cid: u16, tag: u64) {
-        debug_assert_eq!(self.peek(), Some(cid));
-        self.top -= 1;
-        let s = self.slot_mut(cid as usize);
-        debug_assert!(!s.busy);
-        s.busy = true;
-        s.tag = tag;
     }
     /// Take the next free CID for a command carrying `tag`. Only for a
     /// caller that clamped its batch to [`CidTable::free`] (so one is free):
@@ -140,9 +130,8 @@ impl CidTable {
     #[inline]
     pub fn alloc(&mut self, tag: u64) -> Option<u16> {
         let mut b = self.batch();
-        let cid = b.peek()?;
-        b.take(cid, tag);
-        Some(cid)
+        b.peek()?;
+        Some(b.pop(tag))
     }
     /// Give a CID back after its completion; returns its tag, or `None` when
     /// the CID is out of range or not outstanding (a protocol error).

@@ -272,37 +272,20 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         self.submit_rw(NvmOpcode::Write, nsid, slba, blocks, data, tag)
     }
 
-    /// The hot path of [`read`](Self::read)/[`write`](Self::write): the
-    /// same entry `ReadWrite::build` makes (a test checks they are equal),
-    /// assembled directly as the eight qwords stored into the queue.
-    #[inline(always)]
+    /// [`read`](Self::read)/[`write`](Self::write): a batch of one, so the
+    /// entry is exactly the one [`submit_batch`](Self::submit_batch) posts
+    /// (the same entry `ReadWrite::build` makes; a test checks they are equal).
+    #[inline]
     fn submit_rw(&mut self, op: NvmOpcode, nsid: u32, slba: u64, blocks: u32, data: DataPtr, tag: u64) -> Result<u16, SubmitError> {
-        debug_assert!(blocks >= 1 && blocks <= nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND);
+        // A transfer above MDTS is refused before a full queue is reported.
         if data.len > self.max_transfer {
             return Err(SubmitError::TooLarge { len: data.len, max: self.max_transfer });
         }
-        let Some(cid) = self.cids.alloc(tag) else {
+        // The CID the batch will take: the top of the free stack.
+        let Some(cid) = self.cids.batch().peek() else {
             return Err(SubmitError::QueueFull { outstanding: self.cids.outstanding() });
         };
-        let (prp1, prp2) = match self.prps(cid, data) {
-            Ok(p) => p,
-            Err(e) => {
-                self.cids.cancel(cid);
-                return Err(e.into());
-            }
-        };
-        debug_assert!(!self.sq.is_full());
-        self.sq.post_qwords([
-            op as u64 | (cid as u64) << 16 | (nsid as u64) << 32, // CDW0 (opcode, cid) + NSID
-            0,                                                    // CDW2-3
-            0,                                                    // MPTR
-            prp1,
-            prp2,
-            slba,                      // CDW10-11: starting LBA
-            (blocks - 1) as u64,       // CDW12: NLB, 0's based; CDW13 = 0
-            0,                         // CDW14-15
-        ]);
-        self.stats.submitted += 1;
+        self.submit_batch(nsid, [IoCmd { op, slba, blocks, data, tag }])?;
         Ok(cid)
     }
 
@@ -335,10 +318,8 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             if c.op != NvmOpcode::Flush {
                 debug_assert!(c.blocks >= 1 && c.blocks <= nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND);
                 let d = c.data;
-                // The common case first: 1..=room bytes in the first page
-                // (so within MDTS too, which is at least one page).
-                let room_minus_1 = page_mask - (d.iova as usize & page_mask);
-                if d.len.wrapping_sub(1) <= room_minus_1 && d.iova & 3 == 0 {
+                // The common case first (within MDTS too: at least one page).
+                if in_one_page(d, page_mask) {
                     prp1 = d.iova;
                 } else {
                     match lists.build(cid, d, max_transfer) {
@@ -371,8 +352,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     #[inline(always)]
     fn prps(&mut self, cid: u16, d: DataPtr) -> Result<(u64, u64), PrpError> {
         // The common case inline: the data fits in its first page.
-        let room = self.page_size - (d.iova as usize & (self.page_size - 1));
-        if d.len != 0 && d.len <= room && d.iova & 3 == 0 {
+        if in_one_page(d, self.page_size - 1) {
             return Ok((d.iova, 0));
         }
         self.prps_list(cid, d)
@@ -418,7 +398,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// completion doorbell once (or not yet: see `cq_entries`). Completions
     /// with an unknown CID or another queue's SQ id are counted and dropped,
     /// never delivered. The head, phase and counters stay in registers for
-    /// the pass ([`CompletionQueue::pop_each`]).
+    /// the pass (see `reap`).
     #[inline(always)]
     pub fn poll(&mut self, max: usize, mut f: impl FnMut(Completion)) -> usize {
         self.reap(max, |_, c| f(c))
@@ -527,6 +507,14 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     pub(crate) fn memory(&self) -> (DmaRegion, DmaRegion) {
         (self.sq.memory().clone(), self.cq.memory().clone())
     }
+}
+
+/// True when PRP1 alone describes `d`: 1 to "rest of its first page" bytes
+/// (`page_mask` = memory page size - 1), dword aligned (NVMe 1.4c §4.3).
+#[inline(always)]
+fn in_one_page(d: DataPtr, page_mask: usize) -> bool {
+    // len - 1 wraps to usize::MAX for len 0, which never fits.
+    d.len.wrapping_sub(1) <= page_mask - (d.iova as usize & page_mask) && d.iova & 3 == 0
 }
 
 /// The completion head wraps to slot 0: the expected phase (kept as the

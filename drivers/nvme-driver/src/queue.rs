@@ -11,16 +11,16 @@ use crate::doorbell::ShadowSlot;
 use nvme_hal::{CqRing, DmaRegion, RegisterWindow, SqRing};
 use nvme_spec::cqe::{Cqe, CQE_SIZE};
 use nvme_spec::sqe::{Sqe, SQE_SIZE};
+use std::sync::atomic::{fence, Ordering};
 
 // The rings' entry sizes are the specification's (NVMe 1.4c §4.2, §4.6).
 const _: () = assert!(1 << 6 == SQE_SIZE && 1 << 4 == CQE_SIZE);
-use std::sync::atomic::{fence, Ordering};
 
 /// The host side of a submission queue: the host owns the tail, the
 /// controller owns the head (and reports it in every completion).
 pub struct SubmissionQueue {
     pub(crate) ring: SqRing,
-    pub(crate) entries: u16,
+    entries: u16,
     pub(crate) sq_tail: u16,
     /// Tail value last written to the doorbell; entries between it and
     /// `sq_tail` are posted but not yet visible to the controller.
@@ -85,15 +85,6 @@ impl SubmissionQueue {
         debug_assert!(!self.is_full());
         let slot = self.sq_tail;
         self.ring.write64(slot as usize, sqe.to_qwords());
-        self.sq_tail = self.next(slot);
-        slot
-    }
-    /// [`post`](Self::post) for an entry already laid out as 8 qwords.
-    #[inline]
-    pub fn post_qwords(&mut self, q: [u64; 8]) -> u16 {
-        debug_assert!(!self.is_full());
-        let slot = self.sq_tail;
-        self.ring.write64(slot as usize, q);
         self.sq_tail = self.next(slot);
         slot
     }

@@ -272,7 +272,7 @@ impl<const SHIFT: u32> DmaRing<SHIFT> {
     /// A ring of `entries` entries of `1 << SHIFT` bytes (at least 16) at
     /// the start of `mem`, which must be 64-byte aligned and large enough.
     pub fn new(mem: DmaRegion, entries: usize) -> Self {
-        assert!((4..=12).contains(&SHIFT), "ring entries are 16 bytes to 4 KiB");
+        const { assert!(4 <= SHIFT && SHIFT <= 12, "ring entries are 16 bytes to 4 KiB") };
         assert!(entries.checked_mul(1 << SHIFT).is_some_and(|b| b <= mem.len()), "ring larger than its memory");
         assert_eq!(mem.as_ptr() as usize % 64, 0, "ring memory must be 64-byte aligned");
         DmaRing { mem, entries }
