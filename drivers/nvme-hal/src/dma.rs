@@ -357,14 +357,40 @@ impl<const SHIFT: u32> RingView<'_, SHIFT> {
         // SAFETY: index checked; 12 bytes inside a >=16-byte entry; aligned.
         unsafe { p.read_volatile() }
     }
-    /// Volatile load of dword `K` (0-3) of the entry at `index`.
+    /// Volatile load of dword `K` of the entry at `index` (`K` below the
+    /// entry's dword count, checked at compile time).
     #[inline(always)]
     pub fn read_dw<const K: usize>(&self, index: usize) -> u32 {
-        const { assert!(K < 4, "entries are at least 4 dwords") };
+        const { assert!(K < (1 << SHIFT) / 4, "dword index beyond the entry") };
         let p = self.entry_ptr(index).wrapping_add(4 * K) as *mut u32;
-        // SAFETY: index checked; bytes 4K..4K+4 are inside a >=16-byte
-        // entry; 4-byte aligned.
+        // SAFETY: index checked; bytes 4K..4K+4 are inside the entry (K is
+        // below its dword count); 4-byte aligned.
         unsafe { p.read_volatile() }
+    }
+    /// Volatile store of dwords 0-2 of the entry at `index` (the controller
+    /// side of a completion: everything but the status and phase dword).
+    #[inline(always)]
+    pub fn write_dw012(&self, index: usize, v: [u32; 3]) {
+        let p = self.entry_ptr(index);
+        let dw01 = v[0] as u64 | (v[1] as u64) << 32;
+        // SAFETY: index checked; bytes 0..12 are inside a >=16-byte entry;
+        // the entry is 16-byte aligned, so the qword and the dword are
+        // aligned. (One qword and one dword store: a volatile [u32; 3] goes
+        // through the stack.)
+        unsafe {
+            (p as *mut u64).write_volatile(dw01.to_le());
+            (p.wrapping_add(8) as *mut u32).write_volatile(v[2].to_le());
+        }
+    }
+    /// Atomic Release store of dword 3 of the entry at `index` (a
+    /// completion's status and phase, written after dwords 0-2 so that the
+    /// host's Acquire load of the phase makes the whole entry visible).
+    #[inline(always)]
+    pub fn store_dw3_release(&self, index: usize, v: u32) {
+        let p = self.entry_ptr(index).wrapping_add(12) as *mut u32;
+        // SAFETY: as load_dw3_acquire: index checked, bytes 12..16 inside,
+        // 4-byte aligned, accessed only atomically or by volatile operations.
+        unsafe { AtomicU32::from_ptr(p) }.store(v, Ordering::Release)
     }
 }
 
