@@ -55,3 +55,14 @@ nb = json.loads(out)["nvme_bypass"]
 if nb["mismatches"] != 0 or nb["verified_blocks"] == 0:
     fail(f"verify: {nb['verified_blocks']} checked, {nb['mismatches']} mismatches")
 print(f"verify ok: randrw 75/25, {nb['verified_blocks']} blocks checked, 0 mismatches")
+
+# The driver's other way of writing submission entries (cached stores, the
+# streaming ones being the default) must deliver the same data.
+rc, out, err = run("bench", "--backend", "sim", "--rw", "randrw", "--verify", "--cached-sq-stores",
+                   "--iodepth", "16", "--runtime", "1", "--sim-size", "16M", "--output-format", "json")
+if rc != 0:
+    fail(f"verify run with --cached-sq-stores exited {rc}: {err}")
+nb = json.loads(out)["nvme_bypass"]
+if nb["mismatches"] != 0 or nb["verified_blocks"] == 0:
+    fail(f"verify with --cached-sq-stores: {nb['verified_blocks']} checked, {nb['mismatches']} mismatches")
+print(f"verify ok with --cached-sq-stores: {nb['verified_blocks']} blocks checked, 0 mismatches")

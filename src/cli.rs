@@ -135,6 +135,9 @@ pub struct KernelArgs {
     /// Our driver (vfio, sim): write every doorbell to MMIO instead of using shadow doorbells.
     #[arg(long)]
     pub no_shadow_doorbells: bool,
+    /// Our driver (vfio, sim): write submission entries with ordinary cached stores instead of streaming (non-temporal) stores.
+    #[arg(long)]
+    pub cached_sq_stores: bool,
 }
 
 impl KernelArgs {
@@ -354,7 +357,7 @@ fn sim_options(a: &SimArgs, queues: u16, cpu: Option<usize>) -> Result<SimOption
     if a.sim_size < a.sim_lba_size as u64 {
         return Err(CliError::usage("--sim-size is smaller than one block"));
     }
-    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, threaded: true, shadow_doorbells: true })
+    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, threaded: true, shadow_doorbells: true, streaming_sq: true })
 }
 
 /// Open the path a command asks for.
@@ -385,13 +388,14 @@ fn open_target(
             }
             let mut o = sim_options(sim, queues, sim_cpu)?;
             o.shadow_doorbells = !kernel.no_shadow_doorbells;
+            o.streaming_sq = !kernel.cached_sq_stores;
             let t = SimTarget::open(&o)?;
             crate::reliability::inject(&t.sim, &sim.sim_fault);
             Ok(Box::new(t))
         }
         BackendKind::Vfio => {
             let bdf = need_device("0000:01:00.0")?;
-            Ok(crate::backend::vfio::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid, queues, shadow_doorbells: !kernel.no_shadow_doorbells, interrupts: kernel.interrupts })?)
+            Ok(crate::backend::vfio::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid, queues, shadow_doorbells: !kernel.no_shadow_doorbells, interrupts: kernel.interrupts, streaming_sq: !kernel.cached_sq_stores })?)
         }
         BackendKind::Passthru => Ok(crate::backend::passthru::open(&kernel.options(need_device("/dev/ng0n1")?, nsid))?),
         BackendKind::Block => Ok(crate::backend::block::open(&kernel.options(need_device("/dev/nvme0n1")?, nsid))?),
@@ -514,7 +518,7 @@ fn info(a: &InfoArgs) -> Result<i32, CliError> {
         }
         BackendKind::Vfio => {
             let bdf = a.device.as_deref().ok_or_else(|| CliError::usage("--backend vfio needs --device (e.g. --device 0000:01:00.0)"))?;
-            let t = crate::backend::vfio::VfioTarget::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid: a.nsid, queues: 1, shadow_doorbells: true, interrupts: false })?;
+            let t = crate::backend::vfio::VfioTarget::open(&crate::backend::vfio::VfioOptions { bdf: bdf.into(), nsid: a.nsid, queues: 1, shadow_doorbells: true, interrupts: false, streaming_sq: true })?;
             let (ctrl, ns) = t
                 .target
                 .with_controller(|c| (c.identify().clone(), c.identify_namespace(a.nsid)))

@@ -323,6 +323,7 @@ fn open_variant(v: &Variant, t: &Topology, numjobs: usize) -> Result<Box<dyn Tar
             queues: numjobs as u16,
             shadow_doorbells: !v.label.contains("mmio doorbells"),
             interrupts: v.label.contains("interrupts"),
+            streaming_sq: true,
         }),
     };
     r.map_err(|e| CliError::from(e).msg)

@@ -26,6 +26,9 @@ pub struct SimOptions {
     pub threaded: bool,
     /// The driver uses shadow doorbells (the simulator offers them).
     pub shadow_doorbells: bool,
+    /// The driver writes submission entries with streaming stores
+    /// (ControllerConfig::streaming_sq).
+    pub streaming_sq: bool,
 }
 
 /// A simulated controller and our driver on it. Field order matters: the
@@ -52,7 +55,7 @@ impl SimTarget {
         let ctrl = Controller::new(
             sim.registers(),
             sim.allocator(),
-            ControllerConfig { io_queues: o.queues.max(1), shadow_doorbells: o.shadow_doorbells, ..Default::default() },
+            ControllerConfig { io_queues: o.queues.max(1), shadow_doorbells: o.shadow_doorbells, streaming_sq: o.streaming_sq, ..Default::default() },
         )?;
         let name = if o.null { "sim (null data)" } else { "sim" };
         let target = UserspaceTarget::new(name, ctrl, 1)?;

@@ -27,6 +27,8 @@ pub struct VfioOptions {
     pub shadow_doorbells: bool,
     /// Interrupt-driven completions (MSI-X through VFIO eventfds) instead of polling.
     pub interrupts: bool,
+    /// Write submission entries with streaming stores (ControllerConfig::streaming_sq).
+    pub streaming_sq: bool,
 }
 
 /// A controller opened through VFIO and brought up by our driver.
@@ -80,6 +82,7 @@ impl VfioTarget {
             io_queues: queues,
             shadow_doorbells: o.shadow_doorbells,
             interrupts: o.interrupts,
+            streaming_sq: o.streaming_sq,
             ..Default::default()
         };
         let ctrl = Controller::new(bar, mem, cfg)?;

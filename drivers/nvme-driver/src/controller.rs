@@ -40,6 +40,9 @@ pub struct ControllerConfig {
     /// MSI-X vector `qid` (vector 0 is the admin queue's). The host still
     /// reads completions from the queue; the interrupt only wakes it.
     pub interrupts: bool,
+    /// Write I/O submission entries with streaming (non-temporal) stores, as
+    /// SPDK does (see QueuePairParts::streaming_sq); false: cached stores.
+    pub streaming_sq: bool,
 }
 
 impl Default for ControllerConfig {
@@ -53,6 +56,7 @@ impl Default for ControllerConfig {
             shadow_doorbells: true,
             batch_cq_doorbells: true,
             interrupts: false,
+            streaming_sq: true,
         }
     }
 }
@@ -151,6 +155,7 @@ fn admin_queue_pair<R: RegisterWindow + ?Sized>(regs: Arc<R>, cap: Cap, asq: Dma
         page_size: PAGE_SIZE,
         max_transfer: 2 * PAGE_SIZE,
         shadow: None,
+        streaming_sq: false,
     })
 }
 
@@ -481,6 +486,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             page_size: PAGE_SIZE,
             max_transfer: self.max_transfer,
             shadow,
+            streaming_sq: self.cfg.streaming_sq,
         }))
     }
 

@@ -126,6 +126,8 @@ pub struct QueuePair<R: RegisterWindow + ?Sized> {
     last_rejected: Option<Cqe>,
     /// Completion doorbell batching threshold (see QueuePairParts::cq_entries).
     cq_ring_every: u16,
+    /// See QueuePairParts::streaming_sq.
+    streaming_sq: bool,
 }
 
 /// Everything needed to assemble a queue pair from memory the caller set up.
@@ -158,6 +160,14 @@ pub struct QueuePairParts<R: RegisterWindow + ?Sized> {
     pub max_transfer: usize,
     /// Shadow doorbell slots for the SQ and the CQ (Doorbell Buffer Config).
     pub shadow: Option<(ShadowSlot, ShadowSlot)>,
+    /// Write the entries of [`QueuePair::submit_batch`] (and so of `read`
+    /// and `write`) with streaming stores (x86 MOVNTI), fenced once per
+    /// batch. An entry's cache line was last read by the controller; a
+    /// cached store first has to take the line back (one transfer per entry,
+    /// each waited for in turn once the store buffer fills), a streaming
+    /// store writes it whole without reading it. SPDK copies its entries the
+    /// same way. Other submissions use cached stores.
+    pub streaming_sq: bool,
 }
 
 impl<R: RegisterWindow + ?Sized> QueuePair<R> {
@@ -190,6 +200,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             stats: QueueStats::default(),
             last_rejected: None,
             cq_ring_every,
+            streaming_sq: p.streaming_sq,
         }
     }
 
@@ -301,6 +312,17 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// the commands before it stay posted.
     #[inline]
     pub fn submit_batch(&mut self, nsid: u32, cmds: impl IntoIterator<Item = IoCmd>) -> Result<usize, SubmitError> {
+        // The store kind is a constant of each copy of the loop.
+        if self.streaming_sq {
+            self.post_batch::<true>(nsid, cmds)
+        } else {
+            self.post_batch::<false>(nsid, cmds)
+        }
+    }
+
+    /// [`QueuePair::submit_batch`], with streaming or cached entry stores.
+    #[inline(always)]
+    fn post_batch<const STREAMING: bool>(&mut self, nsid: u32, cmds: impl IntoIterator<Item = IoCmd>) -> Result<usize, SubmitError> {
         let lists = PrpLists { mem: self.prp_lists.as_ref(), pages: self.list_pages_per_cmd, page_size: self.page_size };
         let (max_transfer, page_mask) = (self.max_transfer, self.page_size - 1);
         // Everything the loop touches, as plain values (see CidTable::batch).
@@ -335,7 +357,12 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
                 cdw12 = (c.blocks - 1) as u64; // NLB, 0's based; CDW13 = 0
             }
             let dw0 = c.op as u64 | (cid as u64) << 16 | (nsid as u64) << 32; // CDW0 (opcode, CID) + NSID
-            ring.write64(tail, [dw0, 0, 0, prp1, prp2, slba, cdw12, 0]);
+            let entry = [dw0, 0, 0, prp1, prp2, slba, cdw12, 0];
+            if STREAMING {
+                ring.write64_stream(tail, entry);
+            } else {
+                ring.write64(tail, entry);
+            }
             tail += 1;
             if tail == entries {
                 tail = wrap_tail();
@@ -343,6 +370,11 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             posted += 1;
         }
         drop(cids);
+        if STREAMING && posted > 0 {
+            // Streaming stores are weakly ordered: the entries must be
+            // visible before the doorbell (any later store) says they exist.
+            nvme_hal::stream_fence();
+        }
         self.sq.sq_tail = tail as u16;
         self.stats.submitted += posted as u64;
         result.map(|()| posted)

@@ -397,7 +397,8 @@ fn fast_path_entries_equal_the_builder() {
 #[test]
 fn batch_entries_equal_the_one_by_one_entries() {
     // submit_batch posts, for each command, exactly the entry read/write/
-    // flush post (CID included: both take CIDs from the same free stack).
+    // flush post (CID included: both take CIDs from the same free stack),
+    // with streaming entry stores (the default) or cached ones.
     use nvme_driver::IoCmd;
     use nvme_spec::NvmOpcode;
     let cmds = |buf: &DmaRegion| {
@@ -410,9 +411,10 @@ fn batch_entries_equal_the_one_by_one_entries() {
             IoCmd { op: NvmOpcode::Read, slba: 5, blocks: 64, data: DataPtr { iova: b, len: 32768 }, tag: 14 },
         ]
     };
-    let entries = |batch: bool| {
+    let entries = |batch: bool, streaming_sq: bool| {
         let sim = SimController::start(SimConfig { threaded: false, ..Default::default() }).unwrap();
-        let mut ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+        let cfg = ControllerConfig { streaming_sq, ..Default::default() };
+        let mut ctrl = Controller::new(sim.registers(), sim.allocator(), cfg).unwrap();
         let mut qp = ctrl.create_io_queue_pair(8).unwrap();
         let buf = ctrl.allocator().alloc(65536, 4096).unwrap();
         sim.set_auto_step(false);
@@ -434,10 +436,12 @@ fn batch_entries_equal_the_one_by_one_entries() {
         sim.set_auto_step(true); // so teardown's admin commands complete
         (out, tags)
     };
-    let (a, ta) = entries(false);
-    let (b, tb) = entries(true);
+    let (a, ta) = entries(false, true);
+    let (b, tb) = entries(true, true);
     assert_eq!(a, b);
     assert_eq!(ta, tb);
+    let (c, tc) = entries(true, false);
+    assert_eq!((c, tc), (b.clone(), tb));
     assert_eq!(b[2].opcode(), NvmOpcode::Flush as u8);
     assert_eq!((b[2].prp1, b[2].prp2, b[2].cdw10, b[2].cdw12), (0, 0, 0, 0));
 }

@@ -548,6 +548,18 @@ impl Device {
         let max_len = if cfg.mdts == 0 { u64::MAX } else { 4096 << cfg.mdts };
         let namespaces = &cfg.namespaces[..];
         let (mut head, mut ctail, mut phase) = (sq.head, cq.tail, cq.phase);
+        // Ask for every entry of the pass at once: the host's streaming
+        // stores left them in memory, and fetched one by one each would cost
+        // a full memory latency (a device, likewise, fetches many at once).
+        let pending = if tail >= head { tail - head } else { tail + sq_size - head } as usize;
+        let mut ahead = head as usize;
+        for _ in 0..pending.min(burst) {
+            sv.prefetch_read(ahead);
+            ahead += 1;
+            if ahead == sq_size as usize {
+                ahead = 0;
+            }
+        }
         let mut n = 0;
         while n < burst && head != tail {
             let next = if ctail + 1 == cq_size { 0 } else { ctail + 1 };

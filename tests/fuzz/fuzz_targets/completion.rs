@@ -44,6 +44,7 @@ fuzz_target!(|data: &[u8]| {
         page_size: 4096,
         max_transfer: 8192,
         shadow: None,
+        streaming_sq: false,
     });
     let n_cmds = n_cmds as usize % ENTRIES as usize;
     for tag in 0..n_cmds as u64 {

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""The driver's per-core ceiling on the threaded simulator, against issue 8's
+goal: null data, 4 KiB random reads, QD 64, one thread, latency recording
+on, at most 25 ns of useful driver CPU per I/O, measured in the machine's
+fast core-to-core state.
+
+The cache-line transfer time between the driver's core and the simulator's
+core is the one figure that moves such a run most, and on a shared or
+virtual machine it changes under us (72-124 ns in one state, about 12 ns in
+the other, on the machine in docs/results.md). `bench` measures it before
+and after each run; this script repeats the run until it sees one that
+started and ended in the fast state, and judges only such runs. Every run
+is printed with its state, so nothing is hidden.
+
+    scripts/sim-ceiling.py [BIN] [--tries N] [--goal NS] [--fast NS]
+
+Exit status: 0 goal met in the fast state, 1 not met (in the fast state),
+2 no fast-state run seen in N tries (nothing to judge), 3 the bench failed.
+Figures are the driver against a simulated controller (labelled EMULATED by
+bench), not a device."""
+import argparse, json, subprocess, sys
+
+ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+ap.add_argument("bin", nargs="?", default="target/release/nvme-bypass")
+ap.add_argument("--tries", type=int, default=10, help="runs at most (default 10)")
+ap.add_argument("--runtime", default="2", help="seconds per run (default 2)")
+ap.add_argument("--goal", type=float, default=25.0, help="useful ns per I/O to meet (default 25)")
+ap.add_argument("--fast", type=float, default=30.0,
+                help="core-to-core ns at or below which a state counts as fast (default 30)")
+a = ap.parse_args()
+
+runs = []
+for i in range(a.tries):
+    p = subprocess.run([a.bin, "bench", "--backend", "sim", "--sim-data", "null", "--rw", "randread",
+                        "--bs", "4k", "--iodepth", "64", "--runtime", a.runtime, "--output-format", "json"],
+                       capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        print(f"FAIL: bench exited {p.returncode}: {p.stderr.strip()}", file=sys.stderr)
+        sys.exit(3)
+    nb = json.loads(p.stdout)["nvme_bypass"]
+    before, after = nb.get("core_to_core_ns") or (None, None)
+    fast = before is not None and after is not None and max(before, after) <= a.fast
+    useful = nb["cpu"]["useful_cpu_ns_per_io"]
+    runs.append((fast, useful, nb["iops"], before, after))
+    c2c = lambda x: "-" if x is None else f"{x:.0f}"
+    print(f"run {i + 1}: {nb['iops'] / 1e6:6.2f}M IOPS, {useful:5.1f} ns useful CPU per I/O, "
+          f"core-to-core {c2c(before)} ns before / {c2c(after)} ns after: "
+          f"{'fast' if fast else 'slow'} state (EMULATED: simulated controller)", flush=True)
+    if fast:
+        break
+
+fast = [r for r in runs if r[0]]
+best = min(runs, key=lambda r: r[1])
+print(f"best of all {len(runs)} runs: {best[1]:.1f} ns useful per I/O ({best[2] / 1e6:.2f}M IOPS)")
+if not fast:
+    print(f"no run started and ended in the fast state (core-to-core <= {a.fast:.0f} ns) in {len(runs)} tries: "
+          f"nothing to judge against the {a.goal:.0f} ns goal; try again later or with --tries")
+    sys.exit(2)
+f = min(fast, key=lambda r: r[1])
+verdict = "met" if f[1] <= a.goal else "NOT met"
+print(f"fast state: {f[1]:.1f} ns useful CPU per I/O ({f[2] / 1e6:.2f}M IOPS): goal of {a.goal:.0f} ns {verdict}")
+sys.exit(0 if f[1] <= a.goal else 1)
