@@ -27,16 +27,18 @@ pub mod vfio;
 use nvme_spec::Status;
 use std::time::Duration;
 
-/// What an I/O does.
+/// What an I/O does. The values are the NVMe opcodes (NVM command set), so
+/// our driver's backends turn an `Op` into an opcode at no cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
+#[repr(u8)]
 pub enum Op {
     /// Read `blocks` blocks at `lba` into buffer `buf`.
-    Read,
+    Read = nvme_spec::NvmOpcode::Read as u8,
     /// Write `blocks` blocks at `lba` from buffer `buf`.
-    Write,
+    Write = nvme_spec::NvmOpcode::Write as u8,
     /// Flush the volatile write cache.
-    Flush,
+    Flush = nvme_spec::NvmOpcode::Flush as u8,
 }
 
 /// One I/O request.

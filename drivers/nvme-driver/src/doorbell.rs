@@ -51,12 +51,39 @@ impl ShadowSlot {
     /// written too.
     #[inline]
     pub fn update(&self, new: u16, old: u16) -> bool {
-        // Release: the queue entries before the new value (for an SQ tail).
-        self.dbs.store32_release(self.offset, new as u32);
+        self.store(new);
         // The shadow store must be visible before we read EventIdx, or we
         // could miss a controller that just went to sleep (store-load
         // ordering needs a full fence; Linux: mb()).
         fence(Ordering::SeqCst);
+        self.crossed(new, old)
+    }
+
+    /// [`ShadowSlot::update`] of two slots (a queue pair's SQ tail and CQ
+    /// head) with one full fence between the two stores and the two
+    /// EventIdx loads: the fence waits for the stores to leave this core,
+    /// and both slots share a cache line (offsets 8y and 8y + 4), so
+    /// publishing both costs what publishing one does. True for each slot
+    /// whose MMIO doorbell must be written too.
+    #[inline]
+    pub fn update_pair(a: (&Self, u16, u16), b: (&Self, u16, u16)) -> (bool, bool) {
+        a.0.store(a.1);
+        b.0.store(b.1);
+        fence(Ordering::SeqCst);
+        (a.0.crossed(a.1, a.2), b.0.crossed(b.1, b.2))
+    }
+
+    /// Store `new` in the shadow slot (Release: for an SQ tail, the queue
+    /// entries before the new value).
+    #[inline(always)]
+    fn store(&self, new: u16) {
+        self.dbs.store32_release(self.offset, new as u32);
+    }
+
+    /// Does moving the doorbell from `old` to `new` cross the controller's
+    /// EventIdx? (Only after a full fence behind the shadow store.)
+    #[inline(always)]
+    fn crossed(&self, new: u16, old: u16) -> bool {
         let event_idx = self.eis.load32_acquire(self.offset) as u16;
         need_event(event_idx, new, old)
     }

@@ -111,6 +111,33 @@ impl SubmissionQueue {
         self.last_sq_tail = self.sq_tail;
         mmio
     }
+    /// [`SubmissionQueue::ring_doorbell`], and with shadow doorbells on
+    /// both queues [`CompletionQueue::ring_doorbell`] too: the two shadow
+    /// stores share one full fence (see [`ShadowSlot::update_pair`]).
+    /// Without them only the submission doorbell is written (each MMIO
+    /// write costs the same alone). Returns whether the submission doorbell
+    /// was an MMIO write, and for the completion doorbell None when it was
+    /// left alone, else whether it was an MMIO write.
+    #[inline(never)] // once per batch; keeps QueuePair::ring small enough to inline
+    pub fn ring_doorbell_with<R: RegisterWindow + ?Sized>(&mut self, cq: &mut CompletionQueue, regs: &R) -> (bool, Option<bool>) {
+        let (Some(s), Some(c)) = (&self.shadow, &cq.shadow) else {
+            return (self.ring_doorbell(regs), None);
+        };
+        // Entry stores, and our loads of consumed completions, before the
+        // doorbell stores (as in the two ring_doorbell).
+        fence(Ordering::Release);
+        let (sq_mmio, cq_mmio) =
+            ShadowSlot::update_pair((s, self.sq_tail, self.last_sq_tail), (c, cq.cq_head, cq.last_cq_head));
+        if sq_mmio {
+            regs.write32(self.doorbell, self.sq_tail as u32);
+        }
+        if cq_mmio {
+            regs.write32(cq.doorbell, cq.cq_head as u32);
+        }
+        self.last_sq_tail = self.sq_tail;
+        cq.last_cq_head = cq.cq_head;
+        (sq_mmio, Some(cq_mmio))
+    }
     /// Record the controller's head from a completion's SQ Head field.
     #[inline(always)]
     pub fn update_head(&mut self, head: u16) {

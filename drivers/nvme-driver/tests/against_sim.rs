@@ -520,8 +520,14 @@ fn shadow_doorbells_spare_mmio_writes_and_keep_data_intact() {
         let rung = st.sq_doorbells + st.cq_doorbells;
         if shadow {
             assert!(st.mmio_doorbells < rung, "shadow doorbells should spare MMIO writes: {st:?}");
+            // Each submission doorbell after the first carries the completion
+            // head too (QueuePair::ring), under the same fence.
+            assert!(st.cq_doorbells >= st.sq_doorbells - 1, "{st:?}");
         } else {
             assert_eq!(st.mmio_doorbells, rung);
+            // Without shadows the completion doorbell is its own MMIO write:
+            // once per (CQ entries - SQ entries) completions, not per ring.
+            assert!(st.cq_doorbells <= st.completed / 64 + 1, "{st:?}");
         }
         // Delete and re-create the same queue id: its shadow slots start from zero again.
         ctrl.delete_io_queue_pair(qp).unwrap();

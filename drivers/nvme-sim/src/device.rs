@@ -560,6 +560,16 @@ impl Device {
                 ahead = 0;
             }
         }
+        // Likewise ask for ownership of the completion slots the pass will
+        // fill (four to a cache line), which the host last read.
+        let mut slot = ctail as usize & !3;
+        for _ in 0..pending.min(burst).div_ceil(4) + 1 {
+            cv.prefetch_write(slot);
+            slot += 4;
+            if slot >= cq_size as usize {
+                slot = 0;
+            }
+        }
         let mut n = 0;
         while n < burst && head != tail {
             let next = if ctail + 1 == cq_size { 0 } else { ctail + 1 };
