@@ -51,6 +51,17 @@ scripts/fuzz.sh
 step "driver instructions per I/O (callgrind, against the record)"
 scripts/callgrind-driver.sh "$BIN"
 
+step "per-core ceiling on the threaded simulator (issue 8's 25 ns goal; judged only in the fast core-to-core state)"
+# Timing, not a pass/fail test: the goal is met (0), not met (1), or not
+# judged because this machine was not in its fast state (2). Only a bench
+# failure (3) fails the suite.
+rc=0
+python3 scripts/sim-ceiling.py "$BIN" --tries 2 --runtime 1 || rc=$?
+if [ "$rc" -gt 2 ]; then
+  echo "FAIL: scripts/sim-ceiling.py could not run the bench" >&2
+  exit 1
+fi
+
 step "tier 2: real device tests"
 if [ -n "${NVB_TEST_DEVICE:-}" ]; then
   NVB_TEST_DEVICE=$NVB_TEST_DEVICE cargo test --release --quiet --test real_device -- --nocapture
