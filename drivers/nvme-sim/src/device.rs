@@ -536,8 +536,9 @@ impl Device {
     /// It stops at the first entry that is anything else (the general path,
     /// [`Device::fetch_one`], then takes that entry and reaches the outcome
     /// it alone would have), at a full completion queue, or after `burst`
-    /// entries, and returns the entries it took. On a benchmark this loop is the controller's whole cost per
-    /// I/O, so the driver, not the model, is what paces the pair.
+    /// entries, and returns the entries it took. On a benchmark this loop is
+    /// the controller's whole cost per I/O, so that the driver, not the
+    /// model, is what paces the pair.
     #[inline(never)]
     fn plain_io(&mut self, qid: u16, tail: u16, burst: usize) -> usize {
         let Device { sqs, cqs, cfg, shadow, regs, io_count, posted, .. } = self;
@@ -558,16 +559,6 @@ impl Device {
             ahead += 1;
             if ahead == sq_size as usize {
                 ahead = 0;
-            }
-        }
-        // Likewise ask for ownership of the completion slots the pass will
-        // fill (four to a cache line), which the host last read.
-        let mut slot = ctail as usize & !3;
-        for _ in 0..pending.min(burst).div_ceil(4) + 1 {
-            cv.prefetch_write(slot);
-            slot += 4;
-            if slot >= cq_size as usize {
-                slot = 0;
             }
         }
         let mut n = 0;
