@@ -302,19 +302,22 @@ fn many_queue_pairs_on_threads() {
 
 #[test]
 fn doorbell_stride_2() {
-    let (sim, mut ctrl) = bring_up(SimConfig { dstrd: 2, ..Default::default() }, 1);
+    // MMIO doorbells only, so each one lands in its register: a polling
+    // controller with shadow doorbells may never need one.
+    let sim = SimController::start(quiet(SimConfig { dstrd: 2, ..Default::default() })).unwrap();
+    let cfg = ControllerConfig { shadow_doorbells: false, ..Default::default() };
+    let mut ctrl = Controller::new(sim.registers(), sim.allocator(), cfg).unwrap();
     assert_eq!(ctrl.cap().dstrd(), 2);
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();
     assert_eq!(qp.sq().doorbell_offset(), 0x1020);
     assert_eq!(qp.cq().doorbell_offset(), 0x1030);
     let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
-    // Enough commands that the batched completion doorbell is rung too.
-    for _ in 0..20 {
+    // Enough commands that the batched completion doorbell is rung too
+    // (every 8 completions, with the head not yet wrapped back to 0).
+    for _ in 0..12 {
         assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::read(1, 0, 1).build(), Some(DataPtr::of(&buf))).is_success());
     }
     let regs: Arc<SimRegisters> = sim.registers();
-    // Shadow doorbells are on: the MMIO registers hold the values last
-    // written there, which the EventIdx rule required at least once.
     assert_ne!(regs.read32(0x1020), 0, "SQ1 tail doorbell at 0x1020");
     assert_ne!(regs.read32(0x1030), 0, "CQ1 head doorbell at 0x1030");
     assert_eq!(regs.read32(0x1008), 0, "nothing at the DSTRD=0 offsets");
@@ -615,4 +618,50 @@ fn plain_pass_completions_equal_the_general_path() {
     assert_eq!(plain.len(), 2 * 5 * 15);
     assert_eq!(plain, general);
     assert!(plain.iter().any(|s| s.2 != 0) && plain.iter().any(|s| s.0 != u64::MAX && s.2 == 0), "both outcomes exercised");
+}
+
+#[test]
+fn a_parked_controller_is_woken_by_the_first_new_entry() {
+    // While it busy-polls, the simulator publishes an EventIdx the host's
+    // tail cannot pass (no MMIO doorbell writes); before it parks it sets
+    // EventIdx to its head and looks once more. Without that, a command
+    // sent to a parked controller would wait out its park (here up to
+    // 300 ms, the park doubling from 20 us while idle).
+    use std::sync::atomic::Ordering::Relaxed;
+    let cfg = SimConfig { idle_spins: 100, max_park: Duration::from_millis(300), data: DataMode::Null, ..Default::default() };
+    let (sim, mut ctrl) = bring_up(cfg, 1);
+    assert!(ctrl.shadow_doorbells());
+    let mut qp = ctrl.create_io_queue_pair(16).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    let mut mmio_busy = 0;
+    for round in 0..40u64 {
+        // Busy: the next batch right after the last completion finds the
+        // controller polling, and needs no MMIO write.
+        for i in 0..8 {
+            qp.read(1, i, 1, DataPtr::of(&buf), i).unwrap();
+        }
+        qp.ring();
+        wait_all(&mut qp, 8);
+        let before = qp.stats().mmio_doorbells;
+        qp.read(1, round, 1, DataPtr::of(&buf), 0).unwrap();
+        qp.ring();
+        mmio_busy += (qp.stats().mmio_doorbells - before) as usize;
+        wait_all(&mut qp, 1);
+    }
+    // (A lap over the ring can cross a stale EventIdx now and then.)
+    assert!(mmio_busy <= 10, "{mmio_busy} MMIO writes for 40 batches sent to a polling controller");
+    for round in 0..4u64 {
+        // Idle until the controller has parked 14 times (its park now
+        // 300 ms long), then one command.
+        let parks = sim.stats().parks.load(Relaxed);
+        let t = Instant::now();
+        while sim.stats().parks.load(Relaxed) < parks + 14 {
+            assert!(t.elapsed() < Duration::from_secs(10), "controller never parked");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let t = Instant::now();
+        assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::read(1, round, 1).build(), Some(DataPtr::of(&buf))).is_success());
+        assert!(t.elapsed() < Duration::from_millis(50), "round {round}: a parked controller took {:?} to answer", t.elapsed());
+    }
+    ctrl.delete_io_queue_pair(qp).unwrap();
 }

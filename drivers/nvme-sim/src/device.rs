@@ -205,6 +205,12 @@ pub(crate) struct Device {
     held: Vec<Held>,
     hold_this: bool,
     posted: u64,
+    /// True while the controller thread busy-polls: then it sees every
+    /// shadow doorbell update without being told, and its EventIdx says so
+    /// (see `update_eventidx`); it arms EventIdx before it parks
+    /// (`arm_eventidx`). False in synchronous mode, where the controller
+    /// runs only inside register writes and must always ask for the next.
+    polling: bool,
     ident_ctrl: Box<[u8; IDENTIFY_SIZE]>,
     ident_ns: Vec<Box<[u8; IDENTIFY_SIZE]>>,
     scratch: Vec<u8>,
@@ -321,6 +327,7 @@ impl Device {
             held: vec![],
             hold_this: false,
             posted: 0,
+            polling: false,
             ident_ctrl: ic.to_bytes(),
             ident_ns,
             scratch: vec![0; 2 << 20],
@@ -371,6 +378,7 @@ impl Device {
     }
 
     pub(crate) fn run(mut self, stop: &AtomicBool) {
+        self.polling = true;
         let mut idle: u32 = 0;
         let mut park = Duration::from_micros(20);
         while !stop.load(Ordering::Relaxed) {
@@ -384,11 +392,15 @@ impl Device {
                     std::hint::spin_loop();
                 } else if idle < self.cfg.idle_spins + 64 {
                     std::thread::yield_now();
+                } else if self.arm_eventidx() {
+                    self.polling = true; // work arrived as we armed: stay up
+                    idle = 0;
                 } else {
                     self.regs.sleeping.store(true, Ordering::SeqCst);
                     self.stats.parks.fetch_add(1, Ordering::Relaxed);
                     std::thread::park_timeout(park);
                     self.regs.sleeping.store(false, Ordering::SeqCst);
+                    self.polling = true;
                     park = (park * 2).min(self.cfg.max_park);
                     idle = self.cfg.idle_spins;
                 }
@@ -701,15 +713,51 @@ impl Device {
         true
     }
 
-    /// With shadow doorbells, tell the host how far we have read (EventIdx),
-    /// so it knows when an MMIO doorbell write is needed to wake us.
+    /// With shadow doorbells, tell the host when it must also write the MMIO
+    /// doorbell (EventIdx): when its tail moves past the value we publish.
+    /// Busy-polling, we need no MMIO write, so we publish the slot just
+    /// behind our head, which the host's tail cannot pass (its queue would
+    /// be full first). Otherwise (synchronous mode) our head: the next new
+    /// entry needs one. Busy-polling, the completion queue's EventIdx is
+    /// our tail, which the host's head cannot pass either (we read its head
+    /// when our queue looks full, unasked); it shares the SQ's line.
     fn update_eventidx(&self, qid: u16) {
         if qid == 0 {
             return;
         }
         if let (Some(s), Some(sq)) = (&self.shadow, self.sqs[qid as usize].as_ref()) {
-            s.eis.store32_release(sq.db - offset::DOORBELL_BASE, sq.head as u32);
+            let ei = if !self.polling {
+                sq.head
+            } else if sq.head == 0 {
+                sq.size - 1
+            } else {
+                sq.head - 1
+            };
+            s.eis.store32_release(sq.db - offset::DOORBELL_BASE, ei as u32);
+            if let (true, Some(cq)) = (self.polling, self.cqs[sq.cqid as usize].as_ref()) {
+                s.eis.store32_release(cq.db - offset::DOORBELL_BASE, cq.tail as u32);
+            }
         }
+    }
+
+    /// Before parking: set every I/O queue's EventIdx to our head, so the
+    /// host's next new entry comes with an MMIO write (which unparks us),
+    /// then look at the shadow doorbells once more. True when work arrived
+    /// meanwhile (do not park). The full fence between our EventIdx stores
+    /// and the doorbell loads pairs with the host's between its doorbell
+    /// store and EventIdx load: one of the two sides sees the other.
+    fn arm_eventidx(&mut self) -> bool {
+        self.polling = false;
+        let Some(s) = &self.shadow else { return false };
+        for &qid in self.active.iter().filter(|&&q| q != 0) {
+            if let Some(sq) = self.sqs[qid as usize].as_ref() {
+                s.eis.store32_release(sq.db - offset::DOORBELL_BASE, sq.head as u32);
+            }
+        }
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.active.iter().filter(|&&q| q != 0).any(|&qid| {
+            self.sqs[qid as usize].as_ref().is_some_and(|sq| s.dbs.load32_acquire(sq.db - offset::DOORBELL_BASE) != sq.head as u32)
+        })
     }
 
     fn post(&mut self, cqid: u16, mut cqe: Cqe) {
