@@ -47,22 +47,19 @@ print(f"json ok: {rd['iops']:.0f} IOPS, {cpu['cpu_ns_per_io']:.1f} ns raw / "
       f"{cpu['useful_cpu_ns_per_io']:.1f} ns useful CPU per I/O, p99 {pct['99.000000']} ns, "
       f"core-to-core {nb.get('core_to_core_ns')}")
 
-rc, out, err = run("bench", "--backend", "sim", "--rw", "randrw", "--rwmixread", "75", "--verify",
-                   "--iodepth", "16", "--runtime", "2", "--sim-size", "64M", "--output-format", "json")
-if rc != 0:
-    fail(f"verify run exited {rc}: {err}")
-nb = json.loads(out)["nvme_bypass"]
-if nb["mismatches"] != 0 or nb["verified_blocks"] == 0:
-    fail(f"verify: {nb['verified_blocks']} checked, {nb['mismatches']} mismatches")
-print(f"verify ok: randrw 75/25, {nb['verified_blocks']} blocks checked, 0 mismatches")
+def verify(what, *args):
+    """A verified randrw run on the RAM-backed simulator: 0 mismatches."""
+    rc, out, err = run("bench", "--backend", "sim", "--rw", "randrw", "--verify", "--iodepth", "16",
+                       "--output-format", "json", *args)
+    if rc != 0:
+        fail(f"verify run ({what}) exited {rc}: {err}")
+    nb = json.loads(out)["nvme_bypass"]
+    if nb["mismatches"] != 0 or nb["verified_blocks"] == 0:
+        fail(f"verify ({what}): {nb['verified_blocks']} checked, {nb['mismatches']} mismatches")
+    print(f"verify ok ({what}): {nb['verified_blocks']} blocks checked, 0 mismatches")
 
+
+verify("randrw 75/25", "--rwmixread", "75", "--runtime", "2", "--sim-size", "64M")
 # The driver's other way of writing submission entries (cached stores, the
 # streaming ones being the default) must deliver the same data.
-rc, out, err = run("bench", "--backend", "sim", "--rw", "randrw", "--verify", "--cached-sq-stores",
-                   "--iodepth", "16", "--runtime", "1", "--sim-size", "16M", "--output-format", "json")
-if rc != 0:
-    fail(f"verify run with --cached-sq-stores exited {rc}: {err}")
-nb = json.loads(out)["nvme_bypass"]
-if nb["mismatches"] != 0 or nb["verified_blocks"] == 0:
-    fail(f"verify with --cached-sq-stores: {nb['verified_blocks']} checked, {nb['mismatches']} mismatches")
-print(f"verify ok with --cached-sq-stores: {nb['verified_blocks']} blocks checked, 0 mismatches")
+verify("--cached-sq-stores", "--cached-sq-stores", "--runtime", "1", "--sim-size", "16M")

@@ -367,31 +367,18 @@ impl<const SHIFT: u32> RingView<'_, SHIFT> {
         // below its dword count); 4-byte aligned.
         unsafe { p.read_volatile() }
     }
-    /// Hint that the entry at `index` is about to be written (x86
-    /// PREFETCHW; nothing elsewhere). A ring slot the other side last
-    /// touched sits in the other core's cache: asking for ownership ahead of
-    /// the stores lets the transfers of several slots overlap, rather than
-    /// each store waiting for its own. A hint only: memory is unchanged and
-    /// an index past the end is ignored.
+    /// Hint that the entry at `index` is about to be read (x86 PREFETCHT0;
+    /// nothing elsewhere): asking for several entries at once lets their
+    /// transfers overlap, rather than each load waiting for its own. A hint
+    /// only: memory is unchanged and an index past the end is ignored.
     #[inline(always)]
-    pub fn prefetch_write(&self, index: usize) {
+    pub fn prefetch_read(&self, index: usize) {
         #[cfg(target_arch = "x86_64")]
         if index < self.entries {
             let p = self.base.as_ptr().wrapping_add(index << SHIFT) as *const i8;
             // SAFETY: SSE (which the intrinsic's target feature names) is
             // part of the x86_64 baseline; a prefetch reads and writes no
             // memory and never faults; p is inside the ring besides.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(p) }
-        }
-    }
-    /// Hint that the entry at `index` is about to be read (x86 PREFETCHT0;
-    /// nothing elsewhere). Same rules as [`RingView::prefetch_write`].
-    #[inline(always)]
-    pub fn prefetch_read(&self, index: usize) {
-        #[cfg(target_arch = "x86_64")]
-        if index < self.entries {
-            let p = self.base.as_ptr().wrapping_add(index << SHIFT) as *const i8;
-            // SAFETY: as prefetch_write.
             unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p) }
         }
     }
@@ -626,7 +613,7 @@ mod tests {
         let q = [0x0102_0304_0506_0708, 0, u64::MAX, 3, 4, 5, 6, 7];
         a.view().write64(2, q);
         b.view().write64_stream(2, q);
-        b.view().prefetch_write(1);
+        b.view().prefetch_read(1);
         b.view().prefetch_read(9); // past the end: ignored
         stream_fence();
         assert_eq!(a.read_dwords16(2), b.read_dwords16(2));
