@@ -392,11 +392,18 @@ impl Device {
                     std::hint::spin_loop();
                 } else if idle < self.cfg.idle_spins + 64 {
                     std::thread::yield_now();
-                } else if self.arm_eventidx() {
-                    self.polling = true; // work arrived as we armed: stay up
-                    idle = 0;
                 } else {
+                    // `sleeping` before EventIdx and the last look (both
+                    // behind arm_eventidx's fence): a host that sees the
+                    // armed EventIdx writes the MMIO doorbell and then sees
+                    // `sleeping`, so it unparks us (SimRegisters::wake).
                     self.regs.sleeping.store(true, Ordering::SeqCst);
+                    if self.arm_eventidx() {
+                        self.regs.sleeping.store(false, Ordering::SeqCst);
+                        self.polling = true; // work arrived as we armed: stay up
+                        idle = 0;
+                        continue;
+                    }
                     self.stats.parks.fetch_add(1, Ordering::Relaxed);
                     std::thread::park_timeout(park);
                     self.regs.sleeping.store(false, Ordering::SeqCst);
@@ -553,7 +560,7 @@ impl Device {
     /// model, is what paces the pair.
     #[inline(never)]
     fn plain_io(&mut self, qid: u16, tail: u16, burst: usize) -> usize {
-        let Device { sqs, cqs, cfg, shadow, regs, io_count, posted, .. } = self;
+        let Device { sqs, cqs, cfg, shadow, regs, io_count, posted, faults, .. } = self;
         let Some(sq) = sqs[qid as usize].as_mut() else { return 0 };
         let Some(cq) = cqs[sq.cqid as usize].as_mut() else { return 0 };
         let (sv, cv) = (sq.ring.view(), cq.ring.view());
@@ -564,7 +571,7 @@ impl Device {
         // Ask for every entry of the pass at once: the host's streaming
         // stores left them in memory, and fetched one by one each would cost
         // a full memory latency (a device, likewise, fetches many at once).
-        let pending = if tail >= head { tail - head } else { tail + sq_size - head } as usize;
+        let pending = if tail >= head { (tail - head) as usize } else { (tail as usize + sq_size as usize) - head as usize };
         let mut ahead = head as usize;
         for _ in 0..pending.min(burst) {
             sv.prefetch_read(ahead);
@@ -574,7 +581,9 @@ impl Device {
             }
         }
         let mut n = 0;
-        while n < burst && head != tail {
+        // A hang or fatal fault set by another thread stops the device at
+        // the next command, as in the general path.
+        while n < burst && head != tail && !faults.halted() {
             let next = if ctail + 1 == cq_size { 0 } else { ctail + 1 };
             if next as u32 == cq.head_seen {
                 cq.head_seen = doorbell_value(shadow, regs, sq.cqid, cq.db).0;
@@ -740,23 +749,35 @@ impl Device {
         }
     }
 
-    /// Before parking: set every I/O queue's EventIdx to our head, so the
-    /// host's next new entry comes with an MMIO write (which unparks us),
-    /// then look at the shadow doorbells once more. True when work arrived
-    /// meanwhile (do not park). The full fence between our EventIdx stores
-    /// and the doorbell loads pairs with the host's between its doorbell
-    /// store and EventIdx load: one of the two sides sees the other.
+    /// Before parking: set every I/O queue's EventIdx to our SQ head, so
+    /// the host's next new entry comes with an MMIO write (which unparks
+    /// us), and its CQ's to the host's current head, so that a host
+    /// freeing a full completion queue writes one too; then look at the
+    /// shadow doorbells once more. True when there is work we could do now
+    /// (do not park): a new, valid tail, with room to complete it. The full
+    /// fence between our EventIdx stores and the doorbell loads pairs with
+    /// the host's between its doorbell store and EventIdx load: one of the
+    /// two sides sees the other.
     fn arm_eventidx(&mut self) -> bool {
         self.polling = false;
         let Some(s) = &self.shadow else { return false };
-        for &qid in self.active.iter().filter(|&&q| q != 0) {
-            if let Some(sq) = self.sqs[qid as usize].as_ref() {
-                s.eis.store32_release(sq.db - offset::DOORBELL_BASE, sq.head as u32);
+        let io = |q: &&u16| **q != 0;
+        for &qid in self.active.iter().filter(io) {
+            let Some(sq) = self.sqs[qid as usize].as_ref() else { continue };
+            s.eis.store32_release(sq.db - offset::DOORBELL_BASE, sq.head as u32);
+            if let Some(cq) = self.cqs[sq.cqid as usize].as_ref() {
+                let cq_head = s.dbs.load32_acquire(cq.db - offset::DOORBELL_BASE);
+                s.eis.store32_release(cq.db - offset::DOORBELL_BASE, cq_head);
             }
         }
         std::sync::atomic::fence(Ordering::SeqCst);
-        self.active.iter().filter(|&&q| q != 0).any(|&qid| {
-            self.sqs[qid as usize].as_ref().is_some_and(|sq| s.dbs.load32_acquire(sq.db - offset::DOORBELL_BASE) != sq.head as u32)
+        self.active.iter().filter(io).any(|&qid| {
+            let Some(sq) = self.sqs[qid as usize].as_ref() else { return false };
+            let Some(cq) = self.cqs[sq.cqid as usize].as_ref() else { return false };
+            let tail = s.dbs.load32_acquire(sq.db - offset::DOORBELL_BASE);
+            let next = if cq.tail + 1 == cq.size { 0 } else { cq.tail + 1 };
+            let cq_head = s.dbs.load32_acquire(cq.db - offset::DOORBELL_BASE);
+            tail < sq.size as u32 && tail != sq.head as u32 && next as u32 != cq_head
         })
     }
 

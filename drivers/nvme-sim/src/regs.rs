@@ -58,6 +58,10 @@ impl SimRegisters {
     }
     #[inline]
     fn wake(&self) {
+        // The register store before the load of `sleeping` (store-load
+        // order needs a full fence): the controller sets `sleeping`, fences,
+        // then looks at the doorbells, so one of us sees the other.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::Relaxed) {
             if let Some(t) = self.thread.get() {
                 t.unpark();
