@@ -424,9 +424,7 @@ impl RingView<'_, 6> {
             unsafe { p.add(i).write_volatile(v.to_le()) }
         }
     }
-}
 
-impl RingView<'_, 6> {
     /// Store a 64-byte entry like [`RingView::write64`], with non-temporal
     /// (streaming) stores where the CPU has them (x86_64 MOVNTI): the
     /// entry's cache line is written whole, without first fetching it from

@@ -158,6 +158,30 @@ struct Cq {
     head_seen: u32,
 }
 
+/// The slot after `i` in a ring of `size` entries.
+#[inline(always)]
+fn next_slot(i: u16, size: u16) -> u16 {
+    if i + 1 == size {
+        0
+    } else {
+        i + 1
+    }
+}
+
+/// Is completion queue `cqid` (head doorbell `db`, host head last read
+/// `head_seen`) without room for a completion that moves its tail to
+/// `next`? The host's head is read again only when the queue looks full by
+/// the value last read (see `Cq::head_seen`). (Fields, not `&mut Cq`: the
+/// fast loop holds a view of the ring meanwhile.)
+#[inline(always)]
+fn cq_full(head_seen: &mut u32, db: usize, next: u16, cqid: u16, shadow: &Option<Shadow>, regs: &SimRegisters) -> bool {
+    if next as u32 != *head_seen {
+        return false;
+    }
+    *head_seen = doorbell_value(shadow, regs, cqid, db).0;
+    next as u32 == *head_seen
+}
+
 /// The value the host has published for doorbell `db` of queue `qid` (see
 /// [`Device::doorbell`]), and whether it came from the shadow buffer.
 #[inline]
@@ -584,12 +608,9 @@ impl Device {
         // A hang or fatal fault set by another thread stops the device at
         // the next command, as in the general path.
         while n < burst && head != tail && !faults.halted() {
-            let next = if ctail + 1 == cq_size { 0 } else { ctail + 1 };
-            if next as u32 == cq.head_seen {
-                cq.head_seen = doorbell_value(shadow, regs, sq.cqid, cq.db).0;
-                if next as u32 == cq.head_seen {
-                    break; // completion queue full
-                }
+            let next = next_slot(ctail, cq_size);
+            if cq_full(&mut cq.head_seen, cq.db, next, sq.cqid, shadow, regs) {
+                break;
             }
             let h = head as usize;
             let cdw0 = Cdw0::from_bits(sv.read_dw::<0>(h));
@@ -605,7 +626,7 @@ impl Device {
             if !in_range || nlb * ns.lba_size as u64 > max_len || sv.read_dw::<6>(h) & 3 != 0 {
                 break; // an error status: the general path words it
             }
-            head = if head + 1 == sq_size { 0 } else { head + 1 };
+            head = next_slot(head, sq_size);
             let status = Status::SUCCESS.to_cqe_status(phase);
             let [d0, d1, d2, d3] = Cqe { dw0: 0, dw1: 0, sq_head: head, sq_id: qid, cid: cdw0.cid(), status }.to_dwords();
             cv.write_dw012(ctail as usize, [d0, d1, d2]);
@@ -683,22 +704,14 @@ impl Device {
             return false;
         }
         let cqid = sq.cqid;
-        let Some(cq) = self.cqs[cqid as usize].as_ref() else { return false };
-        let next_tail = if cq.tail + 1 == cq.size { 0 } else { cq.tail + 1 };
-        if next_tail as u32 == cq.head_seen {
-            // Looks full: read the host's head doorbell again.
-            let (cq_head, _) = self.doorbell(cqid, cq.db);
-            if let Some(cq) = self.cqs[cqid as usize].as_mut() {
-                cq.head_seen = cq_head;
-            }
-            if next_tail as u32 == cq_head {
-                return false; // completion queue full: leave the entry unfetched
-            }
+        let Some(cq) = self.cqs[cqid as usize].as_mut() else { return false };
+        if cq_full(&mut cq.head_seen, cq.db, next_slot(cq.tail, cq.size), cqid, &self.shadow, &self.regs) {
+            return false; // leave the entry unfetched
         }
         let sq = self.sqs[qid as usize].as_mut().unwrap();
         let slot = sq.head;
         let sqe = Sqe::from_dwords(sq.ring.read_dwords16(slot as usize));
-        sq.head = if sq.head + 1 == sq.size { 0 } else { sq.head + 1 };
+        sq.head = next_slot(sq.head, sq.size);
         let sq_head = sq.head;
         self.emit(|| SimEvent::Fetch { qid, slot, sqe });
         let outcome = if qid == 0 { self.admin(&sqe) } else { self.nvm(&sqe) };
@@ -775,9 +788,8 @@ impl Device {
             let Some(sq) = self.sqs[qid as usize].as_ref() else { return false };
             let Some(cq) = self.cqs[sq.cqid as usize].as_ref() else { return false };
             let tail = s.dbs.load32_acquire(sq.db - offset::DOORBELL_BASE);
-            let next = if cq.tail + 1 == cq.size { 0 } else { cq.tail + 1 };
             let cq_head = s.dbs.load32_acquire(cq.db - offset::DOORBELL_BASE);
-            tail < sq.size as u32 && tail != sq.head as u32 && next as u32 != cq_head
+            tail < sq.size as u32 && tail != sq.head as u32 && next_slot(cq.tail, cq.size) as u32 != cq_head
         })
     }
 
@@ -1031,7 +1043,7 @@ impl Device {
         let mut head = sq.head;
         while tail < sq.size as u32 && head as u32 != tail {
             let e = Sqe::from_dwords(sq.ring.read_dwords16(head as usize));
-            head = if head + 1 == sq.size { 0 } else { head + 1 };
+            head = next_slot(head, sq.size);
             let st = Status::generic(gs::ABORTED_SQ_DELETION).to_cqe_status(false);
             self.post(sq.cqid, Cqe { dw0: 0, dw1: 0, sq_head: head, sq_id: qid, cid: e.cid(), status: st });
         }
