@@ -94,6 +94,9 @@ pub struct SimArgs {
     /// Simulated MDTS (max transfer 4 KiB << MDTS).
     #[arg(long, default_value_t = 7)]
     pub sim_mdts: u8,
+    /// Run the simulated controller on the job's own thread, stepped at each MMIO doorbell write (so shadow doorbells are off), instead of on its own CPU. Timings then include the controller's work; it exists for repeatable instruction counts of the whole I/O loop (scripts/callgrind-driver.sh).
+    #[arg(long)]
+    pub sim_sync: bool,
     /// Inject a device fault into the simulated controller (repeatable; key=value[,key=value]): drop-every=N, delay-us=N, status-every=N, status=SCT:SC, dnr=0|1, fatal-after=N, hang-after=N, stall-every=N, corrupt-cid-every=N, bad-sqid-every=N, corrupt-data-every=N. See docs/reliability.md.
     #[arg(long, value_parser = crate::reliability::sim_fault_arg)]
     pub sim_fault: Vec<Vec<crate::parse::SimFault>>,
@@ -357,7 +360,7 @@ fn sim_options(a: &SimArgs, queues: u16, cpu: Option<usize>) -> Result<SimOption
     if a.sim_size < a.sim_lba_size as u64 {
         return Err(CliError::usage("--sim-size is smaller than one block"));
     }
-    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, threaded: true, shadow_doorbells: true, streaming_sq: true })
+    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, threaded: !a.sim_sync, shadow_doorbells: true, streaming_sq: true })
 }
 
 /// Open the path a command asks for.
@@ -387,7 +390,8 @@ fn open_target(
                 return Err(CliError::usage("--device is not used by --backend sim; drop it, or pick --backend vfio|passthru|block"));
             }
             let mut o = sim_options(sim, queues, sim_cpu)?;
-            o.shadow_doorbells = !kernel.no_shadow_doorbells;
+            // A synchronous controller runs only when a register is written.
+            o.shadow_doorbells = !kernel.no_shadow_doorbells && !sim.sim_sync;
             o.streaming_sq = !kernel.cached_sq_stores;
             let t = SimTarget::open(&o)?;
             crate::reliability::inject(&t.sim, &sim.sim_fault);
@@ -426,6 +430,8 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
     }
     let is_sim = a.backend == BackendKind::Sim;
     let (cpus, sim_cpu) = if is_sim { sim_placement(a.numjobs, a.cpus.as_deref(), a.sim.sim_cpu) } else { (a.cpus.clone().unwrap_or_default(), None) };
+    // A synchronous controller has no thread (and no CPU) of its own.
+    let sim_cpu = sim_cpu.filter(|_| !a.sim.sim_sync);
     // Core-to-core latency is measured while the simulator's thread is not
     // running (it would compete for the CPU), right before and after the run.
     let c2c_pair = match (cpus.first(), sim_cpu) {
@@ -480,7 +486,11 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
     }
     if is_sim {
         summary.emulated = true;
-        summary.emulated_note = Some("in-process simulated controller: figures are the driver's cost against a model, not a device".into());
+        summary.emulated_note = Some(if a.sim.sim_sync {
+            "in-process simulated controller, run on the job's thread (--sim-sync): CPU figures include the controller's work; use it to count instructions, not to time".into()
+        } else {
+            "in-process simulated controller: figures are the driver's cost against a model, not a device".into()
+        });
     }
     if c2c_pair.is_some() {
         summary.core_to_core_ns = Some((before, after));

@@ -65,7 +65,7 @@ pub fn host_complete_pass(q: &mut dyn IoQueue, done: &mut [IoDone], ts: &[u64], 
 
 /// A run of completions with the same submit timestamp (hence the same
 /// latency, in one completion pass), recorded in the histogram at once.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 pub struct LatencyRun {
     ts: u64,
     count: u64,

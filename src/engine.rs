@@ -5,6 +5,7 @@
 
 use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Target};
 use crate::clock::Clock;
+use crate::cost::LatencyRun;
 use crate::stats::{new_histogram, CpuTime};
 use crate::verify::{check_block, stamp_block};
 use crate::workload::{Rw, Workload};
@@ -169,20 +170,27 @@ struct Ctx<'a> {
 
 /// Per-slot bookkeeping: one slot per in-flight I/O and registered buffer.
 struct Slots {
+    /// Free slots, a stack.
     free: Vec<u32>,
-    submit_ts: Vec<u64>,
-    op: Vec<Op>,
-    unit: Vec<u64>,
+    /// What each slot's I/O is (one bounds check and one cache line per I/O).
+    io: Vec<SlotIo>,
+    /// Verify: the generation a slot's write stamps.
     generation: Vec<u64>,
+}
+
+/// The I/O a slot holds.
+#[derive(Clone, Copy)]
+struct SlotIo {
+    submit_ts: u64,
+    unit: u64,
+    op: Op,
 }
 
 impl Slots {
     fn new(depth: usize) -> Self {
         Slots {
             free: (0..depth as u32).rev().collect(),
-            submit_ts: vec![0; depth],
-            op: vec![Op::Read; depth],
-            unit: vec![0; depth],
+            io: vec![SlotIo { submit_ts: 0, unit: 0, op: Op::Read }; depth],
             generation: vec![0; depth],
         }
     }
@@ -378,43 +386,61 @@ fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<ThreadResult,
         if !v.only && spec.rw.reads() {
             // Prefill: write every unit once (generation 1) so every read can be checked.
             let mut next_unit = 0u64;
-            let mut src = |_: &mut Workload| -> Option<(Op, u64)> {
+            let src = |_: &mut Workload| -> Option<(Op, u64)> {
                 (next_unit < units).then(|| {
                     next_unit += 1;
                     (Op::Write, next_unit - 1)
                 })
             };
-            run_phase(ctx, q, &mut wl, Some(v), &mut res, Phase::Prefill, &mut src)?;
+            run_phase(ctx, q, &mut wl, Some(v), &mut res, Phase::Prefill, &mut Source::List(src))?;
         }
     }
-    let mut issued = 0u64;
-    let limit = spec.ios.or(if spec.runtime.is_none() { Some(units) } else { None });
-    let mut src = |w: &mut Workload| -> Option<(Op, u64)> {
-        if limit.is_some_and(|l| issued >= l) {
-            return None;
-        }
-        issued += 1;
-        Some(w.next())
-    };
-    run_phase(ctx, q, &mut wl, verifier.as_mut(), &mut res, Phase::Main, &mut src)?;
+    let left = spec.ios.or(if spec.runtime.is_none() { Some(units) } else { None }).unwrap_or(u64::MAX);
+    run_phase(ctx, q, &mut wl, verifier.as_mut(), &mut res, Phase::Main, &mut Source::<NoList>::Workload { left })?;
     if let Some(v) = verifier.as_mut() {
         if spec.rw.writes() && !stop.load(Ordering::Relaxed) {
             // Read back everything this run wrote and check its last generation.
             let written: Vec<u64> = (0..units).filter(|&u| v.gens[u as usize] > 0).collect();
             let mut i = 0usize;
-            let mut src = |_: &mut Workload| -> Option<(Op, u64)> {
+            let src = |_: &mut Workload| -> Option<(Op, u64)> {
                 let u = *written.get(i)?;
                 i += 1;
                 Some((Op::Read, u))
             };
-            run_phase(ctx, q, &mut wl, Some(v), &mut res, Phase::ReadBack, &mut src)?;
+            run_phase(ctx, q, &mut wl, Some(v), &mut res, Phase::ReadBack, &mut Source::List(src))?;
         }
     }
     res.interrupted = stop.load(Ordering::Relaxed);
     Ok(res)
 }
 
-/// Keep the queue full with I/Os from `next` until it returns None (or the
+/// Where a phase's I/Os come from.
+enum Source<F> {
+    /// The job's workload, `left` more I/Os (u64::MAX: until the runtime ends).
+    Workload { left: u64 },
+    /// A list of the phase's own (prefill, read-back).
+    List(F),
+}
+
+/// The type of a [`Source::Workload`]'s unused list.
+type NoList = fn(&mut Workload) -> Option<(Op, u64)>;
+
+impl<F: FnMut(&mut Workload) -> Option<(Op, u64)>> Source<F> {
+    /// The next I/O, or None when the source has no more.
+    #[inline]
+    fn next(&mut self, wl: &mut Workload) -> Option<(Op, u64)> {
+        match self {
+            Source::Workload { left: 0 } => None,
+            Source::Workload { left } => {
+                *left -= 1;
+                Some(wl.next())
+            }
+            Source::List(f) => f(wl),
+        }
+    }
+}
+
+/// Keep the queue full with I/Os from `next` until it has no more (or the
 /// runtime ends, or a stop is requested), then drain.
 fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
     ctx: &Ctx,
@@ -423,7 +449,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
     mut verifier: Option<&mut Verifier>,
     res: &mut ThreadResult,
     phase: Phase,
-    next: &mut F,
+    next: &mut Source<F>,
 ) -> Result<(), BackendError> {
     let spec = ctx.spec;
     let stop: &AtomicBool = &STOP;
@@ -493,11 +519,15 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
         // Submit: fill every free slot.
         ios.clear();
         let resubmitted = if wd.pending.is_empty() { 0 } else { wd.resubmit(&mut ios, &slots, wl, blocks, t) };
+        if let (false, true, None, Source::Workload { left }) = (stopping, retry.is_empty(), &verifier, &mut *next) {
+            // The common case: the workload's I/Os, nothing to retry, nothing to verify.
+            stopping = fill_plain(&mut slots, &mut ios, wl, left, t);
+        }
         while !stopping {
             let Some(&slot) = slots.free.last() else { break };
             // I/Os the path did not accept last time go first, so no unit
             // the workload chose is skipped and --ios counts what ran.
-            let Some((op, mut unit)) = retry.pop().or_else(|| next(wl)) else {
+            let Some((op, mut unit)) = retry.pop().or_else(|| next.next(wl)) else {
                 stopping = true;
                 break;
             };
@@ -527,9 +557,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                 }
             }
             slots.free.pop();
-            slots.submit_ts[slot as usize] = t;
-            slots.op[slot as usize] = op;
-            slots.unit[slot as usize] = unit;
+            slots.io[slot as usize] = SlotIo { submit_ts: t, unit, op };
             ios.push(Io { op, lba: wl.lba_of(unit), blocks, buf: slot, tag: slot as u64 });
         }
         let submitted = if ios.is_empty() { 0 } else { q.submit(&ios)? };
@@ -538,9 +566,9 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
         // and is submitted again first next time.
         for io in ios[submitted.max(resubmitted)..].iter().rev() {
             slots.free.push(io.buf);
-            retry.push((io.op, slots.unit[io.buf as usize]));
+            retry.push((io.op, slots.io[io.buf as usize].unit));
             if let Some(v) = verifier.as_deref_mut() {
-                v.busy[slots.unit[io.buf as usize] as usize] = false;
+                v.busy[slots.io[io.buf as usize].unit as usize] = false;
             }
         }
         in_flight += submitted;
@@ -557,38 +585,21 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
             let tc = clock.now();
             // I/Os submitted in one batch share a submit timestamp and, reaped
             // in one pass, a latency: record each run of them once.
-            let mut run_r = crate::cost::LatencyRun::default();
-            let mut run_w = crate::cost::LatencyRun::default();
+            let mut runs = [LatencyRun::default(), LatencyRun::default()];
             let lat = |s: u64| clock.to_ns(tc.wrapping_sub(s)).max(1);
-            for d in &done[..n] {
+            let first = if measuring && verifier.is_none() { reap_plain(&mut slots, &done[..n], [&mut read, &mut write], &mut runs, &mut flushes, &lat) } else { 0 };
+            let [run_r, run_w] = &mut runs;
+            for d in &done[first..n] {
                 let slot = d.tag as usize;
-                let op = slots.op[slot];
+                let SlotIo { submit_ts, unit, op } = slots.io[slot];
                 let ok = d.status.is_ok();
-                if !ok && wd.retry_failed(slot, &d.status, &slots) {
-                    res.recovery.retries += 1;
-                    continue;
-                }
                 if !ok {
-                    res.errors += 1;
-                    if res.first_error.is_none() {
-                        res.first_error = Some(format!(
-                            "{} of {} blocks at LBA {} failed: {}{}",
-                            op_name(op),
-                            blocks,
-                            wl.lba_of(slots.unit[slot]),
-                            d.status,
-                            match wd.retries_used(slot, &slots) {
-                                0 => String::new(),
-                                n => format!(" (after {n} retries)"),
-                            }
-                        ));
-                    }
-                    if !spec.continue_on_error {
-                        stopping = true;
+                    match failed_io(&mut wd, res, &slots, wl, slot, &d.status, blocks) {
+                        Failed::Retried => continue,
+                        Failed::Counted => stopping |= !spec.continue_on_error,
                     }
                 }
                 if let Some(v) = verifier.as_deref_mut() {
-                    let unit = slots.unit[slot];
                     v.busy[unit as usize] = false;
                     if ok {
                         match op {
@@ -598,21 +609,21 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                         }
                     }
                 }
-                if measuring {
-                    let (dir, run) = match op {
-                        Op::Read => (&mut read, &mut run_r),
-                        Op::Write => (&mut write, &mut run_w),
-                        Op::Flush => {
-                            flushes += 1;
-                            slots.free.push(slot as u32);
-                            continue;
-                        }
-                    };
-                    dir.ios += 1;
-                    dir.bytes += bs;
-                    run.add(&mut dir.lat, slots.submit_ts[slot], lat);
-                }
                 slots.free.push(slot as u32);
+                if measuring {
+                    // (Bytes are ios x bs, filled in at the end.)
+                    match op {
+                        Op::Read => {
+                            read.ios += 1;
+                            run_r.add(&mut read.lat, submit_ts, lat);
+                        }
+                        Op::Write => {
+                            write.ios += 1;
+                            run_w.add(&mut write.lat, submit_ts, lat);
+                        }
+                        Op::Flush => flushes += 1,
+                    }
+                }
             }
             run_r.flush(&mut read.lat, lat);
             run_w.flush(&mut write.lat, lat);
@@ -640,8 +651,8 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                 if res.first_error.is_none() {
                     res.first_error = Some(format!(
                         "{} of {blocks} blocks at LBA {} never completed ({why}), after {} retries",
-                        op_name(slots.op[s]),
-                        wl.lba_of(slots.unit[s]),
+                        op_name(slots.io[s].op),
+                        wl.lba_of(slots.io[s].unit),
                         wd.retries_used(s, &slots)
                     ));
                 }
@@ -649,7 +660,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                     stopping = true;
                 }
                 if let Some(v) = verifier.as_deref_mut() {
-                    v.busy[slots.unit[s] as usize] = false;
+                    v.busy[slots.io[s].unit as usize] = false;
                 }
                 slots.free.push(slot);
             }
@@ -680,6 +691,8 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
             syscalls: c.syscalls - counters0.syscalls,
             rejected_completions: c.rejected_completions - counters0.rejected_completions,
         };
+        read.bytes = read.ios * bs;
+        write.bytes = write.ios * bs;
         res.read = read;
         res.write = write;
         res.flushes = flushes;
@@ -687,6 +700,97 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
         res.verify_ios += total_ios;
     }
     Ok(())
+}
+
+/// Fill every free slot with the workload's next I/Os (`left` more at
+/// most), in one pass down the free-slot stack (the order of the general
+/// loop in `run_phase`), for the common case: nothing to retry, nothing to
+/// verify. Returns true when the workload ran out. A function of its own so
+/// its few values stay in registers.
+#[inline(never)]
+fn fill_plain(slots: &mut Slots, ios: &mut Vec<Io>, wl: &mut Workload, left: &mut u64, t: u64) -> bool {
+    let Slots { free, io, .. } = slots;
+    let n = free.len();
+    let k = (n as u64).min(*left) as usize;
+    *left -= k as u64;
+    let blocks = wl.blocks;
+    // The generator as a local (kept in registers), and an exact-size
+    // iterator: `extend` reserves once, no check per I/O.
+    let mut w = wl.clone();
+    ios.extend(free.drain(n - k..).rev().map(|slot| {
+        let (op, unit) = w.next();
+        io[slot as usize] = SlotIo { submit_ts: t, unit, op };
+        Io { op, lba: w.lba_of(unit), blocks, buf: slot, tag: slot as u64 }
+    }));
+    *wl = w;
+    k < n
+}
+
+/// The completions of the common case (measuring, nothing to verify): free
+/// each slot and record its latency in its direction's run, up to the
+/// first failed I/O. Returns how many it took.
+#[inline(never)]
+fn reap_plain(slots: &mut Slots, done: &[IoDone], dirs: [&mut DirResult; 2], runs: &mut [LatencyRun; 2], flushes: &mut u64, lat: &impl Fn(u64) -> u64) -> usize {
+    let [read, write] = dirs;
+    // Up to the first failure; the free-slot stack gets them at once.
+    let n = done.iter().position(|d| !d.status.is_ok()).unwrap_or(done.len());
+    slots.free.extend(done[..n].iter().map(|d| d.tag as u32));
+    // Counters and runs as locals, kept in registers.
+    let (mut reads, mut writes, mut fl) = (0, 0, 0);
+    let [mut run_r, mut run_w] = *runs;
+    for d in &done[..n] {
+        let SlotIo { submit_ts, op, .. } = slots.io[d.tag as usize];
+        match op {
+            Op::Read => {
+                reads += 1;
+                run_r.add(&mut read.lat, submit_ts, lat);
+            }
+            Op::Write => {
+                writes += 1;
+                run_w.add(&mut write.lat, submit_ts, lat);
+            }
+            Op::Flush => fl += 1,
+        }
+    }
+    read.ios += reads;
+    write.ios += writes;
+    *flushes += fl;
+    *runs = [run_r, run_w];
+    n
+}
+
+/// What became of a failed I/O.
+enum Failed {
+    /// Resubmitted (the watchdog holds it); nothing else to do.
+    Retried,
+    /// Counted as an error (the first one's message kept).
+    Counted,
+}
+
+/// A completion with an error status: retry it if its status allows and it
+/// has retries left, else count it. Out of the completion loop's way.
+#[cold]
+#[inline(never)]
+fn failed_io(wd: &mut Watchdog, res: &mut ThreadResult, slots: &Slots, wl: &Workload, slot: usize, status: &IoStatus, blocks: u32) -> Failed {
+    if wd.retry_failed(slot, status, slots) {
+        res.recovery.retries += 1;
+        return Failed::Retried;
+    }
+    res.errors += 1;
+    if res.first_error.is_none() {
+        res.first_error = Some(format!(
+            "{} of {} blocks at LBA {} failed: {}{}",
+            op_name(slots.io[slot].op),
+            blocks,
+            wl.lba_of(slots.io[slot].unit),
+            status,
+            match wd.retries_used(slot, slots) {
+                0 => String::new(),
+                n => format!(" (after {n} retries)"),
+            }
+        ));
+    }
+    Failed::Counted
 }
 
 /// True once a stop was requested (no more blocking waits then).
@@ -888,7 +992,7 @@ impl Watchdog {
     }
 
     fn issued(&self, slot: usize, slots: &Slots) -> u64 {
-        slots.submit_ts[slot].max(self.reissued[slot])
+        slots.io[slot].submit_ts.max(self.reissued[slot])
     }
 
     fn aborted(&self, slot: usize, slots: &Slots) -> bool {
@@ -900,7 +1004,7 @@ impl Watchdog {
         if STOP.load(Ordering::Relaxed) {
             return false;
         }
-        let ts = slots.submit_ts[slot];
+        let ts = slots.io[slot].submit_ts;
         let (of, used) = self.tries[slot];
         let used = if of == ts { used } else { 0 };
         if used >= self.max_retries {
@@ -912,7 +1016,7 @@ impl Watchdog {
 
     fn retries_used(&self, slot: usize, slots: &Slots) -> u32 {
         let (of, used) = self.tries[slot];
-        if of == slots.submit_ts[slot] {
+        if of == slots.io[slot].submit_ts {
             used
         } else {
             0
@@ -942,7 +1046,7 @@ impl Watchdog {
         for slot in self.pending.drain(..) {
             let s = slot as usize;
             self.reissued[s] = t;
-            ios.push(Io { op: slots.op[s], lba: wl.lba_of(slots.unit[s]), blocks, buf: slot, tag: slot as u64 });
+            ios.push(Io { op: slots.io[s].op, lba: wl.lba_of(slots.io[s].unit), blocks, buf: slot, tag: slot as u64 });
         }
         n
     }
@@ -992,7 +1096,7 @@ impl Watchdog {
 
         // 2. Overdue I/Os: in flight (not free, not waiting for a retry, not
         //    just lost) and issued more than a timeout ago.
-        let mut idle = vec![false; slots.submit_ts.len()];
+        let mut idle = vec![false; slots.io.len()];
         for &s in slots.free.iter().chain(self.pending.iter()) {
             idle[s as usize] = true;
         }
@@ -1008,8 +1112,8 @@ impl Watchdog {
         let what = |s: usize| {
             format!(
                 "{} at LBA {} outstanding for more than {} ms ({})",
-                op_name(slots.op[s]),
-                wl.lba_of(slots.unit[s]),
+                op_name(slots.io[s].op),
+                wl.lba_of(slots.io[s].unit),
                 timeout_dur.as_millis(),
                 if stopped { "the I/O timeout after an interrupt" } else { "--io-timeout" }
             )

@@ -82,14 +82,18 @@ impl super::Target for SimTarget {
         d.push((
             "simulator".into(),
             format!(
-                "{} data, {} blocks of {} bytes, controller thread on CPU {}",
+                "{} data, {} blocks of {} bytes, {}",
                 match c.data {
                     nvme_sim::DataMode::Ram => "RAM",
                     nvme_sim::DataMode::Null => "null (no data moved)",
                 },
                 c.namespaces[0].blocks,
                 c.namespaces[0].lba_size,
-                c.cpu.map(|c| c.to_string()).unwrap_or("any".into())
+                match (c.threaded, c.cpu) {
+                    (false, _) => "controller stepped on the job's thread at each doorbell write".to_string(),
+                    (true, Some(cpu)) => format!("controller thread on CPU {cpu}"),
+                    (true, None) => "controller thread on any CPU".to_string(),
+                }
             ),
         ));
         d
