@@ -548,13 +548,15 @@ fn plain_pass_completions_equal_the_general_path() {
     // handle itself. Every completion entry it posts, and every error the
     // general path then words, must be what the general path alone (on when a
     // trace listener is set) posts: same status, CID, SQ head and SQ id, in
-    // the same order, across queue wraps and phase flips.
-    let run_once = |traced: bool| {
+    // the same order, across queue wraps and phase flips; in a shallow
+    // queue, and in a deep one with long batches and long runs of plain
+    // entries between the others.
+    let run_once = |traced: bool, depth: u16, batch: usize, copies: usize| {
         let events: Option<nvme_sim::EventHook> = traced.then(|| Arc::new(|_: &nvme_sim::SimEvent| {}) as _);
         let cfg = SimConfig { threaded: false, data: DataMode::Null, events, ..Default::default() };
         let sim = SimController::start(cfg).unwrap();
         let mut ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
-        let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+        let mut qp = ctrl.create_io_queue_pair(depth.into()).unwrap();
         let buf = ctrl.allocator().alloc(8192, 4096).unwrap();
         let blocks = 1u64 << 17;
         let rw = |write: bool, nsid: u32, slba: u64, n: u32| {
@@ -586,25 +588,34 @@ fn plain_pass_completions_equal_the_general_path() {
         unknown.cdw0.set_opc(0x7f);
         unknown.nsid = 1;
         cmds.extend([fused, sgl, odd, flush, unknown, rw(true, 1, 9, 1), rw(false, 1, 3, 4)]);
+        // More copies: runs of plain entries between the others (more than
+        // a group long when the queue is deep).
+        let plain_run: Vec<Sqe> = (0..20).map(|i| rw(i % 2 == 0, 1, i, 1)).collect();
+        let mut all = vec![];
+        for c in 0..copies {
+            all.extend(plain_run.iter().take(3 + 7 * c).copied());
+            all.extend(cmds.iter().copied());
+        }
+        let cmds = all;
         let mut seen = vec![];
-        // Batches of up to 7 (the queue's depth) so each doorbell mixes
-        // plain and other entries; 5 rounds wrap both rings several times.
+        // Batches of up to `batch` (< the queue's depth) so each doorbell
+        // mixes plain and other entries; 5 rounds wrap both rings several times.
         for round in 0..5 {
-            for chunk in cmds.chunks(7) {
+            for chunk in cmds.chunks(batch) {
                 let slot0 = qp.cq().head() as usize;
                 for (i, e) in chunk.iter().enumerate() {
                     qp.submit(*e, None, (round * 100 + i) as u64).unwrap();
                 }
                 qp.ring();
                 let mut got = 0;
-                qp.poll(8, |c| {
+                qp.poll(depth as usize, |c| {
                     seen.push((c.tag, c.cid, c.raw_status.into_bits() & !1, c.dw0));
                     got += 1;
                 });
                 assert_eq!(got, chunk.len(), "synchronous controller completes at the doorbell");
                 // The entries as the controller wrote them (SQ head and id).
                 for k in 0..got {
-                    let slot = (slot0 + k) % 8;
+                    let slot = (slot0 + k) % depth as usize;
                     seen.push((u64::MAX, 0, 0, qp.cq().memory().read32(slot * 16 + 8)));
                 }
             }
@@ -613,11 +624,14 @@ fn plain_pass_completions_equal_the_general_path() {
         ctrl.shutdown().unwrap();
         seen
     };
-    let plain = run_once(false);
-    let general = run_once(true);
-    assert_eq!(plain.len(), 2 * 5 * 15);
-    assert_eq!(plain, general);
-    assert!(plain.iter().any(|s| s.2 != 0) && plain.iter().any(|s| s.0 != u64::MAX && s.2 == 0), "both outcomes exercised");
+    for (depth, batch, copies) in [(8, 7, 1), (64, 63, 3), (64, 40, 3)] {
+        let plain = run_once(false, depth, batch, copies);
+        let general = run_once(true, depth, batch, copies);
+        let cmds = (0..copies).map(|c| 3 + 7 * c + 15).sum::<usize>();
+        assert_eq!(plain.len(), 2 * 5 * cmds, "depth {depth}");
+        assert_eq!(plain, general, "depth {depth}, batches of {batch}");
+        assert!(plain.iter().any(|s| s.2 != 0) && plain.iter().any(|s| s.0 != u64::MAX && s.2 == 0), "both outcomes exercised");
+    }
 }
 
 #[test]
