@@ -491,6 +491,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
     let mut empty_since: Option<u64> = None;
     loop {
         let t = clock.now();
+        q.prefetch_completions();
         if let Some(e) = empty_since.take() {
             empty_ticks += t.wrapping_sub(e);
         }

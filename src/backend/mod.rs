@@ -241,6 +241,9 @@ pub trait IoQueue: Send {
     /// Reap up to `out.len()` completions without blocking. Returns how many
     /// were written to `out`.
     fn poll(&mut self, out: &mut [IoDone]) -> Result<usize, BackendError>;
+    /// A hint that `poll` comes soon (after this pass's submissions): a path
+    /// whose completions arrive in shared memory starts loading them.
+    fn prefetch_completions(&self) {}
     /// Reap at least `min` completions, blocking if the path can (interrupt
     /// driven paths wait in the kernel; polled paths spin).
     fn wait(&mut self, out: &mut [IoDone], min: usize) -> Result<usize, BackendError> {

@@ -233,6 +233,12 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
         Ok(n)
     }
 
+    fn prefetch_completions(&self) {
+        if let Some(qp) = self.qp.as_ref() {
+            qp.prefetch_completions();
+        }
+    }
+
     #[inline]
     fn poll(&mut self, out: &mut [IoDone]) -> Result<usize, BackendError> {
         let n = self.qp().poll_into(out, |o, c| {

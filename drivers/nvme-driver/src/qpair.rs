@@ -446,6 +446,14 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         self.reap(max, |_, c| f(c))
     }
 
+    /// Start loading the completion line at the head, so that the miss (the
+    /// line comes from the controller's side) overlaps the caller's other
+    /// work before it polls. A hint only.
+    #[inline]
+    pub fn prefetch_completions(&self) {
+        self.cq.ring.view().prefetch_read(self.cq.cq_head as usize);
+    }
+
     /// [`poll`](Self::poll) into a slice: up to `out.len()` completions,
     /// `fill(&mut out[i], completion i)`. Returns how many were filled.
     /// (Filling in place lets the caller store only the fields that
