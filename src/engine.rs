@@ -465,7 +465,11 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
     let mut retry: Vec<(Op, u64)> = Vec::with_capacity(depth);
     let mut done = vec![IoDone::default(); depth];
     let mut in_flight = 0usize;
+    // Stopping: take no more I/Os (runtime over, a stop requested, an
+    // error). Ran out: the source has no more, but I/Os the path did not
+    // accept, or a verify run could not place yet, are still to run.
     let mut stopping = false;
+    let mut ran_out = false;
     let mut wd = Watchdog::new(depth, clock, clock.now());
 
     let start = clock.now();
@@ -520,18 +524,20 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
         // Submit: fill every free slot.
         ios.clear();
         let resubmitted = if wd.pending.is_empty() { 0 } else { wd.resubmit(&mut ios, &slots, wl, blocks, t) };
-        if let (false, true, None, Source::Workload { left }) = (stopping, retry.is_empty(), &verifier, &mut *next) {
-            // The common case: the workload's I/Os, nothing to retry, nothing to verify.
-            stopping = fill_plain(&mut slots, &mut ios, wl, left, t);
+        if let (false, false, false, true, None, Source::Workload { left }) = (stopping, ran_out, slots.free.is_empty(), retry.is_empty(), &verifier, &mut *next) {
+            // The common case: the workload's I/Os, nothing to retry, nothing
+            // to verify. (Most passes of a polled run find no free slot.)
+            ran_out = fill_plain(&mut slots, &mut ios, wl, left, t);
         }
         while !stopping {
             let Some(&slot) = slots.free.last() else { break };
             // I/Os the path did not accept last time go first, so no unit
             // the workload chose is skipped and --ios counts what ran.
-            let Some((op, mut unit)) = retry.pop().or_else(|| next.next(wl)) else {
-                stopping = true;
+            let Some((op, mut unit)) = retry.pop().or_else(|| if ran_out { None } else { next.next(wl) }) else {
+                ran_out = true;
                 break;
             };
+            let drawn = unit;
             if let Some(v) = verifier.as_deref_mut() {
                 // Never two I/Os on one unit at once: the expected content
                 // of a read must not depend on completion order.
@@ -544,7 +550,10 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                     }
                 }
                 if v.busy[unit as usize] {
-                    break; // try again after some completions
+                    // Try again after some completions (it counts as taken
+                    // from the source already: --ios counts what ran).
+                    retry.push((op, drawn));
+                    break;
                 }
                 v.busy[unit as usize] = true;
                 if op == Op::Write {
@@ -666,7 +675,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                 slots.free.push(slot);
             }
         }
-        if stopping && in_flight == 0 && wd.pending.is_empty() {
+        if (stopping || ran_out && retry.is_empty()) && in_flight == 0 && wd.pending.is_empty() {
             debug_assert_eq!(q.in_flight(), 0, "the path still holds I/Os the loop thinks are done");
             break;
         }
