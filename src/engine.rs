@@ -742,13 +742,15 @@ fn fill_plain(slots: &mut Slots, ios: &mut Vec<Io>, wl: &mut Workload, left: &mu
 #[inline(never)]
 fn reap_plain(slots: &mut Slots, done: &[IoDone], dirs: [&mut DirResult; 2], runs: &mut [LatencyRun; 2], flushes: &mut u64, lat: &impl Fn(u64) -> u64) -> usize {
     let [read, write] = dirs;
-    // Up to the first failure; the free-slot stack gets them at once.
-    let n = done.iter().position(|d| !d.status.is_ok()).unwrap_or(done.len());
-    slots.free.extend(done[..n].iter().map(|d| d.tag as u32));
     // Counters and runs as locals, kept in registers.
     let (mut reads, mut writes, mut fl) = (0, 0, 0);
     let [mut run_r, mut run_w] = *runs;
-    for d in &done[..n] {
+    let mut n = done.len();
+    for (i, d) in done.iter().enumerate() {
+        if !d.status.is_ok() {
+            n = i; // the general loop takes it from here
+            break;
+        }
         let SlotIo { submit_ts, op, .. } = slots.io[d.tag as usize];
         match op {
             Op::Read => {
@@ -762,6 +764,8 @@ fn reap_plain(slots: &mut Slots, done: &[IoDone], dirs: [&mut DirResult; 2], run
             Op::Flush => fl += 1,
         }
     }
+    // The free-slot stack gets them at once.
+    slots.free.extend(done[..n].iter().map(|d| d.tag as u32));
     read.ios += reads;
     write.ios += writes;
     *flushes += fl;
