@@ -186,6 +186,14 @@ struct SlotIo {
     op: Op,
 }
 
+impl SlotIo {
+    /// The path's request for this I/O in `slot` (its buffer and tag).
+    #[inline(always)]
+    fn io(&self, slot: u32, wl: &Workload, blocks: u32) -> Io {
+        Io { op: self.op, lba: wl.lba_of(self.unit), blocks, buf: slot, tag: slot as u64 }
+    }
+}
+
 impl Slots {
     fn new(depth: usize) -> Self {
         Slots {
@@ -567,8 +575,9 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                 }
             }
             slots.free.pop();
-            slots.io[slot as usize] = SlotIo { submit_ts: t, unit, op };
-            ios.push(Io { op, lba: wl.lba_of(unit), blocks, buf: slot, tag: slot as u64 });
+            let s = SlotIo { submit_ts: t, unit, op };
+            slots.io[slot as usize] = s;
+            ios.push(s.io(slot, wl, blocks));
         }
         let submitted = if ios.is_empty() { 0 } else { q.submit(&ios)? };
         wd.not_accepted(&ios[..resubmitted], submitted);
@@ -595,10 +604,9 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
             let tc = clock.now();
             // I/Os submitted in one batch share a submit timestamp and, reaped
             // in one pass, a latency: record each run of them once.
-            let mut runs = [LatencyRun::default(), LatencyRun::default()];
+            let mut tally = PassTally::default();
             let lat = |s: u64| clock.to_ns(tc.wrapping_sub(s)).max(1);
-            let first = if measuring && verifier.is_none() { reap_plain(&mut slots, &done[..n], [&mut read, &mut write], &mut runs, &mut flushes, &lat) } else { 0 };
-            let [run_r, run_w] = &mut runs;
+            let first = if measuring && verifier.is_none() { reap_plain(&mut slots, &done[..n], &mut tally, [&mut read, &mut write], &lat) } else { 0 };
             for d in &done[first..n] {
                 let slot = d.tag as usize;
                 let SlotIo { submit_ts, unit, op } = slots.io[slot];
@@ -621,22 +629,10 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                 }
                 slots.free.push(slot as u32);
                 if measuring {
-                    // (Bytes are ios x bs, filled in at the end.)
-                    match op {
-                        Op::Read => {
-                            read.ios += 1;
-                            run_r.add(&mut read.lat, submit_ts, lat);
-                        }
-                        Op::Write => {
-                            write.ios += 1;
-                            run_w.add(&mut write.lat, submit_ts, lat);
-                        }
-                        Op::Flush => flushes += 1,
-                    }
+                    tally.add(op, submit_ts, [&mut read, &mut write], &lat);
                 }
             }
-            run_r.flush(&mut read.lat, lat);
-            run_w.flush(&mut write.lat, lat);
+            tally.finish([&mut read, &mut write], &mut flushes, &lat);
             in_flight -= n;
             total_ios += n as u64;
             ctx.progress.ios.store(ctx.progress.ios.load(Ordering::Relaxed) + n as u64, Ordering::Relaxed);
@@ -729,22 +725,63 @@ fn fill_plain(slots: &mut Slots, ios: &mut Vec<Io>, wl: &mut Workload, left: &mu
     let mut w = wl.clone();
     ios.extend(free.drain(n - k..).rev().map(|slot| {
         let (op, unit) = w.next();
-        io[slot as usize] = SlotIo { submit_ts: t, unit, op };
-        Io { op, lba: w.lba_of(unit), blocks, buf: slot, tag: slot as u64 }
+        let s = SlotIo { submit_ts: t, unit, op };
+        io[slot as usize] = s;
+        s.io(slot, &w, blocks)
     }));
     *wl = w;
     k < n
 }
 
+/// One completion pass's measured I/Os, counted in locals and added to the
+/// results once: I/Os per direction, flushes, and each direction's run of
+/// equal latencies. (Bytes are I/Os x bs, filled in at the end of the phase.)
+#[derive(Default, Clone, Copy)]
+struct PassTally {
+    reads: u64,
+    writes: u64,
+    flushes: u64,
+    run_r: LatencyRun,
+    run_w: LatencyRun,
+}
+
+impl PassTally {
+    /// Count a completed `op` submitted at `submit_ts` (`dirs`: read, write).
+    #[inline(always)]
+    fn add(&mut self, op: Op, submit_ts: u64, dirs: [&mut DirResult; 2], lat: &impl Fn(u64) -> u64) {
+        let [read, write] = dirs;
+        match op {
+            Op::Read => {
+                self.reads += 1;
+                self.run_r.add(&mut read.lat, submit_ts, lat);
+            }
+            Op::Write => {
+                self.writes += 1;
+                self.run_w.add(&mut write.lat, submit_ts, lat);
+            }
+            Op::Flush => self.flushes += 1,
+        }
+    }
+
+    /// Record the pending runs and add the counts to the results.
+    fn finish(mut self, dirs: [&mut DirResult; 2], flushes: &mut u64, lat: &impl Fn(u64) -> u64) {
+        let [read, write] = dirs;
+        self.run_r.flush(&mut read.lat, lat);
+        self.run_w.flush(&mut write.lat, lat);
+        read.ios += self.reads;
+        write.ios += self.writes;
+        *flushes += self.flushes;
+    }
+}
+
 /// The completions of the common case (measuring, nothing to verify): free
-/// each slot and record its latency in its direction's run, up to the
-/// first failed I/O. Returns how many it took.
+/// each slot and count it in `tally`, up to the first failed I/O. Returns
+/// how many it took.
 #[inline(never)]
-fn reap_plain(slots: &mut Slots, done: &[IoDone], dirs: [&mut DirResult; 2], runs: &mut [LatencyRun; 2], flushes: &mut u64, lat: &impl Fn(u64) -> u64) -> usize {
+fn reap_plain(slots: &mut Slots, done: &[IoDone], tally: &mut PassTally, dirs: [&mut DirResult; 2], lat: &impl Fn(u64) -> u64) -> usize {
     let [read, write] = dirs;
-    // Counters and runs as locals, kept in registers.
-    let (mut reads, mut writes, mut fl) = (0, 0, 0);
-    let [mut run_r, mut run_w] = *runs;
+    // The tally as a local, kept in registers.
+    let mut t = *tally;
     let mut n = done.len();
     for (i, d) in done.iter().enumerate() {
         if !d.status.is_ok() {
@@ -752,24 +789,11 @@ fn reap_plain(slots: &mut Slots, done: &[IoDone], dirs: [&mut DirResult; 2], run
             break;
         }
         let SlotIo { submit_ts, op, .. } = slots.io[d.tag as usize];
-        match op {
-            Op::Read => {
-                reads += 1;
-                run_r.add(&mut read.lat, submit_ts, lat);
-            }
-            Op::Write => {
-                writes += 1;
-                run_w.add(&mut write.lat, submit_ts, lat);
-            }
-            Op::Flush => fl += 1,
-        }
+        t.add(op, submit_ts, [&mut *read, &mut *write], lat);
     }
     // The free-slot stack gets them at once.
     slots.free.extend(done[..n].iter().map(|d| d.tag as u32));
-    read.ios += reads;
-    write.ios += writes;
-    *flushes += fl;
-    *runs = [run_r, run_w];
+    *tally = t;
     n
 }
 
@@ -1060,7 +1084,7 @@ impl Watchdog {
         for slot in self.pending.drain(..) {
             let s = slot as usize;
             self.reissued[s] = t;
-            ios.push(Io { op: slots.io[s].op, lba: wl.lba_of(slots.io[s].unit), blocks, buf: slot, tag: slot as u64 });
+            ios.push(slots.io[s].io(slot, wl, blocks));
         }
         n
     }
