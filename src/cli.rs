@@ -360,7 +360,9 @@ fn sim_options(a: &SimArgs, queues: u16, cpu: Option<usize>) -> Result<SimOption
     if a.sim_size < a.sim_lba_size as u64 {
         return Err(CliError::usage("--sim-size is smaller than one block"));
     }
-    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, threaded: !a.sim_sync, shadow_doorbells: true, streaming_sq: true })
+    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, threaded: !a.sim_sync,
+        // A synchronous controller runs only when a register is written.
+        shadow_doorbells: !a.sim_sync, streaming_sq: true })
 }
 
 /// Open the path a command asks for.
@@ -390,8 +392,7 @@ fn open_target(
                 return Err(CliError::usage("--device is not used by --backend sim; drop it, or pick --backend vfio|passthru|block"));
             }
             let mut o = sim_options(sim, queues, sim_cpu)?;
-            // A synchronous controller runs only when a register is written.
-            o.shadow_doorbells = !kernel.no_shadow_doorbells && !sim.sim_sync;
+            o.shadow_doorbells &= !kernel.no_shadow_doorbells;
             o.streaming_sq = !kernel.cached_sq_stores;
             let t = SimTarget::open(&o)?;
             crate::reliability::inject(&t.sim, &sim.sim_fault);

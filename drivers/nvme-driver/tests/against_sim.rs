@@ -588,8 +588,8 @@ fn plain_pass_completions_equal_the_general_path() {
         unknown.cdw0.set_opc(0x7f);
         unknown.nsid = 1;
         cmds.extend([fused, sgl, odd, flush, unknown, rw(true, 1, 9, 1), rw(false, 1, 3, 4)]);
-        // More copies: runs of plain entries between the others (more than
-        // a group long when the queue is deep).
+        // More copies: runs of plain entries (up to 17 long) between the
+        // others.
         let plain_run: Vec<Sqe> = (0..20).map(|i| rw(i % 2 == 0, 1, i, 1)).collect();
         let mut all = vec![];
         for c in 0..copies {
