@@ -723,14 +723,27 @@ fn fill_plain(slots: &mut Slots, ios: &mut Vec<Io>, wl: &mut Workload, left: &mu
     // The generator as a local (kept in registers), and an exact-size
     // iterator: `extend` reserves once, no check per I/O.
     let mut w = wl.clone();
-    ios.extend(free.drain(n - k..).rev().map(|slot| {
-        let (op, unit) = w.next();
-        let s = SlotIo { submit_ts: t, unit, op };
-        io[slot as usize] = s;
-        s.io(slot, &w, blocks)
-    }));
+    let io = io.as_mut_slice();
+    let slots = free.drain(n - k..).rev();
+    // randread and randwrite (the benchmarks' patterns): the pattern is
+    // decided here once, not per I/O.
+    match w.single_random_op() {
+        Some(op) => ios.extend(slots.map(|slot| fill_one(io, slot, op, w.random_unit(), t, &w, blocks))),
+        None => ios.extend(slots.map(|slot| {
+            let (op, unit) = w.next();
+            fill_one(io, slot, op, unit, t, &w, blocks)
+        })),
+    }
     *wl = w;
     k < n
+}
+
+/// Record I/O `op` on `unit` in `slot` and return its command.
+#[inline(always)]
+fn fill_one(io: &mut [SlotIo], slot: u32, op: Op, unit: u64, t: u64, wl: &Workload, blocks: u32) -> Io {
+    let s = SlotIo { submit_ts: t, unit, op };
+    io[slot as usize] = s;
+    s.io(slot, wl, blocks)
 }
 
 /// One completion pass's measured I/Os, counted in locals and added to the

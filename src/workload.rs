@@ -129,6 +129,25 @@ impl Workload {
         (op, unit)
     }
 
+    /// For patterns of one operation at random units (randread,
+    /// randwrite): that operation. The submit loop then draws units with
+    /// [`Workload::random_unit`] and decides the pattern once per pass
+    /// instead of once per I/O. The draws are the same as `next`'s.
+    #[inline]
+    pub fn single_random_op(&self) -> Option<Op> {
+        match self.rw {
+            Rw::Randread => Some(Op::Read),
+            Rw::Randwrite => Some(Op::Write),
+            _ => None,
+        }
+    }
+
+    /// A random unit (what `next` draws for a random pattern).
+    #[inline(always)]
+    pub fn random_unit(&mut self) -> u64 {
+        self.rng.below(self.units)
+    }
+
     /// Another unit for the same operation (when the first is busy).
     #[inline]
     pub fn another_unit(&mut self) -> u64 {
@@ -154,6 +173,25 @@ mod tests {
         for _ in 0..10_000 {
             assert!(r.next().1 < 1000);
         }
+    }
+
+    #[test]
+    fn single_random_op_draws_what_next_draws() {
+        for rw in [Rw::Randread, Rw::Randwrite, Rw::Read, Rw::Randrw] {
+            let mut a = Workload::new(rw, 0, 8, 1000, 70, 5, 0);
+            let mut b = a.clone();
+            for _ in 0..1000 {
+                let want = a.next();
+                let got = match b.single_random_op() {
+                    Some(op) => (op, b.random_unit()),
+                    None => b.next(),
+                };
+                assert_eq!(got, want, "{rw:?}");
+            }
+        }
+        assert_eq!(Workload::new(Rw::Randwrite, 0, 1, 10, 100, 1, 0).single_random_op(), Some(Op::Write));
+        assert_eq!(Workload::new(Rw::Randrw, 0, 1, 10, 100, 1, 0).single_random_op(), None);
+        assert_eq!(Workload::new(Rw::Read, 0, 1, 10, 100, 1, 0).single_random_op(), None);
     }
 
     #[test]
