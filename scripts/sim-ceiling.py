@@ -19,7 +19,7 @@ Exit status: 0 goal met in the fast state, 1 not met (in the fast state),
 2 no fast-state run seen in N tries (nothing to judge), 3 the bench failed.
 Figures are the driver against a simulated controller (labelled EMULATED by
 bench), not a device."""
-import argparse, json, subprocess, sys
+import argparse, json, statistics, subprocess, sys
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap.add_argument("bin", nargs="?", default="target/release/nvme-bypass")
@@ -63,6 +63,12 @@ for i in range(a.tries):
 fast = [r for r in runs if r[0]]
 best = min(runs, key=lambda r: r[1])
 print(f"best of all {len(runs)} runs: {best[1]:.1f} ns useful per I/O ({best[2] / 1e6:.2f}M IOPS, {best[5]})")
+slow = [r[1] for r in runs if not r[0] and r[5] == "default"]
+if slow:
+    # Context, not a verdict: the goal is stated for the fast state.
+    print(f"slow-state runs: {len(slow)}, useful CPU per I/O median {statistics.median(slow):.1f} ns, "
+          f"range {min(slow):.1f}-{max(slow):.1f} ns, {sum(u <= a.goal for u in slow)} at or under {a.goal:.0f} ns "
+          f"(not judged: the goal is for the fast state)")
 if not fast:
     print(f"no run started and ended in the fast state (core-to-core <= {a.fast:.0f} ns) in {len(runs)} tries: "
           f"nothing to judge against the {a.goal:.0f} ns goal; try again later or with --tries")
