@@ -58,6 +58,21 @@ pub fn measure(a: usize, b: usize, rounds: u64) -> Option<f64> {
     ok.then(|| samples[2])
 }
 
+/// Probe the core-to-core latency between CPUs `a` and `b` with short
+/// measurements (a few ms each) until one is at most `ns`; false when none
+/// was within `timeout` (or the threads could not be pinned).
+pub fn wait_until_at_most(a: usize, b: usize, ns: f64, timeout: std::time::Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        match measure(a, b, 2_000) {
+            Some(v) if v <= ns => return true,
+            None => return false,
+            Some(_) if start.elapsed() >= timeout => return false,
+            Some(_) => {}
+        }
+    }
+}
+
 /// Allow the calling thread on every CPU again.
 pub fn unpin_current_thread() -> std::io::Result<()> {
     nvme_hal::unpin_current_thread(online_cpus())

@@ -18,6 +18,9 @@ pub mod exit {
     pub const RUN_FAILED: i32 = 1;
     /// Bad input or environment: nothing was done to the device.
     pub const USAGE: i32 = 2;
+    /// Not started: the state it was told to wait for did not come in time
+    /// (`bench --wait-fast-c2c`).
+    pub const NOT_STARTED: i32 = 3;
 }
 
 #[derive(Parser, Debug)]
@@ -233,6 +236,17 @@ pub struct BenchArgs {
     /// Do not measure core-to-core latency around simulator runs.
     #[arg(long)]
     pub no_c2c: bool,
+    /// Simulator: start the run only once the core-to-core latency between
+    /// the driver's and the simulator's CPUs is at or under this many ns
+    /// (probed every few ms; on some virtual machines a fast state lasts
+    /// well under a second, so pair it with a short --runtime). The
+    /// before/after figures still say whether the run stayed in it.
+    #[arg(long, value_name = "NS")]
+    pub wait_fast_c2c: Option<f64>,
+    /// How long --wait-fast-c2c waits before giving up (exit status 3,
+    /// nothing run).
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "TIME")]
+    pub wait_timeout: Duration,
     #[command(flatten)]
     pub reliability: crate::reliability::ReliabilityArgs,
     #[command(flatten)]
@@ -439,6 +453,22 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
         (Some(&a_cpu), Some(b_cpu)) if is_sim && !a.no_c2c => Some((a_cpu, b_cpu)),
         _ => None,
     };
+    if let Some(ns) = a.wait_fast_c2c {
+        let Some((x, y)) = c2c_pair else {
+            return Err(CliError::usage(
+                "--wait-fast-c2c needs the simulator on a thread of its own and the core-to-core measurement: --backend sim, without --sim-sync or --no-c2c, and two CPUs",
+            ));
+        };
+        if !crate::c2c::wait_until_at_most(x, y, ns, a.wait_timeout) {
+            return Err(CliError {
+                msg: format!(
+                    "core-to-core latency between CPUs {x} and {y} was never at or under {ns} ns in {:?}; nothing was run (try again later, or a longer --wait-timeout)",
+                    a.wait_timeout
+                ),
+                code: exit::NOT_STARTED,
+            });
+        }
+    }
     let before = c2c_pair.and_then(|(x, y)| crate::c2c::measure(x, y, 20_000));
     let queues = a.numjobs.min(u16::MAX as usize) as u16;
     let target: Box<dyn Target> = if a.device.len() > 1 {

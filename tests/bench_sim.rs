@@ -71,6 +71,26 @@ fn json_is_fio_shaped_with_cpu_figures() {
     assert_eq!(j["nvme_bypass"]["emulated"], true);
 }
 
+/// --wait-fast-c2c gives up after --wait-timeout with its own exit status
+/// (3) and runs nothing, when the state it waits for never comes.
+#[test]
+fn waiting_for_a_fast_state_that_never_comes_runs_nothing() {
+    let start = std::time::Instant::now();
+    let (code, out, err) = bench(&[
+        "--backend", "sim", "--sim-data", "null", "--runtime", "1", "--wait-fast-c2c", "0.001", "--wait-timeout", "200ms",
+    ]);
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        // One CPU: no simulator CPU of its own to measure against.
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("two CPUs"), "{err}");
+        return;
+    }
+    assert_eq!(code, 3, "stderr: {err}");
+    assert!(err.contains("never at or under 0.001 ns") && err.contains("nothing was run"), "{err}");
+    assert!(out.is_empty(), "a run that was not started printed a report: {out}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(20), "the wait did not stop at its timeout");
+}
+
 #[test]
 fn bad_input_is_refused_clearly() {
     let cases: &[(&[&str], &str)] = &[
@@ -88,6 +108,7 @@ fn bad_input_is_refused_clearly() {
         (&["--backend", "vfio"], "needs --device"),
         (&["--verify-only", "--verify", "--rw", "randwrite"], "read pattern"),
         (&["--rwmixread", "101", "--rw", "randrw"], "percentage"),
+        (&["--wait-fast-c2c", "30"], "--wait-fast-c2c needs"),
     ];
     for (args, want) in cases {
         let mut a = args.to_vec();
