@@ -4,7 +4,7 @@
 //! machines it changes 3-4x when the hypervisor moves the vCPUs, so the
 //! simulator benchmark measures it just before and after each run.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
@@ -20,14 +20,18 @@ pub fn measure(a: usize, b: usize, rounds: u64) -> Option<f64> {
     }
     let line = Arc::new(Line(AtomicU64::new(0)));
     let barrier = Arc::new(Barrier::new(2));
-    let (l2, b2) = (line.clone(), barrier.clone());
+    // Each side says whether it got its CPU; after the barrier both know,
+    // and neither spins for a partner that is not there.
+    let pinned_a = Arc::new(AtomicBool::new(false));
+    let pinned_b = Arc::new(AtomicBool::new(false));
+    let (l2, b2, pa2, pb2) = (line.clone(), barrier.clone(), pinned_a.clone(), pinned_b.clone());
     let total = rounds * 5;
     let pong = std::thread::spawn(move || {
-        if nvme_hal::pin_current_thread(b).is_err() {
-            b2.wait();
+        pb2.store(nvme_hal::pin_current_thread(b).is_ok(), Ordering::SeqCst);
+        b2.wait();
+        if !(pa2.load(Ordering::SeqCst) && pb2.load(Ordering::SeqCst)) {
             return false;
         }
-        b2.wait();
         for i in 0..total {
             while l2.0.load(Ordering::Acquire) != 2 * i + 1 {
                 std::hint::spin_loop();
@@ -36,8 +40,13 @@ pub fn measure(a: usize, b: usize, rounds: u64) -> Option<f64> {
         }
         true
     });
-    let pinned = nvme_hal::pin_current_thread(a).is_ok();
+    pinned_a.store(nvme_hal::pin_current_thread(a).is_ok(), Ordering::SeqCst);
     barrier.wait();
+    if !(pinned_a.load(Ordering::SeqCst) && pinned_b.load(Ordering::SeqCst)) {
+        let _ = pong.join();
+        let _ = unpin_current_thread();
+        return None;
+    }
     let mut samples = vec![];
     let mut i = 0;
     for _ in 0..5 {
@@ -51,7 +60,7 @@ pub fn measure(a: usize, b: usize, rounds: u64) -> Option<f64> {
         }
         samples.push(start.elapsed().as_nanos() as f64 / rounds as f64 / 2.0);
     }
-    let ok = pong.join().unwrap_or(false) && pinned;
+    let ok = pong.join().unwrap_or(false);
     // Let the caller's thread run anywhere again.
     let _ = unpin_current_thread();
     samples.sort_by(|x, y| x.partial_cmp(y).unwrap());
@@ -59,16 +68,18 @@ pub fn measure(a: usize, b: usize, rounds: u64) -> Option<f64> {
 }
 
 /// Probe the core-to-core latency between CPUs `a` and `b` with short
-/// measurements (a few ms each) until one is at most `ns`; false when none
-/// was within `timeout` (or the threads could not be pinned).
-pub fn wait_until_at_most(a: usize, b: usize, ns: f64, timeout: std::time::Duration) -> bool {
+/// measurements (a few ms each) until one is at most `ns`: Some(true)
+/// then, Some(false) when none was within `timeout`, None when it cannot
+/// be measured (the threads could not be pinned to those CPUs).
+pub fn wait_until_at_most(a: usize, b: usize, ns: f64, timeout: std::time::Duration) -> Option<bool> {
     let start = Instant::now();
     loop {
-        match measure(a, b, 2_000) {
-            Some(v) if v <= ns => return true,
-            None => return false,
-            Some(_) if start.elapsed() >= timeout => return false,
-            Some(_) => {}
+        let v = measure(a, b, 2_000)?;
+        if v <= ns {
+            return Some(true);
+        }
+        if start.elapsed() >= timeout {
+            return Some(false);
         }
     }
 }
@@ -81,4 +92,18 @@ pub fn unpin_current_thread() -> std::io::Result<()> {
 /// Number of online CPUs.
 pub fn online_cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CPU that cannot be had ends the measurement at once on both
+    /// sides (it used to leave one side spinning for its partner forever).
+    #[test]
+    fn an_unpinnable_cpu_gives_no_figure_and_no_hang() {
+        assert_eq!(measure(0, 100_000, 100), None);
+        assert_eq!(measure(100_000, 0, 100), None);
+        assert_eq!(wait_until_at_most(0, 100_000, 1e9, std::time::Duration::from_secs(1)), None);
+    }
 }

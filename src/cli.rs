@@ -92,7 +92,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 512)]
     pub sim_lba_size: u32,
     /// CPU for the simulated controller's thread (default: a CPU the job threads do not use).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_cpu)]
     pub sim_cpu: Option<usize>,
     /// Simulated MDTS (max transfer 4 KiB << MDTS).
     #[arg(long, default_value_t = 7)]
@@ -290,6 +290,14 @@ pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
     Ok(v)
 }
 
+/// One CPU this machine has.
+pub fn parse_cpu(s: &str) -> Result<usize, String> {
+    match parse_cpus(s)?[..] {
+        [c] => Ok(c),
+        _ => Err("one CPU number, such as 1".into()),
+    }
+}
+
 /// An error the CLI prints, with its exit code.
 #[derive(Debug)]
 pub struct CliError {
@@ -459,7 +467,10 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
                 "--wait-fast-c2c needs the simulator on a thread of its own and the core-to-core measurement: --backend sim, without --sim-sync or --no-c2c, and two CPUs",
             ));
         };
-        if !crate::c2c::wait_until_at_most(x, y, ns, a.wait_timeout) {
+        let seen = crate::c2c::wait_until_at_most(x, y, ns, a.wait_timeout).ok_or_else(|| {
+            CliError::usage(format!("--wait-fast-c2c could not pin its probe's threads to CPUs {x} and {y}; check --cpus and --sim-cpu against the CPUs this process may use"))
+        })?;
+        if !seen {
             return Err(CliError {
                 msg: format!(
                     "core-to-core latency between CPUs {x} and {y} was never at or under {ns} ns in {:?}; nothing was run (try again later, or a longer --wait-timeout)",

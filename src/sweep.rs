@@ -98,7 +98,7 @@ pub struct SweepArgs {
     #[arg(long, default_value = "1G", value_parser = crate::cli::parse_size)]
     pub sim_size: u64,
     /// CPU of the simulated controller's thread (default: one the job threads do not use).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::parse_cpu)]
     pub sim_cpu: Option<usize>,
     /// Allow writing to the device (needed for write patterns; the simulator needs no permission).
     #[arg(long)]

@@ -117,6 +117,12 @@ fn bad_input_is_refused_clearly() {
         assert_eq!(code, 2, "{args:?} should exit 2, stderr: {err}");
         assert!(err.contains(want), "{args:?}: expected '{want}' in: {err}");
     }
+    // A simulator CPU that does not exist is refused up front (it used to
+    // run unpinned at a few hundred IOPS, and hang when measuring the
+    // core-to-core latency against it).
+    let (code, _, err) = bench(&["--sim-cpu", "1000", "--runtime", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("CPU 1000 does not exist"), "{err}");
     let (code, _, err) = bench(&["--backend", "nosuch"]);
     assert_eq!(code, 2);
     assert!(err.contains("invalid value 'nosuch'"), "{err}");
