@@ -575,9 +575,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                 }
             }
             slots.free.pop();
-            let s = SlotIo { submit_ts: t, unit, op };
-            slots.io[slot as usize] = s;
-            ios.push(s.io(slot, wl, blocks));
+            ios.push(fill_one(&mut slots.io, slot, op, unit, t, wl, blocks));
         }
         let submitted = if ios.is_empty() { 0 } else { q.submit(&ios)? };
         wd.not_accepted(&ios[..resubmitted], submitted);

@@ -120,7 +120,7 @@ impl Workload {
     pub fn next(&mut self) -> (Op, u64) {
         let op = self.op();
         let unit = if self.rw.random() {
-            self.rng.below(self.units)
+            self.random_unit()
         } else {
             let u = self.next_unit;
             self.next_unit = if u + 1 == self.units { 0 } else { u + 1 };
@@ -152,7 +152,7 @@ impl Workload {
     #[inline]
     pub fn another_unit(&mut self) -> u64 {
         if self.rw.random() {
-            self.rng.below(self.units)
+            self.random_unit()
         } else {
             self.next().1
         }
