@@ -43,9 +43,17 @@ if not (0 < cpu["useful_cpu_ns_per_io"] <= cpu["cpu_ns_per_io"]):
     fail("useful CPU per I/O must be positive and at most the raw figure")
 if not nb["emulated"]:
     fail("simulator figures must be labelled emulated")
+# On two CPUs the simulator runs on a thread of its own, and bench says
+# whether the two CPUs are separate cores (core share about 1) or one core
+# shared (about 0.6), with the driver CPU's own speed.
+import os
+if (os.cpu_count() or 1) >= 2:
+    cs = nb.get("core_share")
+    if not cs or not (cs["share"] > 0 and cs["solo_muls_per_ns"] > 0):
+        fail(f"core_share missing or not positive on a two-CPU machine: {cs}")
 print(f"json ok: {rd['iops']:.0f} IOPS, {cpu['cpu_ns_per_io']:.1f} ns raw / "
       f"{cpu['useful_cpu_ns_per_io']:.1f} ns useful CPU per I/O, p99 {pct['99.000000']} ns, "
-      f"core-to-core {nb.get('core_to_core_ns')}")
+      f"core-to-core {nb.get('core_to_core_ns')}, core share {nb.get('core_share')}")
 
 def verify(what, *args):
     """A verified randrw run on the RAM-backed simulator: 0 mismatches."""

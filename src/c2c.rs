@@ -84,6 +84,112 @@ pub fn wait_until_at_most(a: usize, b: usize, ns: f64, timeout: std::time::Durat
     }
 }
 
+/// Whether CPUs `a` and `b` are separate cores: the speed of a dependent
+/// integer chain on `a` while `b` runs the same chain, over its speed while
+/// `b` is idle (median of three pairs of `window`s). About 1.0: separate
+/// cores. Clearly under 1 (0.5-0.7 on Intel hyper-threads): two hardware
+/// threads of one core, which a virtual machine's CPU topology need not
+/// show; then a "per-core" figure measured with the driver on `a` and the
+/// simulated controller on `b` is for a core shared between the two.
+/// `None` when the threads cannot be pinned to those CPUs.
+pub fn core_share(a: usize, b: usize, window: std::time::Duration) -> Option<CoreShare> {
+    if a == b {
+        return None;
+    }
+    const PAIRS: usize = 5;
+    let barrier = Arc::new(Barrier::new(2));
+    let spin = Arc::new(AtomicBool::new(false));
+    let pinned_a = Arc::new(AtomicBool::new(false));
+    let pinned_b = Arc::new(AtomicBool::new(false));
+    let (b2, s2, pa2, pb2) = (barrier.clone(), spin.clone(), pinned_a.clone(), pinned_b.clone());
+    let helper = std::thread::spawn(move || {
+        pb2.store(nvme_hal::pin_current_thread(b).is_ok(), Ordering::SeqCst);
+        b2.wait();
+        if !(pa2.load(Ordering::SeqCst) && pb2.load(Ordering::SeqCst)) {
+            return;
+        }
+        for _ in 0..PAIRS {
+            // Blocked here (not spinning) while `a` measures alone.
+            b2.wait();
+            let mut x = [1u64, 2, 3, 4, 5, 6, 7, 8];
+            while s2.load(Ordering::Relaxed) {
+                x = chain(x);
+            }
+            std::hint::black_box(x);
+        }
+    });
+    pinned_a.store(nvme_hal::pin_current_thread(a).is_ok(), Ordering::SeqCst);
+    barrier.wait();
+    if !(pinned_a.load(Ordering::SeqCst) && pinned_b.load(Ordering::SeqCst)) {
+        let _ = helper.join();
+        let _ = unpin_current_thread();
+        return None;
+    }
+    let settle = std::time::Duration::from_micros(500);
+    let mut ratios = vec![];
+    let mut solo = vec![];
+    // Warm up: the first window after pinning runs slow on some machines.
+    chains_in(window);
+    for _ in 0..PAIRS {
+        std::thread::sleep(settle);
+        let alone = chains_in(window);
+        solo.push(alone as f64 * CHAIN_MULS as f64 / window.as_nanos() as f64);
+        spin.store(true, Ordering::SeqCst);
+        barrier.wait();
+        std::thread::sleep(settle);
+        let together = chains_in(window);
+        spin.store(false, Ordering::SeqCst);
+        ratios.push(together as f64 / alone.max(1) as f64);
+    }
+    let _ = helper.join();
+    let _ = unpin_current_thread();
+    ratios.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    solo.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    Some(CoreShare { share: ratios[PAIRS / 2], solo_muls_per_ns: solo[PAIRS / 2] })
+}
+
+/// What `core_share` measured.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct CoreShare {
+    /// Speed on `a` with `b` busy over speed with `b` idle (median).
+    pub share: f64,
+    /// Multiply-adds per ns on `a` with `b` idle (median): the core's own
+    /// speed. It drops, at the same share, when something outside this
+    /// machine (another virtual machine on the core's other hardware
+    /// thread) competes for the core; compare it between runs.
+    pub solo_muls_per_ns: f64,
+}
+
+const CHAIN_MULS: u64 = 256;
+
+/// Below this `core_share`, the two CPUs are taken to share a core.
+pub const SHARED_CORE_BELOW: f64 = 0.85;
+
+/// 256 multiply-adds in eight independent streams: enough to keep the
+/// multiplier busy every cycle, so another hardware thread of the same core
+/// doing the same gets about half of it (a single dependent stream would
+/// leave room for both and hide the sharing).
+fn chain(mut x: [u64; 8]) -> [u64; 8] {
+    for _ in 0..32 {
+        for v in x.iter_mut() {
+            *v = v.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+        }
+    }
+    std::hint::black_box(x)
+}
+
+/// How many `chain`s this thread runs in `window`.
+fn chains_in(window: std::time::Duration) -> u64 {
+    let start = Instant::now();
+    let (mut n, mut x) = (0u64, [1u64, 2, 3, 4, 5, 6, 7, 8]);
+    while start.elapsed() < window {
+        x = chain(x);
+        n += 1;
+    }
+    std::hint::black_box(x);
+    n
+}
+
 /// Allow the calling thread on every CPU again.
 pub fn unpin_current_thread() -> std::io::Result<()> {
     nvme_hal::unpin_current_thread(online_cpus())
@@ -105,5 +211,19 @@ mod tests {
         assert_eq!(measure(0, 100_000, 100), None);
         assert_eq!(measure(100_000, 0, 100), None);
         assert_eq!(wait_until_at_most(0, 100_000, 1e9, std::time::Duration::from_secs(1)), None);
+        assert_eq!(core_share(0, 100_000, std::time::Duration::from_millis(1)), None);
+        assert_eq!(core_share(100_000, 0, std::time::Duration::from_millis(1)), None);
+    }
+
+    /// On two CPUs the figure is a speed ratio.
+    #[test]
+    fn core_share_is_a_speed_ratio() {
+        if online_cpus() < 2 {
+            eprintln!("skipped: core_share needs two CPUs");
+            return;
+        }
+        let r = core_share(0, 1, std::time::Duration::from_millis(10)).map(|c| c.share).expect("CPUs 0 and 1 can be pinned");
+        // Not bounded above: other tests may take CPU 0 during a window.
+        assert!(r.is_finite() && r > 0.0, "core share {r}");
     }
 }

@@ -233,7 +233,8 @@ pub struct BenchArgs {
     /// Seed of the offset generator.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Do not measure core-to-core latency around simulator runs.
+    /// Do not measure core-to-core latency and core share around simulator
+    /// runs.
     #[arg(long)]
     pub no_c2c: bool,
     /// Simulator: start the run only once the core-to-core latency between
@@ -534,8 +535,9 @@ fn bench(a: &BenchArgs) -> Result<i32, CliError> {
             "in-process simulated controller: figures are the driver's cost against a model, not a device".into()
         });
     }
-    if c2c_pair.is_some() {
+    if let Some((x, y)) = c2c_pair {
         summary.core_to_core_ns = Some((before, after));
+        summary.core_share = crate::c2c::core_share(x, y, Duration::from_millis(5));
     }
     match a.output_format {
         OutputFormat::Normal => print!("{}", report::text(&summary, &spec)),

@@ -180,6 +180,10 @@ pub struct RunSummary {
     pub clock: String,
     /// Core-to-core cache line latency before / after the run (simulator), ns.
     pub core_to_core_ns: Option<(Option<f64>, Option<f64>)>,
+    /// Right after the run (simulator): the driver's CPU's speed while the
+    /// simulator's CPU is busy, over its speed while that CPU is idle
+    /// (`c2c::core_share`); clearly under 1 means the two share a core.
+    pub core_share: Option<crate::c2c::CoreShare>,
     /// System-wide CPU over the measured interval (/proc/stat deltas), so
     /// interrupt and softirq completion work on other cores counts.
     pub system: Option<SystemSummary>,
@@ -253,6 +257,7 @@ impl RunSummary {
             interrupted: threads.iter().any(|t| t.interrupted),
             clock: clock.into(),
             core_to_core_ns: None,
+            core_share: None,
             system: threads.iter().find_map(|t| t.system_cpu).map(|c| {
                 // /proc/stat is sampled at timer ticks on most kernels
                 // (tick-based accounting, no IRQ time accounting): a CPU that
@@ -403,6 +408,18 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
             "  core-to-core : {} before, {} after (cache line transfer between the driver's and the simulator's cores; compare figures only within one state)\n",
             f(a),
             f(b)
+        ));
+    }
+    if let Some(c) = s.core_share {
+        let r = c.share;
+        let what = if r < crate::c2c::SHARED_CORE_BELOW {
+            "the driver's and the simulator's CPUs share one physical core (hardware threads): per-core figures are for a shared core"
+        } else {
+            "separate cores"
+        };
+        o.push_str(&format!(
+            "  core share   : {r:.2} (driver CPU's speed with the simulator's CPU busy over idle, after the run): {what}; driver CPU alone {:.2} multiply-adds per ns\n",
+            c.solo_muls_per_ns
         ));
     }
     o.push_str(&format!("  clock        : {}\n", s.clock));
