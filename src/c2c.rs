@@ -162,6 +162,19 @@ pub struct CoreShare {
 
 const CHAIN_MULS: u64 = 256;
 
+/// One line for reports: the share, what it means, the solo speed.
+pub fn describe_share(c: CoreShare) -> String {
+    let what = if c.share < SHARED_CORE_BELOW {
+        "the driver's and the simulator's CPUs share one physical core (hardware threads): per-core figures are for a shared core"
+    } else {
+        "separate cores"
+    };
+    format!(
+        "{:.2} (driver CPU's speed with the simulator's CPU busy over idle, after the run): {what}; driver CPU alone {:.2} multiply-adds per ns",
+        c.share, c.solo_muls_per_ns
+    )
+}
+
 /// Below this `core_share`, the two CPUs are taken to share a core.
 pub const SHARED_CORE_BELOW: f64 = 0.85;
 

@@ -411,16 +411,7 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
         ));
     }
     if let Some(c) = s.core_share {
-        let r = c.share;
-        let what = if r < crate::c2c::SHARED_CORE_BELOW {
-            "the driver's and the simulator's CPUs share one physical core (hardware threads): per-core figures are for a shared core"
-        } else {
-            "separate cores"
-        };
-        o.push_str(&format!(
-            "  core share   : {r:.2} (driver CPU's speed with the simulator's CPU busy over idle, after the run): {what}; driver CPU alone {:.2} multiply-adds per ns\n",
-            c.solo_muls_per_ns
-        ));
+        o.push_str(&format!("  core share   : {}\n", crate::c2c::describe_share(c)));
     }
     o.push_str(&format!("  clock        : {}\n", s.clock));
     if spec.verify.is_some() {

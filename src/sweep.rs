@@ -267,6 +267,9 @@ pub struct Sweep {
     pub points: Vec<Point>,
     /// Simulator: core-to-core latency before and after the simulator points, ns.
     pub core_to_core_ns: Option<(Option<f64>, Option<f64>)>,
+    /// Simulator: whether the two CPUs were separate cores, right after the
+    /// simulator points (`c2c::core_share`).
+    pub core_share: Option<crate::c2c::CoreShare>,
     /// Controller driver before and after (with --device).
     pub driver_before: Option<String>,
     /// Driver after.
@@ -614,6 +617,7 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, CliError> {
     // Simulator paths: the controller thread on a CPU of its own; the
     // core-to-core latency measured before and after, while it is not running.
     let mut c2c = None;
+    let mut share = None;
     if !sim_paths.is_empty() {
         let max_jobs = numjobs.iter().copied().max().unwrap_or(1);
         let (cpus, sim_cpu) = crate::cli::sim_placement(max_jobs, a.cpus.as_deref(), a.sim_cpu);
@@ -626,6 +630,7 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, CliError> {
         }
         let after = pair.and_then(|(x, y)| crate::c2c::measure(x, y, 20_000));
         c2c = pair.map(|_| (before, after));
+        share = pair.and_then(|(x, y)| crate::c2c::core_share(x, y, std::time::Duration::from_millis(5)));
     }
 
     // Device paths, kernel first, then vfio.
@@ -662,6 +667,7 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, CliError> {
         paths: paths.iter().map(|p| p.label().to_string()).collect(),
         points,
         core_to_core_ns: c2c,
+        core_share: share,
         driver_before,
         driver_after,
         charts: vec![],
@@ -773,6 +779,9 @@ pub fn table(sw: &Sweep, out: &Path) -> String {
     if let Some((b, a)) = sw.core_to_core_ns {
         let f = |x: Option<f64>| x.map(|v| format!("{v:.0} ns")).unwrap_or("n/a".into());
         o.push_str(&format!("simulator core-to-core latency: {} before, {} after (compare simulator figures only within one state)\n", f(b), f(a)));
+    }
+    if let Some(c) = sw.core_share {
+        o.push_str(&format!("simulator CPUs: {}\n", crate::c2c::describe_share(c)));
     }
     if sw.topology.is_some() {
         o.push_str(&format!(

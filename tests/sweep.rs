@@ -106,6 +106,12 @@ fn sweep_on_the_simulator_writes_json_and_charts() {
             assert!(p["summary"]["cpu"]["cpu_ns_per_io"].is_number(), "the whole run summary is kept");
         }
     }
+    // With two CPUs the simulator has one of its own, and the sweep says
+    // whether the two were separate cores.
+    if std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) >= 2 {
+        assert!(j["core_share"]["share"].as_f64().is_some_and(|s| s > 0.0), "core_share: {}", j["core_share"]);
+        assert!(stdout.contains("simulator CPUs:"), "the table does not say which cores:\n{stdout}");
+    }
     let centre = points.iter().find(|p| p["path"] == "sim" && p["bs"] == 4096 && p["iodepth"] == 8).unwrap();
     assert_eq!(centre["sweeps"], serde_json::json!(["iodepth", "bs", "numjobs"]));
 
