@@ -76,13 +76,17 @@ def run(label, extra):
     fast = before is not None and after is not None and max(before, after) <= a.fast
     cs = nb.get("core_share") or {}
     share, solo = cs.get("share"), cs.get("solo_muls_per_ns")
-    separate = share is not None and share >= a.shared
+    later = cs.get("core_to_core_after_ns")
+    moved = later is not None and after is not None and (later <= a.fast) != (after <= a.fast)
+    # A share measured while the placement moved describes neither state.
+    separate = share is not None and share >= a.shared and not moved
     judged = fast if a.state == "fast-c2c" else separate
     useful = nb["cpu"]["useful_cpu_ns_per_io"]
     runs.append((judged, useful, nb["iops"], before, after, label))
     c2c = lambda x: "-" if x is None else f"{x:.0f}"
-    where = "-" if share is None else f"{share:.2f} ({'separate cores' if separate else 'one shared core'}), " \
-        f"driver CPU alone {solo:.2f} multiply-adds/ns"
+    where = "-" if share is None else f"{share:.2f} ({'separate cores' if share >= a.shared else 'one shared core'}), " \
+        f"driver CPU alone {solo:.2f} multiply-adds/ns" + \
+        (f", core-to-core {later:.0f} ns after it: the placement changed during the share measurement" if moved else "")
     print(f"run {len(runs)} ({label}): {nb['iops'] / 1e6:6.2f}M IOPS, {useful:5.1f} ns useful CPU per I/O, "
           f"core-to-core {c2c(before)} ns before / {c2c(after)} ns after ({'fast' if fast else 'slow'}), "
           f"core share {where}: {'judged' if judged else 'not judged'} (EMULATED: simulated controller)", flush=True)

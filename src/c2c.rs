@@ -3,6 +3,10 @@
 //! simulated controller talk through shared cache lines), and on these
 //! machines it changes 3-4x when the hypervisor moves the vCPUs, so the
 //! simulator benchmark measures it just before and after each run.
+//!
+//! Core share: whether the two CPUs are separate cores at all, or the two
+//! hardware threads of one core (which on our machine is exactly when the
+//! core-to-core latency is lowest); measured right after each run.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -68,7 +72,7 @@ pub fn measure(a: usize, b: usize, rounds: u64) -> Option<f64> {
 }
 
 /// Probe the core-to-core latency between CPUs `a` and `b` with short
-/// measurements (a few ms each) until one is at most `ns`: Some(true)
+/// measurements (about a ms each, 5 ms apart) until one is at most `ns`: Some(true)
 /// then, Some(false) when none was within `timeout`, None when it cannot
 /// be measured (the threads could not be pinned to those CPUs).
 pub fn wait_until_at_most(a: usize, b: usize, ns: f64, timeout: std::time::Duration) -> Option<bool> {
@@ -81,6 +85,10 @@ pub fn wait_until_at_most(a: usize, b: usize, ns: f64, timeout: std::time::Durat
         if start.elapsed() >= timeout {
             return Some(false);
         }
+        // Leave both CPUs idle between probes. A hypervisor may place two
+        // busy vCPUs differently from two mostly idle ones, and a waiter
+        // that keeps both busy would change the state it waits for.
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 
@@ -142,10 +150,13 @@ pub fn core_share(a: usize, b: usize, window: std::time::Duration) -> Option<Cor
         ratios.push(together as f64 / alone.max(1) as f64);
     }
     let _ = helper.join();
+    // The placement can change while we measure (loading both CPUs may be
+    // what moves it): a quick core-to-core probe right after tells.
+    let after = measure(a, b, 2_000);
     let _ = unpin_current_thread();
     ratios.sort_by(|x, y| x.partial_cmp(y).unwrap());
     solo.sort_by(|x, y| x.partial_cmp(y).unwrap());
-    Some(CoreShare { share: ratios[PAIRS / 2], solo_muls_per_ns: solo[PAIRS / 2] })
+    Some(CoreShare { share: ratios[PAIRS / 2], solo_muls_per_ns: solo[PAIRS / 2], core_to_core_after_ns: after })
 }
 
 /// What `core_share` measured.
@@ -158,6 +169,9 @@ pub struct CoreShare {
     /// machine (another virtual machine on the core's other hardware
     /// thread) competes for the core; compare it between runs.
     pub solo_muls_per_ns: f64,
+    /// Core-to-core latency probed right after this measurement: if it
+    /// differs from the one before, the placement changed meanwhile.
+    pub core_to_core_after_ns: Option<f64>,
 }
 
 const CHAIN_MULS: u64 = 256;
@@ -169,8 +183,9 @@ pub fn describe_share(c: CoreShare) -> String {
     } else {
         "separate cores"
     };
+    let c2c = c.core_to_core_after_ns.map(|v| format!("{v:.0} ns")).unwrap_or("n/a".into());
     format!(
-        "{:.2} (driver CPU's speed with the simulator's CPU busy over idle, after the run): {what}; driver CPU alone {:.2} multiply-adds per ns",
+        "{:.2} (driver CPU's speed with the simulator's CPU busy over idle, after the run): {what}; driver CPU alone {:.2} multiply-adds per ns; core-to-core {c2c} right after",
         c.share, c.solo_muls_per_ns
     )
 }
