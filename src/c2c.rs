@@ -8,7 +8,7 @@
 //! hardware threads of one core (which on our machine is exactly when the
 //! core-to-core latency is lowest); measured right after each run.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
@@ -105,26 +105,32 @@ pub fn core_share(a: usize, b: usize, window: std::time::Duration) -> Option<Cor
         return None;
     }
     const PAIRS: usize = 5;
+    // What `b` does: 0 spin on `pause`, 1 multiply, 2 stop. It never
+    // blocks: a vCPU that halts may come back on another core, and the
+    // placement is what we measure.
+    const PAUSE: u8 = 0;
+    const MULTIPLY: u8 = 1;
+    const STOP: u8 = 2;
     let barrier = Arc::new(Barrier::new(2));
-    let spin = Arc::new(AtomicBool::new(false));
+    let mode = Arc::new(AtomicU8::new(PAUSE));
     let pinned_a = Arc::new(AtomicBool::new(false));
     let pinned_b = Arc::new(AtomicBool::new(false));
-    let (b2, s2, pa2, pb2) = (barrier.clone(), spin.clone(), pinned_a.clone(), pinned_b.clone());
+    let (b2, m2, pa2, pb2) = (barrier.clone(), mode.clone(), pinned_a.clone(), pinned_b.clone());
     let helper = std::thread::spawn(move || {
         pb2.store(nvme_hal::pin_current_thread(b).is_ok(), Ordering::SeqCst);
         b2.wait();
         if !(pa2.load(Ordering::SeqCst) && pb2.load(Ordering::SeqCst)) {
             return;
         }
-        for _ in 0..PAIRS {
-            // Blocked here (not spinning) while `a` measures alone.
-            b2.wait();
-            let mut x = [1u64, 2, 3, 4, 5, 6, 7, 8];
-            while s2.load(Ordering::Relaxed) {
-                x = chain(x);
+        let mut x = [1u64, 2, 3, 4, 5, 6, 7, 8];
+        loop {
+            match m2.load(Ordering::Relaxed) {
+                PAUSE => std::hint::spin_loop(),
+                MULTIPLY => x = chain(x),
+                _ => break,
             }
-            std::hint::black_box(x);
         }
+        std::hint::black_box(x);
     });
     pinned_a.store(nvme_hal::pin_current_thread(a).is_ok(), Ordering::SeqCst);
     barrier.wait();
@@ -133,25 +139,26 @@ pub fn core_share(a: usize, b: usize, window: std::time::Duration) -> Option<Cor
         let _ = unpin_current_thread();
         return None;
     }
+    // Busy settling, not sleeping, for the same reason as above.
     let settle = std::time::Duration::from_micros(500);
     let mut ratios = vec![];
     let mut solo = vec![];
     // Warm up: the first window after pinning runs slow on some machines.
     chains_in(window);
     for _ in 0..PAIRS {
-        std::thread::sleep(settle);
+        mode.store(PAUSE, Ordering::SeqCst);
+        chains_in(settle);
         let alone = chains_in(window);
         solo.push(alone as f64 * CHAIN_MULS as f64 / window.as_nanos() as f64);
-        spin.store(true, Ordering::SeqCst);
-        barrier.wait();
-        std::thread::sleep(settle);
+        mode.store(MULTIPLY, Ordering::SeqCst);
+        chains_in(settle);
         let together = chains_in(window);
-        spin.store(false, Ordering::SeqCst);
         ratios.push(together as f64 / alone.max(1) as f64);
     }
+    mode.store(STOP, Ordering::SeqCst);
     let _ = helper.join();
-    // The placement can change while we measure (loading both CPUs may be
-    // what moves it): a quick core-to-core probe right after tells.
+    // The placement can still change meanwhile: a quick core-to-core
+    // probe right after tells.
     let after = measure(a, b, 2_000);
     let _ = unpin_current_thread();
     ratios.sort_by(|x, y| x.partial_cmp(y).unwrap());
@@ -162,9 +169,9 @@ pub fn core_share(a: usize, b: usize, window: std::time::Duration) -> Option<Cor
 /// What `core_share` measured.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct CoreShare {
-    /// Speed on `a` with `b` busy over speed with `b` idle (median).
+    /// Speed on `a` with `b` multiplying over speed with `b` pausing (median).
     pub share: f64,
-    /// Multiply-adds per ns on `a` with `b` idle (median): the core's own
+    /// Multiply-adds per ns on `a` with `b` pausing (median): the core's own
     /// speed. It drops, at the same share, when something outside this
     /// machine (another virtual machine on the core's other hardware
     /// thread) competes for the core; compare it between runs.
@@ -185,7 +192,7 @@ pub fn describe_share(c: CoreShare) -> String {
     };
     let c2c = c.core_to_core_after_ns.map(|v| format!("{v:.0} ns")).unwrap_or("n/a".into());
     format!(
-        "{:.2} (driver CPU's speed with the simulator's CPU busy over idle, after the run): {what}; driver CPU alone {:.2} multiply-adds per ns; core-to-core {c2c} right after",
+        "{:.2} (driver CPU's multiply speed with the simulator's CPU multiplying over only pausing, after the run): {what}; driver CPU alone {:.2} multiply-adds per ns; core-to-core {c2c} right after",
         c.share, c.solo_muls_per_ns
     )
 }
