@@ -15,6 +15,34 @@ use std::time::Instant;
 #[repr(align(128))]
 struct Line(AtomicU64);
 
+/// Pin this thread to CPU `a` and start `partner` on a thread pinned to CPU
+/// `b`. Each side says whether it got its CPU; after a barrier both know,
+/// and neither spins for a partner that is not there: `None` (the partner
+/// not run, this thread unpinned again) unless both pins took.
+fn pinned_pair<T: Send + 'static>(
+    a: usize,
+    b: usize,
+    partner: impl FnOnce() -> T + Send + 'static,
+) -> Option<std::thread::JoinHandle<Option<T>>> {
+    let barrier = Arc::new(Barrier::new(2));
+    let pinned_a = Arc::new(AtomicBool::new(false));
+    let pinned_b = Arc::new(AtomicBool::new(false));
+    let (b2, pa2, pb2) = (barrier.clone(), pinned_a.clone(), pinned_b.clone());
+    let handle = std::thread::spawn(move || {
+        pb2.store(nvme_hal::pin_current_thread(b).is_ok(), Ordering::SeqCst);
+        b2.wait();
+        (pa2.load(Ordering::SeqCst) && pb2.load(Ordering::SeqCst)).then(partner)
+    });
+    pinned_a.store(nvme_hal::pin_current_thread(a).is_ok(), Ordering::SeqCst);
+    barrier.wait();
+    if !(pinned_a.load(Ordering::SeqCst) && pinned_b.load(Ordering::SeqCst)) {
+        let _ = handle.join();
+        let _ = unpin_current_thread();
+        return None;
+    }
+    Some(handle)
+}
+
 /// One-way cache-line transfer latency between `a` and `b` in nanoseconds
 /// (half a ping-pong round trip, median of 5 batches of `rounds`), or `None`
 /// when the threads cannot be pinned (e.g. only one CPU).
@@ -23,34 +51,16 @@ pub fn measure(a: usize, b: usize, rounds: u64) -> Option<f64> {
         return None;
     }
     let line = Arc::new(Line(AtomicU64::new(0)));
-    let barrier = Arc::new(Barrier::new(2));
-    // Each side says whether it got its CPU; after the barrier both know,
-    // and neither spins for a partner that is not there.
-    let pinned_a = Arc::new(AtomicBool::new(false));
-    let pinned_b = Arc::new(AtomicBool::new(false));
-    let (l2, b2, pa2, pb2) = (line.clone(), barrier.clone(), pinned_a.clone(), pinned_b.clone());
+    let l2 = line.clone();
     let total = rounds * 5;
-    let pong = std::thread::spawn(move || {
-        pb2.store(nvme_hal::pin_current_thread(b).is_ok(), Ordering::SeqCst);
-        b2.wait();
-        if !(pa2.load(Ordering::SeqCst) && pb2.load(Ordering::SeqCst)) {
-            return false;
-        }
+    let pong = pinned_pair(a, b, move || {
         for i in 0..total {
             while l2.0.load(Ordering::Acquire) != 2 * i + 1 {
                 std::hint::spin_loop();
             }
             l2.0.store(2 * i + 2, Ordering::Release);
         }
-        true
-    });
-    pinned_a.store(nvme_hal::pin_current_thread(a).is_ok(), Ordering::SeqCst);
-    barrier.wait();
-    if !(pinned_a.load(Ordering::SeqCst) && pinned_b.load(Ordering::SeqCst)) {
-        let _ = pong.join();
-        let _ = unpin_current_thread();
-        return None;
-    }
+    })?;
     let mut samples = vec![];
     let mut i = 0;
     for _ in 0..5 {
@@ -64,7 +74,7 @@ pub fn measure(a: usize, b: usize, rounds: u64) -> Option<f64> {
         }
         samples.push(start.elapsed().as_nanos() as f64 / rounds as f64 / 2.0);
     }
-    let ok = pong.join().unwrap_or(false);
+    let ok = matches!(pong.join(), Ok(Some(())));
     // Let the caller's thread run anywhere again.
     let _ = unpin_current_thread();
     samples.sort_by(|x, y| x.partial_cmp(y).unwrap());
@@ -111,17 +121,9 @@ pub fn core_share(a: usize, b: usize, window: std::time::Duration) -> Option<Cor
     const PAUSE: u8 = 0;
     const MULTIPLY: u8 = 1;
     const STOP: u8 = 2;
-    let barrier = Arc::new(Barrier::new(2));
     let mode = Arc::new(AtomicU8::new(PAUSE));
-    let pinned_a = Arc::new(AtomicBool::new(false));
-    let pinned_b = Arc::new(AtomicBool::new(false));
-    let (b2, m2, pa2, pb2) = (barrier.clone(), mode.clone(), pinned_a.clone(), pinned_b.clone());
-    let helper = std::thread::spawn(move || {
-        pb2.store(nvme_hal::pin_current_thread(b).is_ok(), Ordering::SeqCst);
-        b2.wait();
-        if !(pa2.load(Ordering::SeqCst) && pb2.load(Ordering::SeqCst)) {
-            return;
-        }
+    let m2 = mode.clone();
+    let helper = pinned_pair(a, b, move || {
         let mut x = [1u64, 2, 3, 4, 5, 6, 7, 8];
         loop {
             match m2.load(Ordering::Relaxed) {
@@ -131,14 +133,7 @@ pub fn core_share(a: usize, b: usize, window: std::time::Duration) -> Option<Cor
             }
         }
         std::hint::black_box(x);
-    });
-    pinned_a.store(nvme_hal::pin_current_thread(a).is_ok(), Ordering::SeqCst);
-    barrier.wait();
-    if !(pinned_a.load(Ordering::SeqCst) && pinned_b.load(Ordering::SeqCst)) {
-        let _ = helper.join();
-        let _ = unpin_current_thread();
-        return None;
-    }
+    })?;
     // Busy settling, not sleeping, for the same reason as above.
     let settle = std::time::Duration::from_micros(500);
     let mut ratios = vec![];
