@@ -102,11 +102,12 @@ pub fn wait_until_at_most(a: usize, b: usize, ns: f64, timeout: std::time::Durat
     }
 }
 
-/// Whether CPUs `a` and `b` are separate cores: the speed of a dependent
-/// integer chain on `a` while `b` runs the same chain, over its speed while
-/// `b` is idle (median of three pairs of `window`s). About 1.0: separate
-/// cores. Clearly under 1 (0.5-0.7 on Intel hyper-threads): two hardware
-/// threads of one core, which a virtual machine's CPU topology need not
+/// Whether CPUs `a` and `b` are separate cores: how much multiply work `a`
+/// gets done in `window` while `b` does the same, over how much while `b`
+/// only spins on `pause` (which leaves the core's execution units to its
+/// other hardware thread), as the median of five such pairs. About 1.0:
+/// separate cores. Clearly under 1 (0.46-0.49 measured on our Xeon VM):
+/// two hardware threads of one core, which a virtual machine's CPU topology need not
 /// show; then a "per-core" figure measured with the driver on `a` and the
 /// simulated controller on `b` is for a core shared between the two.
 /// `None` when the threads cannot be pinned to those CPUs.
@@ -124,7 +125,7 @@ pub fn core_share(a: usize, b: usize, window: std::time::Duration) -> Option<Cor
     let mode = Arc::new(AtomicU8::new(PAUSE));
     let m2 = mode.clone();
     let helper = pinned_pair(a, b, move || {
-        let mut x = [1u64, 2, 3, 4, 5, 6, 7, 8];
+        let mut x = CHAIN_SEED;
         loop {
             match m2.load(Ordering::Relaxed) {
                 PAUSE => std::hint::spin_loop(),
@@ -154,8 +155,8 @@ pub fn core_share(a: usize, b: usize, window: std::time::Duration) -> Option<Cor
     let _ = helper.join();
     // The placement can still change meanwhile: a quick core-to-core
     // probe right after tells.
+    // (measure unpins this thread when it is done.)
     let after = measure(a, b, 2_000);
-    let _ = unpin_current_thread();
     ratios.sort_by(|x, y| x.partial_cmp(y).unwrap());
     solo.sort_by(|x, y| x.partial_cmp(y).unwrap());
     Some(CoreShare { share: ratios[PAIRS / 2], solo_muls_per_ns: solo[PAIRS / 2], core_to_core_after_ns: after })
@@ -177,6 +178,8 @@ pub struct CoreShare {
 }
 
 const CHAIN_MULS: u64 = 256;
+/// Any eight distinct starting values for `chain`'s streams.
+const CHAIN_SEED: [u64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 
 /// One line for reports: the share, what it means, the solo speed.
 pub fn describe_share(c: CoreShare) -> String {
@@ -211,7 +214,7 @@ fn chain(mut x: [u64; 8]) -> [u64; 8] {
 /// How many `chain`s this thread runs in `window`.
 fn chains_in(window: std::time::Duration) -> u64 {
     let start = Instant::now();
-    let (mut n, mut x) = (0u64, [1u64, 2, 3, 4, 5, 6, 7, 8]);
+    let (mut n, mut x) = (0u64, CHAIN_SEED);
     while start.elapsed() < window {
         x = chain(x);
         n += 1;
