@@ -45,7 +45,7 @@ if not nb["emulated"]:
     fail("simulator figures must be labelled emulated")
 # On two CPUs the simulator runs on a thread of its own, and bench says
 # whether the two CPUs are separate cores (core share about 1) or one core
-# shared (about 0.6), with the driver CPU's own speed.
+# shared (about 0.5), with the driver CPU's own speed.
 import os
 if (os.cpu_count() or 1) >= 2:
     cs = nb.get("core_share")

@@ -9,10 +9,10 @@ under us. `bench` measures both around each run:
 
 * core-to-core latency, the cache-line transfer time between the two CPUs
   (printed before and after the run);
-* core share, the driver CPU's speed while the controller's CPU is busy
-  over its speed while that CPU is idle (after the run): about 1.0 on
-  separate cores, about 0.6-0.7 when the two are hardware threads of one
-  core.
+* core share, the driver CPU's multiply speed while the controller's CPU
+  multiplies too, over its speed while that CPU only pauses (after the
+  run): about 1.0 on separate cores, about 0.5 when the two are hardware
+  threads of one core.
 
 On the machine in docs/results.md the rare "fast" core-to-core state
 (11-30 ns) is exactly the shared-core state: both threads then run on one

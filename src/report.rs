@@ -180,9 +180,10 @@ pub struct RunSummary {
     pub clock: String,
     /// Core-to-core cache line latency before / after the run (simulator), ns.
     pub core_to_core_ns: Option<(Option<f64>, Option<f64>)>,
-    /// Right after the run (simulator): the driver's CPU's speed while the
-    /// simulator's CPU is busy, over its speed while that CPU is idle
-    /// (`c2c::core_share`); clearly under 1 means the two share a core.
+    /// Right after the run (simulator): the driver's CPU's multiply speed
+    /// while the simulator's CPU multiplies too, over its speed while that
+    /// CPU only pauses (`c2c::core_share`); clearly under 1 means the two
+    /// share a core.
     pub core_share: Option<crate::c2c::CoreShare>,
     /// System-wide CPU over the measured interval (/proc/stat deltas), so
     /// interrupt and softirq completion work on other cores counts.
