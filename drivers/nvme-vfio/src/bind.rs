@@ -3,12 +3,17 @@
 //!
 //! Taking a controller away from the kernel makes every namespace of it
 //! vanish at once, with whatever was using it: a mounted file system loses
-//! its disk, an LVM volume group a physical volume, the machine its swap.
-//! So [`check_bind`] refuses, saying why and what to do, when any namespace
-//! of the controller (or a partition of one) is mounted, held by another
-//! block device (device-mapper, md), or used as swap; when the controller's
-//! IOMMU group holds devices VFIO cannot take along; and when there is no
-//! IOMMU at all. Only then does [`to_vfio`] move it:
+//! its disk, an LVM volume group a physical volume, a VM its disk, the
+//! machine its swap. So [`check_bind`] refuses, saying what holds the disk
+//! and what to do, when anything uses a namespace of the controller or a
+//! partition of one (mounted, held by device-mapper or md, swap, a device
+//! of a mounted btrfs, a loop device's backing, exported by the NVMe-oF
+//! target, claimed by anything else such as ZFS: see [`inuse`]), when any
+//! process has one of its block or character devices open, when the
+//! controller's IOMMU group holds devices VFIO cannot take along, and when
+//! there is no IOMMU at all. It returns the disks claimed (`O_EXCL`), and
+//! [`to_vfio`] keeps them claimed until the driver has let go of them, so
+//! nothing can mount or assemble them in between. Then it:
 //!
 //! 1. remember the original driver in a small state file
 //!    (`/run/nvme-bypass/BDF.json`, or under `/var/tmp` without `/run`);
@@ -26,10 +31,15 @@
 //! Every function takes a [`Host`], so the checks run against a fake sysfs
 //! and procfs in a temporary directory in the unit tests.
 
+pub mod inuse;
+
+pub use inuse::{Claims, Use};
+
 use crate::host::{link_name, list_dir, read_trimmed, Host, NVME_CLASS};
 use crate::{Bdf, BdfError};
+use std::collections::BTreeSet;
 use std::fmt;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -62,8 +72,18 @@ pub enum BindError {
     #[error("{bdf} has no IOMMU group, so the IOMMU is off or missing, and VFIO needs one (Debian kernels are built without CONFIG_VFIO_NOIOMMU, so no-IOMMU mode is not an option): enable VT-d / AMD-Vi in the firmware and boot with intel_iommu=on (Intel) or amd_iommu=on (AMD) on the kernel command line; in a QEMU guest add `-device intel-iommu`")]
     NoIommu { bdf: Bdf },
     /// A namespace or partition is in use.
-    #[error("{bdf} is in use, refusing to take it away from the kernel: {}. Unmount the file systems, deactivate what holds the devices (`vgchange -an VG`, `mdadm --stop`, `dmsetup remove`), `swapoff` the swap, then run this again", join(.uses))]
+    #[error("{bdf} is in use, refusing to take it away from the kernel: {}. {}, then run this again", join(.uses), inuse::advice(.uses))]
     InUse { bdf: Bdf, uses: Vec<Use> },
+    /// A disk of the controller has no device node to claim it through.
+    #[error("cannot check whether /dev/{dev} is in use: there is no device node for it (/dev/{dev}, /dev/block/{devnum}); run `udevadm settle`, or create it with `mknod /dev/{dev} b {}`, then run this again", .devnum.replace(':', " "))]
+    NoDeviceNode { dev: String, devnum: String },
+    /// An exclusive open failed other than with EBUSY.
+    #[error("cannot claim {path} to check that nothing uses it: {source}; check the device node (`ls -l {path}`, `cat /sys/class/block/*/dev`), then run this again")]
+    Claim {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     /// Other devices of the IOMMU group are bound to drivers VFIO cannot share the group with.
     #[error("IOMMU group {group} of {bdf} also holds {}; VFIO hands out whole groups, so every device in it must be bound to vfio-pci (or to no driver). Unbind them (`echo BDF > /sys/bus/pci/devices/BDF/driver/unbind`) or bind them to vfio-pci too, or move the controller to a slot with a group of its own", join(.others))]
     GroupNotViable { bdf: Bdf, group: u32, others: Vec<GroupMember> },
@@ -97,29 +117,6 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> B
     move |source| BindError::Io { what, path: path.to_path_buf(), source }
 }
 
-/// One reason a block device of the controller is in use.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Use {
-    /// Mounted (found in /proc/self/mountinfo or /proc/mounts).
-    Mounted { dev: String, mountpoint: String },
-    /// Held by other block devices (/sys/block/DEV/holders).
-    Holders { dev: String, holders: Vec<String> },
-    /// Used as swap (/proc/swaps).
-    Swap { dev: String },
-}
-
-impl fmt::Display for Use {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Use::Mounted { dev, mountpoint } => write!(f, "/dev/{dev} is mounted on {mountpoint}"),
-            Use::Holders { dev, holders } => {
-                write!(f, "/dev/{dev} is held by {} (LVM, device-mapper or md)", holders.join(", "))
-            }
-            Use::Swap { dev } => write!(f, "/dev/{dev} is used as swap"),
-        }
-    }
-}
-
 /// Another device of the IOMMU group and its driver.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupMember {
@@ -140,14 +137,29 @@ impl fmt::Display for GroupMember {
 pub struct BlockDev {
     /// Kernel name, e.g. `nvme0n1`, `nvme0c0n1`, `nvme0n1p2`.
     pub name: String,
-    /// `major:minor`, when sysfs has it.
+    /// `major:minor`, when sysfs has it (a multipath path has none).
     pub devnum: Option<String>,
     /// Path of its directory in sysfs (holders live there).
     pub sysfs: PathBuf,
+    /// The disk it is a partition of (`None` for a whole disk).
+    pub partition_of: Option<String>,
+    /// Hidden from userspace (a multipath path disk, `nvmeXcYnZ`).
+    pub hidden: bool,
 }
 
-/// What [`check_bind`] found out.
-#[derive(Clone, Debug)]
+/// A device node of the controller, for finding the processes that have it open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DevNode {
+    /// Name under /dev: `nvme0n1`, `nvme0n1p1`, `ng0n1`, `nvme0`.
+    pub name: String,
+    /// `major:minor`, when sysfs has it.
+    pub devnum: Option<String>,
+    /// A block device (else a character device).
+    pub block: bool,
+}
+
+/// What [`check_bind`] found out, and the disks it claimed.
+#[derive(Debug)]
 pub struct Preflight {
     /// The controller.
     pub bdf: Bdf,
@@ -157,6 +169,11 @@ pub struct Preflight {
     pub group: u32,
     /// Its namespaces and their partitions (all unused).
     pub block_devices: Vec<BlockDev>,
+    /// Its character devices: the controller's and the generic namespace ones.
+    pub char_devices: Vec<DevNode>,
+    /// The whole disks, opened `O_EXCL`: while this is alive, nothing can
+    /// mount, assemble or otherwise claim them or their partitions.
+    pub claims: Claims,
 }
 
 /// Checks that need only the device to exist and be an NVMe controller.
@@ -203,14 +220,17 @@ pub fn check_group(host: &Host, bdf: &Bdf) -> Result<u32, BindError> {
     Ok(group)
 }
 
+fn digits(t: &str) -> bool {
+    !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit())
+}
+
 fn is_ctrl_name(s: &str) -> bool {
-    s.strip_prefix("nvme").is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+    s.strip_prefix("nvme").is_some_and(digits)
 }
 
 /// `nvmeXnY` (`with_path = false`) or also `nvmeXcYnZ` (`with_path = true`).
 fn is_ns_name(s: &str, with_path: bool) -> bool {
     let Some(rest) = s.strip_prefix("nvme") else { return false };
-    let digits = |t: &str| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit());
     let Some((head, ns)) = rest.split_once('n') else { return false };
     if !digits(ns) {
         return false;
@@ -221,21 +241,22 @@ fn is_ns_name(s: &str, with_path: bool) -> bool {
     }
 }
 
-/// The controller's block devices: its namespaces (`nvmeXnY`, or with
-/// native multipath the per-path `nvmeXcYnZ` and the subsystem's head
-/// `nvmeSnY` when every path of it goes through this controller), and the
-/// partitions of each.
-pub fn block_devices(host: &Host, bdf: &Bdf) -> Result<Vec<BlockDev>, BindError> {
+/// A generic namespace character device, `ngXnY`.
+fn is_generic_name(s: &str) -> bool {
+    s.strip_prefix("ng").and_then(|r| r.split_once('n')).is_some_and(|(a, b)| digits(a) && digits(b))
+}
+
+/// The nvmeX controllers of `bdf`.
+fn controllers(host: &Host, bdf: &Bdf) -> Result<Vec<String>, BindError> {
     let nvme_dir = host.pci_device(bdf).join("nvme");
-    let ctrls: Vec<String> =
-        list_dir(&nvme_dir).map_err(io_err("list", &nvme_dir))?.into_iter().filter(|c| is_ctrl_name(c)).collect();
-    let mut names: Vec<String> = vec![];
-    for c in &ctrls {
-        let d = nvme_dir.join(c);
-        names.extend(list_dir(&d).map_err(io_err("list", &d))?.into_iter().filter(|n| is_ns_name(n, true)));
-    }
-    // Multipath heads live in the subsystem, not under the controller.
+    Ok(list_dir(&nvme_dir).map_err(io_err("list", &nvme_dir))?.into_iter().filter(|c| is_ctrl_name(c)).collect())
+}
+
+/// The subsystems that hold one of `ctrls`, each with its entries and
+/// whether all of its controllers are ours.
+fn our_subsystems(host: &Host, ctrls: &[String]) -> Result<Vec<(PathBuf, Vec<String>, bool)>, BindError> {
     let subsys_root = host.path("/sys/class/nvme-subsystem");
+    let mut out = vec![];
     for s in list_dir(&subsys_root).map_err(io_err("list", &subsys_root))? {
         let sd = subsys_root.join(&s);
         let entries = list_dir(&sd).map_err(io_err("list", &sd))?;
@@ -243,6 +264,25 @@ pub fn block_devices(host: &Host, bdf: &Bdf) -> Result<Vec<BlockDev>, BindError>
             continue;
         }
         let all_ctrls_ours = entries.iter().filter(|e| is_ctrl_name(e)).all(|e| ctrls.contains(e));
+        out.push((sd, entries, all_ctrls_ours));
+    }
+    Ok(out)
+}
+
+/// The controller's block devices: its namespaces (`nvmeXnY`, or with
+/// native multipath the per-path `nvmeXcYnZ` and the subsystem's head
+/// `nvmeSnY` when every path of it goes through this controller), and the
+/// partitions of each.
+pub fn block_devices(host: &Host, bdf: &Bdf) -> Result<Vec<BlockDev>, BindError> {
+    let nvme_dir = host.pci_device(bdf).join("nvme");
+    let ctrls = controllers(host, bdf)?;
+    let mut names: Vec<String> = vec![];
+    for c in &ctrls {
+        let d = nvme_dir.join(c);
+        names.extend(list_dir(&d).map_err(io_err("list", &d))?.into_iter().filter(|n| is_ns_name(n, true)));
+    }
+    // Multipath heads live in the subsystem, not under the controller.
+    for (_, entries, all_ctrls_ours) in our_subsystems(host, &ctrls)? {
         for head in entries.iter().filter(|e| is_ns_name(e, false)) {
             let paths = list_dir(&host.path(format!("/sys/block/{head}/multipath"))).unwrap_or_default();
             let only_ours = !paths.is_empty() && paths.iter().all(|p| names.contains(p));
@@ -261,90 +301,78 @@ pub fn block_devices(host: &Host, bdf: &Bdf) -> Result<Vec<BlockDev>, BindError>
         for p in list_dir(&sysfs).unwrap_or_default() {
             if p.starts_with(&n) && sysfs.join(&p).join("partition").exists() {
                 let psys = sysfs.join(&p);
-                parts.push(BlockDev { devnum: read_trimmed(&psys.join("dev")).ok(), name: p, sysfs: psys });
+                parts.push(BlockDev {
+                    devnum: read_trimmed(&psys.join("dev")).ok(),
+                    name: p,
+                    sysfs: psys,
+                    partition_of: Some(n.clone()),
+                    hidden: false,
+                });
             }
         }
         parts.sort_by(|a, b| a.name.cmp(&b.name));
-        out.push(BlockDev { name: n, devnum, sysfs });
+        let hidden = !is_ns_name(&n, false) || read_trimmed(&sysfs.join("hidden")).is_ok_and(|h| h == "1");
+        out.push(BlockDev { name: n, devnum, sysfs, partition_of: None, hidden });
         out.extend(parts);
     }
     Ok(out)
 }
 
-/// Undo the octal escapes (`\040` for a space) of /proc mount tables.
-fn unescape_mount(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
+/// The controller's character devices: `/dev/nvmeX` of each controller and
+/// the generic namespace devices `/dev/ngXnY`, under the controller or, for
+/// a multipath head among `block` (`nvmeSnY`), its subsystem's `ngSnY`.
+pub fn char_devices(host: &Host, bdf: &Bdf, block: &[BlockDev]) -> Result<Vec<DevNode>, BindError> {
+    let nvme_dir = host.pci_device(bdf).join("nvme");
+    let ctrls = controllers(host, bdf)?;
+    let dev = |d: &Path| read_trimmed(&d.join("dev")).ok();
+    let mut out = vec![];
+    for c in &ctrls {
+        let d = nvme_dir.join(c);
+        out.push(DevNode { name: c.clone(), devnum: dev(&d), block: false });
+        for g in list_dir(&d).map_err(io_err("list", &d))?.into_iter().filter(|g| is_generic_name(g)) {
+            out.push(DevNode { devnum: dev(&d.join(&g)), name: g, block: false });
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Every way `devs` are in use: mounted (by device number in
-/// /proc/self/mountinfo, by name in /proc/mounts), held, or swap.
-pub fn uses_of(host: &Host, devs: &[BlockDev]) -> Vec<Use> {
-    let mut uses = vec![];
-    let mountinfo = std::fs::read_to_string(host.path("/proc/self/mountinfo")).unwrap_or_default();
-    let mounts = std::fs::read_to_string(host.path("/proc/mounts")).unwrap_or_default();
-    let swaps = std::fs::read_to_string(host.path("/proc/swaps")).unwrap_or_default();
-    for d in devs {
-        let devpath = format!("/dev/{}", d.name);
-        let mut mounted: Vec<String> = vec![];
-        // mountinfo: id parent major:minor root mountpoint opts ... - fstype source superopts
-        for line in mountinfo.lines() {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 5 {
-                continue;
+    for (sd, entries, _) in our_subsystems(host, &ctrls)? {
+        for g in entries.iter().filter(|e| is_generic_name(e)) {
+            let head = format!("nvme{}", &g[2..]);
+            if block.iter().any(|b| b.name == head) {
+                out.push(DevNode { name: g.clone(), devnum: dev(&sd.join(g)), block: false });
             }
-            let source = line.split(" - ").nth(1).and_then(|t| t.split_whitespace().nth(1));
-            if d.devnum.as_deref() == Some(f[2]) || source == Some(devpath.as_str()) {
-                mounted.push(unescape_mount(f[4]));
-            }
-        }
-        for line in mounts.lines() {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() >= 2 && f[0] == devpath {
-                mounted.push(unescape_mount(f[1]));
-            }
-        }
-        mounted.sort();
-        mounted.dedup();
-        for m in mounted {
-            uses.push(Use::Mounted { dev: d.name.clone(), mountpoint: m });
-        }
-        let mut holders = list_dir(&d.sysfs.join("holders")).unwrap_or_default();
-        if !holders.is_empty() {
-            holders.sort();
-            uses.push(Use::Holders { dev: d.name.clone(), holders });
-        }
-        if swaps.lines().skip(1).any(|l| l.split_whitespace().next() == Some(devpath.as_str())) {
-            uses.push(Use::Swap { dev: d.name.clone() });
         }
     }
-    uses
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.dedup();
+    Ok(out)
 }
 
-/// The read-only checks before [`to_vfio`]: the device exists, is an NVMe
-/// controller, we are root, there is an IOMMU, the group is usable by VFIO,
-/// and no namespace or partition of the controller is in use.
+/// The checks before [`to_vfio`]: the device exists, is an NVMe controller,
+/// we are root, there is an IOMMU, the group is usable by VFIO, nothing
+/// uses a namespace or partition of the controller, and no process has one
+/// of its devices open. The whole disks stay claimed in the result.
 pub fn check_bind(host: &Host, bdf: &Bdf) -> Result<Preflight, BindError> {
     check_device(host, bdf)?;
     check_root(host, bdf)?;
     let group = check_group(host, bdf)?;
     let block_devices = block_devices(host, bdf)?;
-    let uses = uses_of(host, &block_devices);
+    let char_devices = char_devices(host, bdf, &block_devices)?;
+    let mut uses = inuse::uses_of(host, &block_devices);
+    let explained: BTreeSet<String> = uses.iter().map(|u| u.dev().to_string()).collect();
+    let (claims, claimed) = inuse::claim(host, &block_devices, &explained)?;
+    uses.extend(claimed);
+    // After the claims: from here on no file system, md or dm can take the
+    // disks, and a plain open() (which claims nothing, so nothing can stop
+    // it) has only until the unbind.
+    let nodes: Vec<DevNode> = block_devices
+        .iter()
+        .map(|b| DevNode { name: b.name.clone(), devnum: b.devnum.clone(), block: true })
+        .chain(char_devices.iter().cloned())
+        .collect();
+    uses.extend(inuse::open_by(host, &nodes, &claims.fds()));
     if !uses.is_empty() {
         return Err(BindError::InUse { bdf: *bdf, uses });
     }
-    Ok(Preflight { bdf: *bdf, driver: host.driver_of(bdf), group, block_devices })
+    Ok(Preflight { bdf: *bdf, driver: host.driver_of(bdf), group, block_devices, char_devices, claims })
 }
 
 /// Options of the move.
@@ -401,13 +429,8 @@ pub fn load_state(host: &Host, bdf: &Bdf) -> Result<Option<SavedState>, BindErro
 }
 
 /// Write `value` to a sysfs attribute.
-fn sysfs_write(path: &Path, value: &str) -> Result<(), BindError> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(value.as_bytes()))
-        .map_err(io_err("write to", path))
+fn sysfs_write(host: &Host, path: &Path, value: &str) -> Result<(), BindError> {
+    (host.write_attr)(path, value).map_err(io_err("write to", path))
 }
 
 fn wait_for(path: &Path, what: &str, timeout: Duration) -> Result<(), BindError> {
@@ -469,11 +492,12 @@ impl Drop for VfioBinding {
     }
 }
 
-/// Move `bdf` to vfio-pci after [`check_bind`]'s checks, and set up
-/// hugepages. A controller already on vfio-pci stays there (the returned
-/// binding then does not restore it on drop).
+/// Move `bdf` to vfio-pci after [`check_bind`]'s checks, holding its disks
+/// claimed until its driver has let go of them, and set up hugepages. A
+/// controller already on vfio-pci stays there (the returned binding then
+/// does not restore it on drop).
 pub fn to_vfio(host: &Host, bdf: &Bdf, opts: &BindOptions) -> Result<VfioBinding, BindError> {
-    let pre = check_bind(host, bdf)?;
+    let mut pre = check_bind(host, bdf)?;
     let dev = host.pci_device(bdf);
     let mut actions = vec![];
     let vfio_drv = host.path(format!("/sys/bus/pci/drivers/{VFIO_DRIVER}"));
@@ -508,18 +532,20 @@ pub fn to_vfio(host: &Host, bdf: &Bdf, opts: &BindOptions) -> Result<VfioBinding
         ));
         if let Some(d) = &pre.driver {
             let names: Vec<&str> = pre.block_devices.iter().map(|b| b.name.as_str()).collect();
-            sysfs_write(&dev.join("driver/unbind"), &bdf.to_string())?;
+            sysfs_write(host, &dev.join("driver/unbind"), &bdf.to_string())?;
             actions.push(format!(
                 "unbound {bdf} from {d}{}",
                 if names.is_empty() { String::new() } else { format!(" (removes {})", names.join(", ")) }
             ));
         }
+        // The disks are gone with the driver: nothing is left to claim.
+        drop(std::mem::take(&mut pre.claims));
         // From here on a failure hands the device back.
         binding.restore_on_drop = true;
-        sysfs_write(&dev.join("driver_override"), VFIO_DRIVER)?;
+        sysfs_write(host, &dev.join("driver_override"), VFIO_DRIVER)?;
         // The probe's own result says little (it fails when no driver
         // matches); the driver link afterwards is what counts.
-        let _ = sysfs_write(&host.path("/sys/bus/pci/drivers_probe"), &bdf.to_string());
+        let _ = sysfs_write(host, &host.path("/sys/bus/pci/drivers_probe"), &bdf.to_string());
         let got = host.driver_of(bdf);
         if got.as_deref() != Some(VFIO_DRIVER) {
             return Err(BindError::WrongDriver {
@@ -562,7 +588,7 @@ pub fn ensure_hugepages(host: &Host, want: u64) -> (String, u64) {
     // default hugepage size is 1 GiB (/proc/sys/vm/nr_hugepages is the default size's).
     let target = nr + (want - free);
     let file = dir.join("nr_hugepages");
-    if let Err(e) = sysfs_write(&file, &target.to_string()) {
+    if let Err(e) = sysfs_write(host, &file, &target.to_string()) {
         return (
             format!("could not reserve hugepages ({e}); DMA memory will fall back to ordinary locked pages"),
             free,
@@ -634,19 +660,19 @@ pub fn restore(host: &Host, bdf: &Bdf, timeout: Duration) -> Result<Vec<String>,
                     }
                 }
             }
-            sysfs_write(&dev.join("driver/unbind"), &bdf.to_string())?;
+            sysfs_write(host, &dev.join("driver/unbind"), &bdf.to_string())?;
             actions.push(format!("unbound {bdf} from {d}"));
         }
-        sysfs_write(&dev.join("driver_override"), "\n")?;
+        sysfs_write(host, &dev.join("driver_override"), "\n")?;
         actions.push("cleared driver_override".into());
         if let Some(w) = &want {
-            let _ = sysfs_write(&host.path("/sys/bus/pci/drivers_probe"), &bdf.to_string());
+            let _ = sysfs_write(host, &host.path("/sys/bus/pci/drivers_probe"), &bdf.to_string());
             if host.driver_of(bdf).as_deref() != Some(w.as_str()) {
                 // The probe chose no driver or another one: ask ours directly.
                 if host.driver_of(bdf).is_some() {
-                    sysfs_write(&dev.join("driver/unbind"), &bdf.to_string())?;
+                    sysfs_write(host, &dev.join("driver/unbind"), &bdf.to_string())?;
                 }
-                let _ = sysfs_write(&host.path(format!("/sys/bus/pci/drivers/{w}/bind")), &bdf.to_string());
+                let _ = sysfs_write(host, &host.path(format!("/sys/bus/pci/drivers/{w}/bind")), &bdf.to_string());
             }
             let got = host.driver_of(bdf);
             if got.as_deref() != Some(w.as_str()) {
@@ -690,10 +716,138 @@ pub fn restore(host: &Host, bdf: &Bdf, timeout: Duration) -> Result<Vec<String>,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::open_tree_exclusive;
+    use std::cell::{Cell, RefCell};
+    use std::fs::File;
     use std::os::unix::fs::symlink;
 
+    thread_local! {
+        /// What the fake kernel was asked to do, in order.
+        static LOG: RefCell<Vec<String>> = const { RefCell::new(vec![]) };
+        /// Device nodes (file names) whose exclusive open fails with EBUSY.
+        static BUSY: RefCell<Vec<String>> = const { RefCell::new(vec![]) };
+        /// Make the fake kernel refuse the unbind.
+        static FAIL_UNBIND: Cell<bool> = const { Cell::new(false) };
+    }
+
+    fn log() -> Vec<String> {
+        LOG.with(|l| l.borrow().clone())
+    }
+
+    /// [`OpenExclusive`] for the fake tree: EBUSY for the nodes in BUSY,
+    /// as the kernel answers for a claimed disk.
+    fn fake_open_exclusive(node: &Path, devnum: Option<&str>) -> io::Result<File> {
+        let name = node.file_name().unwrap().to_string_lossy().into_owned();
+        if BUSY.with(|b| b.borrow().contains(&name)) {
+            return Err(io::Error::from_raw_os_error(libc::EBUSY));
+        }
+        open_tree_exclusive(node, devnum)
+    }
+
+    /// The fake tree's root, from a path in it.
+    fn root_of(p: &Path) -> PathBuf {
+        let s = p.to_string_lossy();
+        PathBuf::from(&s[..s.find("/sys/").expect("a sysfs path")])
+    }
+
+    /// Whether this process has `node` open (a claim held).
+    fn is_open_here(node: &Path) -> bool {
+        list_dir(Path::new("/proc/self/fd"))
+            .unwrap()
+            .iter()
+            .filter_map(|fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).ok())
+            .any(|t| Path::new(t.to_string_lossy().trim_end_matches(" (deleted)")) == node)
+    }
+
+    fn fake_bind(root: &Path, bdf: &str, drv: &str) {
+        let dev = root.join("sys/bus/pci/devices").join(bdf);
+        let _ = std::fs::remove_file(dev.join("driver"));
+        symlink(format!("../../../bus/pci/drivers/{drv}"), dev.join("driver")).unwrap();
+        if drv == VFIO_DRIVER {
+            let g = link_name(&dev.join("iommu_group")).unwrap();
+            std::fs::create_dir_all(root.join("dev/vfio")).unwrap();
+            std::fs::write(root.join(format!("dev/vfio/{g}")), "").unwrap();
+        } else if drv == "nvme" {
+            std::fs::create_dir_all(dev.join("nvme/nvme0/nvme0n1")).unwrap();
+            std::fs::write(dev.join("nvme/nvme0/dev"), "245:0\n").unwrap();
+            std::fs::write(root.join("dev/nvme0"), "").unwrap();
+            std::fs::write(root.join("dev/nvme0n1"), "").unwrap();
+        }
+    }
+
+    /// A small model of the kernel's PCI core behind sysfs writes: unbind
+    /// removes the driver (and with nvme its devices), drivers_probe binds
+    /// the driver_override's driver (nvme without one), drivers/X/bind binds
+    /// X if the override allows it, the hugepage pool grants what is asked.
+    /// Every write is logged; the unbind notes whether nvme0n1 is claimed.
+    fn fake_kernel(attr: &Path, value: &str) -> io::Result<()> {
+        let root = root_of(attr);
+        let name = attr.file_name().unwrap().to_string_lossy().into_owned();
+        let parent = attr.parent().unwrap();
+        let entry = match name.as_str() {
+            "unbind" => {
+                let dev = parent.parent().unwrap();
+                let node = root.join("dev/nvme0n1");
+                let claimed = if is_open_here(&node) { " (nvme0n1 claimed)" } else { "" };
+                if FAIL_UNBIND.with(|f| f.get()) {
+                    LOG.with(|l| l.borrow_mut().push(format!("unbind refused{claimed}")));
+                    return Err(io::Error::from_raw_os_error(libc::EIO));
+                }
+                if link_name(&dev.join("driver")).as_deref() == Some("nvme") {
+                    let _ = std::fs::remove_dir_all(dev.join("nvme"));
+                    let _ = std::fs::remove_file(&node);
+                    let _ = std::fs::remove_file(root.join("dev/nvme0"));
+                }
+                std::fs::remove_file(dev.join("driver"))?;
+                format!("unbind{claimed}")
+            }
+            "driver_override" => {
+                let v = value.trim();
+                std::fs::write(attr, if v.is_empty() { "(null)\n".to_string() } else { format!("{v}\n") })?;
+                format!("driver_override={}", if v.is_empty() { "(null)" } else { v })
+            }
+            "drivers_probe" => {
+                let dev = root.join("sys/bus/pci/devices").join(value);
+                if !dev.join("driver").exists() {
+                    let ov = read_trimmed(&dev.join("driver_override"))?;
+                    let drv = if ov == "(null)" { "nvme".to_string() } else { ov };
+                    if root.join("sys/bus/pci/drivers").join(&drv).is_dir() {
+                        fake_bind(&root, value, &drv);
+                    }
+                }
+                "probe".to_string()
+            }
+            "bind" => {
+                let drv = parent.file_name().unwrap().to_string_lossy().into_owned();
+                let dev = root.join("sys/bus/pci/devices").join(value);
+                let ov = read_trimmed(&dev.join("driver_override"))?;
+                if dev.join("driver").exists() || (ov != "(null)" && ov != drv) {
+                    return Err(io::Error::from_raw_os_error(libc::EBUSY));
+                }
+                fake_bind(&root, value, &drv);
+                format!("bind {drv}")
+            }
+            "nr_hugepages" => {
+                let old: u64 = read_trimmed(attr)?.parse().unwrap();
+                let new: u64 = value.trim().parse().unwrap();
+                let freef = parent.join("free_hugepages");
+                let free: u64 = read_trimmed(&freef)?.parse().unwrap();
+                std::fs::write(&freef, format!("{}\n", (free + new).saturating_sub(old)))?;
+                std::fs::write(attr, format!("{new}\n"))?;
+                format!("nr_hugepages={new}")
+            }
+            _ => {
+                std::fs::write(attr, value)?;
+                format!("{name}={value}")
+            }
+        };
+        LOG.with(|l| l.borrow_mut().push(entry));
+        Ok(())
+    }
+
     /// A fake machine: one NVMe controller at 0000:01:00.0 bound to nvme,
-    /// controller nvme0 with namespace nvme0n1 (259:0), alone in IOMMU group 7.
+    /// controller nvme0 (245:0) with namespace nvme0n1 (259:0), alone in
+    /// IOMMU group 7; device nodes are plain files under dev/.
     struct Fake {
         dir: PathBuf,
         host: Host,
@@ -706,11 +860,16 @@ mod tests {
             let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let dir = std::env::temp_dir().join(format!("nvme-vfio-bind-{}-{tag}-{n}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
-            let f = Fake { host: Host::at(&dir, 0), dir, bdf: Bdf::parse("0000:01:00.0").unwrap() };
+            let mut host = Host::at(&dir, 0);
+            host.open_exclusive = fake_open_exclusive;
+            let f = Fake { host, dir, bdf: Bdf::parse("0000:01:00.0").unwrap() };
             f.pci("0000:01:00.0", "0x010802", Some("nvme"), Some(7));
             f.mkdir("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/nvme0n1");
+            f.file("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/dev", "245:0\n");
             f.blockdev("nvme0n1", "259:0");
+            f.file("dev/nvme0", "");
             f.mkdir("sys/bus/pci/drivers/vfio-pci");
+            f.mkdir("sys/bus/pci/drivers/nvme");
             f.mkdir("run");
             f.file(
                 "proc/self/mountinfo",
@@ -718,6 +877,15 @@ mod tests {
             );
             f.file("proc/mounts", "proc /proc proc rw 0 0\n/dev/sda1 / ext4 rw 0 0\n");
             f.file("proc/swaps", "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/sda2                               partition\t1048572\t\t0\t\t-2\n");
+            f.file("proc/1/comm", "init\n");
+            f.link("proc/1/fd/0", "/dev/console");
+            f
+        }
+        /// With the fake kernel behind sysfs writes (binding works end to end).
+        fn with_kernel(tag: &str) -> Fake {
+            let mut f = Fake::new(tag);
+            f.host.write_attr = fake_kernel;
+            f.hugepages(0, 0);
             f
         }
         fn mkdir(&self, p: &str) {
@@ -752,11 +920,22 @@ mod tests {
         fn blockdev(&self, name: &str, devnum: &str) {
             self.file(&format!("sys/block/{name}/dev"), &format!("{devnum}\n"));
             self.mkdir(&format!("sys/block/{name}/holders"));
+            self.file(&format!("dev/{name}"), "");
         }
         fn partition(&self, disk: &str, part: &str, devnum: &str) {
             self.file(&format!("sys/block/{disk}/{part}/dev"), &format!("{devnum}\n"));
             self.file(&format!("sys/block/{disk}/{part}/partition"), "1\n");
             self.mkdir(&format!("sys/block/{disk}/{part}/holders"));
+            self.file(&format!("dev/{part}"), "");
+        }
+        fn hugepages(&self, nr: u64, free: u64) {
+            self.file("sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", &format!("{nr}\n"));
+            self.file("sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", &format!("{free}\n"));
+        }
+        /// A process `pid` called `comm` with `target` open as fd `fd`.
+        fn process(&self, pid: u32, comm: &str, fd: u32, target: &str) {
+            self.file(&format!("proc/{pid}/comm"), &format!("{comm}\n"));
+            self.link(&format!("proc/{pid}/fd/{fd}"), target);
         }
         fn append(&self, p: &str, line: &str) {
             let p = self.dir.join(p);
@@ -767,10 +946,21 @@ mod tests {
         fn check(&self) -> Result<Preflight, BindError> {
             check_bind(&self.host, &self.bdf)
         }
+        fn uses(&self) -> (String, Vec<Use>) {
+            let e = self.check().unwrap_err();
+            let BindError::InUse { uses, .. } = &e else { panic!("{e}") };
+            (e.to_string(), uses.clone())
+        }
+        fn bind(&self) -> Result<VfioBinding, BindError> {
+            to_vfio(&self.host, &self.bdf, &BindOptions { hugepages: 64, timeout: Duration::from_millis(200) })
+        }
     }
 
     impl Drop for Fake {
         fn drop(&mut self) {
+            LOG.with(|l| l.borrow_mut().clear());
+            BUSY.with(|b| b.borrow_mut().clear());
+            FAIL_UNBIND.with(|f| f.set(false));
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
@@ -785,17 +975,23 @@ mod tests {
         let names: Vec<&str> = p.block_devices.iter().map(|b| b.name.as_str()).collect();
         assert_eq!(names, ["nvme0n1", "nvme0n1p1"]);
         assert_eq!(p.block_devices[1].devnum.as_deref(), Some("259:1"));
+        // The whole disk is claimed; its partition with it (the kernel
+        // refuses a claim of both by different holders).
+        assert_eq!(p.claims.devices(), ["nvme0n1"]);
+        let chars: Vec<&str> = p.char_devices.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(chars, ["nvme0"]);
     }
 
     #[test]
     fn mounted_namespace_is_refused_by_device_number() {
         let f = Fake::new("mounted");
         f.append("proc/self/mountinfo", "40 29 259:0 / /mnt/data rw - xfs /dev/nvme0n1 rw\n");
-        let e = f.check().unwrap_err();
-        let BindError::InUse { uses, .. } = &e else { panic!("{e}") };
+        // A mounted disk also refuses the exclusive open: that must not add a second, vaguer reason.
+        BUSY.with(|b| b.borrow_mut().push("nvme0n1".into()));
+        let (msg, uses) = f.uses();
         assert_eq!(uses, &[Use::Mounted { dev: "nvme0n1".into(), mountpoint: "/mnt/data".into() }]);
-        assert!(e.to_string().contains("/dev/nvme0n1 is mounted on /mnt/data"), "{e}");
-        assert!(e.to_string().contains("Unmount"), "{e}");
+        assert!(msg.contains("/dev/nvme0n1 is mounted on /mnt/data"), "{msg}");
+        assert!(msg.contains("Unmount"), "{msg}");
     }
 
     #[test]
@@ -805,9 +1001,32 @@ mod tests {
         // Not in mountinfo by number (e.g. btrfs reports a virtual device
         // number there): /proc/mounts still names the device.
         f.append("proc/mounts", "/dev/nvme0n1p2 /home\\040dir btrfs rw 0 0\n");
-        let e = f.check().unwrap_err();
-        let BindError::InUse { uses, .. } = &e else { panic!("{e}") };
+        BUSY.with(|b| b.borrow_mut().extend(["nvme0n1".into(), "nvme0n1p2".into()]));
+        let (_, uses) = f.uses();
         assert_eq!(uses, &[Use::Mounted { dev: "nvme0n1p2".into(), mountpoint: "/home dir".into() }]);
+    }
+
+    #[test]
+    fn a_mount_in_another_mount_namespace_is_refused_naming_a_process_in_it() {
+        // A container's mount: not in our mount table, but the kernel's
+        // claim refuses, and the container's mountinfo names it.
+        let f = Fake::new("mntns");
+        f.link("proc/self/ns/mnt", "mnt:[4026531841]");
+        f.link("proc/1/ns/mnt", "mnt:[4026531841]");
+        f.process(901, "sleep", 1, "/dev/null");
+        f.link("proc/901/ns/mnt", "mnt:[4026532300]");
+        f.file("proc/901/mountinfo", "600 500 0:60 / / rw - overlay overlay rw\n601 600 259:0 / /mnt/nvb\\040fs ro - ext2 /dev/nvme0n1 ro\n");
+        f.process(902, "sh", 1, "/dev/null");
+        f.link("proc/902/ns/mnt", "mnt:[4026532300]");
+        f.file("proc/902/mountinfo", "601 600 259:0 / /again rw - ext2 /dev/nvme0n1 rw\n");
+        BUSY.with(|b| b.borrow_mut().push("nvme0n1".into()));
+        let (msg, uses) = f.uses();
+        assert_eq!(
+            uses,
+            &[Use::MountedElsewhere { dev: "nvme0n1".into(), mountpoint: "/mnt/nvb fs".into(), pid: 901, comm: "sleep".into() }]
+        );
+        assert!(msg.contains("mounted on /mnt/nvb fs in the mount namespace of pid 901 (sleep)"), "{msg}");
+        assert!(msg.contains("nsenter -t 901 -m umount"), "{msg}");
     }
 
     #[test]
@@ -815,38 +1034,160 @@ mod tests {
         let f = Fake::new("holders");
         f.partition("nvme0n1", "nvme0n1p1", "259:1");
         f.mkdir("sys/block/nvme0n1/nvme0n1p1/holders/dm-0");
-        let e = f.check().unwrap_err();
-        let BindError::InUse { uses, .. } = &e else { panic!("{e}") };
+        let (msg, uses) = f.uses();
         assert_eq!(uses, &[Use::Holders { dev: "nvme0n1p1".into(), holders: vec!["dm-0".into()] }]);
-        assert!(e.to_string().contains("vgchange -an"), "{e}");
+        assert!(msg.contains("vgchange -an"), "{msg}");
     }
 
     #[test]
     fn swap_is_refused() {
         let f = Fake::new("swap");
         f.append("proc/swaps", "/dev/nvme0n1                            partition\t4194300\t\t0\t\t-3\n");
-        let e = f.check().unwrap_err();
-        let BindError::InUse { uses, .. } = &e else { panic!("{e}") };
+        let (msg, uses) = f.uses();
         assert_eq!(uses, &[Use::Swap { dev: "nvme0n1".into() }]);
-        assert!(e.to_string().contains("swapoff"), "{e}");
+        assert!(msg.contains("swapoff"), "{msg}");
+    }
+
+    #[test]
+    fn a_process_holding_the_namespace_open_is_refused_by_pid_and_command() {
+        // `sleep 600 </dev/nvme0n1 &`: a plain open claims nothing, so only
+        // /proc/PID/fd shows it.
+        let f = Fake::new("open");
+        f.process(4242, "sleep", 0, "/dev/nvme0n1");
+        f.process(4243, "bash", 3, "/dev/null");
+        let (msg, uses) = f.uses();
+        assert_eq!(
+            uses,
+            &[Use::OpenBy { dev: "nvme0n1".into(), pid: 4242, comm: "sleep".into(), this_process: false }]
+        );
+        assert!(msg.contains("/dev/nvme0n1 is open in pid 4242 (sleep)"), "{msg}");
+        assert!(msg.contains("fuser -v /dev/nvme0n1"), "{msg}");
+    }
+
+    #[test]
+    fn processes_holding_a_partition_or_the_character_devices_are_refused() {
+        let f = Fake::new("open-chr");
+        f.partition("nvme0n1", "nvme0n1p1", "259:1");
+        f.mkdir("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/ng0n1");
+        f.file("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/ng0n1/dev", "244:0\n");
+        f.process(100, "qemu-system-x86", 17, "/dev/nvme0n1p1");
+        f.process(200, "fio", 5, "/dev/ng0n1");
+        f.process(300, "smartd", 4, "/dev/nvme0");
+        f.process(301, "smartd", 4, "/dev/nvme1");
+        let (msg, uses) = f.uses();
+        let who: Vec<(String, u32, String)> = uses
+            .iter()
+            .map(|u| match u {
+                Use::OpenBy { dev, pid, comm, .. } => (dev.clone(), *pid, comm.clone()),
+                u => panic!("{u}"),
+            })
+            .collect();
+        assert_eq!(
+            who,
+            [
+                ("nvme0n1p1".to_string(), 100, "qemu-system-x86".to_string()),
+                ("ng0n1".into(), 200, "fio".into()),
+                ("nvme0".into(), 300, "smartd".into())
+            ]
+        );
+        assert!(msg.contains("pid 200 (fio)") && msg.contains("pid 300 (smartd)"), "{msg}");
+    }
+
+    #[test]
+    fn a_disk_the_kernel_will_not_let_go_of_is_refused() {
+        // A ZFS vdev, or one device of a multi-device btrfs mounted by
+        // another: nothing in the mount table names it, the kernel's claim does.
+        let f = Fake::new("claimed");
+        BUSY.with(|b| b.borrow_mut().push("nvme0n1".into()));
+        let (msg, uses) = f.uses();
+        assert_eq!(uses, &[Use::Claimed { dev: "nvme0n1".into() }]);
+        assert!(msg.contains("EBUSY") && msg.contains("ZFS") && msg.contains("zpool"), "{msg}");
+    }
+
+    #[test]
+    fn a_claimed_partition_is_named() {
+        let f = Fake::new("claimed-part");
+        f.partition("nvme0n1", "nvme0n1p1", "259:1");
+        f.partition("nvme0n1", "nvme0n1p2", "259:2");
+        BUSY.with(|b| b.borrow_mut().extend(["nvme0n1".into(), "nvme0n1p2".into()]));
+        let (_, uses) = f.uses();
+        assert_eq!(uses, &[Use::Claimed { dev: "nvme0n1p2".into() }]);
+    }
+
+    #[test]
+    fn a_btrfs_device_mounted_through_another_is_refused() {
+        let f = Fake::new("btrfs");
+        f.link("sys/fs/btrfs/5f1c/devices/nvme0n1", "../../../../devices/x/nvme0n1");
+        f.link("sys/fs/btrfs/5f1c/devices/sdb", "../../../../devices/y/sdb");
+        f.append("proc/self/mountinfo", "50 29 0:45 / /data rw - btrfs /dev/sdb rw\n");
+        f.append("proc/mounts", "/dev/sdb /data btrfs rw 0 0\n");
+        BUSY.with(|b| b.borrow_mut().push("nvme0n1".into()));
+        let (msg, uses) = f.uses();
+        assert_eq!(
+            uses,
+            &[Use::BtrfsMember { dev: "nvme0n1".into(), fsid: "5f1c".into(), mountpoints: vec!["/data".into()] }]
+        );
+        assert!(msg.contains("btrfs file system 5f1c mounted on /data"), "{msg}");
+    }
+
+    #[test]
+    fn loop_backing_and_nvmet_export_are_refused() {
+        let f = Fake::new("loop");
+        f.file("sys/block/loop3/loop/backing_file", "/dev/nvme0n1\n");
+        f.file("sys/block/loop4/loop/backing_file", "/var/lib/img\n");
+        f.file("sys/kernel/config/nvmet/subsystems/nqn.x/namespaces/1/device_path", "/dev/nvme0n1\n");
+        f.file("sys/kernel/config/nvmet/subsystems/nqn.x/namespaces/1/enable", "1\n");
+        f.file("sys/kernel/config/nvmet/subsystems/nqn.x/namespaces/2/device_path", "/dev/nvme0n1\n");
+        f.file("sys/kernel/config/nvmet/subsystems/nqn.x/namespaces/2/enable", "0\n");
+        let (msg, uses) = f.uses();
+        assert_eq!(
+            uses,
+            &[
+                Use::LoopBacking { dev: "nvme0n1".into(), loop_dev: "loop3".into() },
+                Use::NvmetExport { dev: "nvme0n1".into(), subsystem: "nqn.x".into(), nsid: "1".into() }
+            ]
+        );
+        assert!(msg.contains("losetup -d") && msg.contains("nvmet"), "{msg}");
+    }
+
+    #[test]
+    fn a_disk_without_a_device_node_is_not_taken_unchecked() {
+        let f = Fake::new("nonode");
+        std::fs::remove_file(f.dir.join("dev/nvme0n1")).unwrap();
+        let e = f.check().unwrap_err();
+        assert!(matches!(&e, BindError::NoDeviceNode { dev, .. } if dev == "nvme0n1"), "{e}");
+        assert!(e.to_string().contains("mknod /dev/nvme0n1 b 259 0"), "{e}");
+        // /dev/block/MAJ:MIN (udev's link) will do.
+        f.link("dev/block/259:0", "../nvme0n1x");
+        f.file("dev/nvme0n1x", "");
+        assert_eq!(f.check().unwrap().claims.devices(), ["nvme0n1"]);
     }
 
     #[test]
     fn multipath_head_in_use_is_refused() {
         let f = Fake::new("multipath");
         // Native multipath: the controller has the hidden path disk
-        // nvme0c0n1; the head nvme0n1 lives in the subsystem.
+        // nvme0c0n1 (no device node); the head nvme0n1 and its generic
+        // device ng0n1 live in the subsystem.
         std::fs::remove_dir_all(f.dir.join("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/nvme0n1")).unwrap();
         f.mkdir("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/nvme0c0n1");
-        f.blockdev("nvme0c0n1", "259:1");
+        f.file("sys/block/nvme0c0n1/hidden", "1\n");
         f.link("sys/class/nvme-subsystem/nvme-subsys0/nvme0", "../../../devices/pci0000:00/0000:01:00.0/nvme/nvme0");
         f.mkdir("sys/class/nvme-subsystem/nvme-subsys0/nvme0n1");
+        f.file("sys/class/nvme-subsystem/nvme-subsys0/ng0n1/dev", "244:0\n");
         f.mkdir("sys/block/nvme0n1/multipath/nvme0c0n1");
-        f.append("proc/self/mountinfo", "41 29 259:0 / /srv rw - ext4 /dev/nvme0n1 rw\n");
         let names: Vec<String> = block_devices(&f.host, &f.bdf).unwrap().into_iter().map(|b| b.name).collect();
         assert_eq!(names, ["nvme0c0n1", "nvme0n1"]);
-        let e = f.check().unwrap_err();
-        assert!(e.to_string().contains("/dev/nvme0n1 is mounted on /srv"), "{e}");
+        let p = f.check().unwrap();
+        assert_eq!(p.claims.devices(), ["nvme0n1"], "the head is claimed, the hidden path skipped");
+        let chars: Vec<&str> = p.char_devices.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(chars, ["ng0n1", "nvme0"]);
+        drop(p);
+        f.process(77, "fio", 3, "/dev/ng0n1");
+        f.append("proc/self/mountinfo", "41 29 259:0 / /srv rw - ext4 /dev/nvme0n1 rw\n");
+        let (msg, _) = f.uses();
+        assert!(msg.contains("/dev/nvme0n1 is mounted on /srv"), "{msg}");
+        assert!(msg.contains("/dev/ng0n1 is open in pid 77 (fio)"), "{msg}");
     }
 
     #[test]
@@ -855,62 +1196,40 @@ mod tests {
         f.link("sys/class/nvme-subsystem/nvme-subsys0/nvme0", "x");
         f.link("sys/class/nvme-subsystem/nvme-subsys0/nvme1", "y");
         f.mkdir("sys/class/nvme-subsystem/nvme-subsys0/nvme0n2");
+        f.mkdir("sys/class/nvme-subsystem/nvme-subsys0/ng0n2");
         f.mkdir("sys/block/nvme0n2/multipath/nvme0c0n2");
         f.mkdir("sys/block/nvme0n2/multipath/nvme0c1n2");
         f.mkdir("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/nvme0c0n2");
         let names: Vec<String> = block_devices(&f.host, &f.bdf).unwrap().into_iter().map(|b| b.name).collect();
         assert_eq!(names, ["nvme0c0n2", "nvme0n1"], "the head keeps its path through nvme1");
+        // A process on the shared head's generic device keeps its path: no refusal.
+        f.process(88, "fio", 3, "/dev/ng0n2");
+        f.check().unwrap();
     }
 
     #[test]
-    fn group_with_a_bound_neighbour_is_not_viable() {
-        let f = Fake::new("group");
-        f.pci("0000:01:00.1", "0x020000", Some("e1000e"), Some(7));
-        f.pci("0000:01:00.2", "0x0c0330", None, Some(7));
-        f.pci("0000:00:01.0", "0x060400", Some("pcieport"), Some(7));
-        let e = f.check().unwrap_err();
-        let BindError::GroupNotViable { group, others, .. } = &e else { panic!("{e}") };
-        assert_eq!(*group, 7);
-        assert_eq!(others, &[GroupMember { bdf: "0000:01:00.1".into(), driver: Some("e1000e".into()) }]);
-        let msg = e.to_string();
-        assert!(msg.contains("0000:01:00.1 (bound to e1000e)") && msg.contains("vfio-pci"), "{msg}");
+    fn claims_are_held_across_the_unbind() {
+        let f = Fake::with_kernel("held");
+        let b = f.bind().unwrap();
+        assert!(log().contains(&"unbind (nvme0n1 claimed)".to_string()), "{:?}", log());
+        // ... and released once the driver has let go.
+        assert!(!is_open_here(&f.dir.join("dev/nvme0n1")));
+        drop(b);
     }
 
-    #[test]
-    fn no_iommu_says_how_to_enable_it() {
-        let f = Fake::new("noiommu");
-        std::fs::remove_file(f.dir.join("sys/bus/pci/devices/0000:01:00.0/iommu_group")).unwrap();
-        let e = f.check().unwrap_err();
-        assert!(matches!(e, BindError::NoIommu { .. }), "{e}");
-        let msg = e.to_string();
-        assert!(msg.contains("intel_iommu=on") && msg.contains("amd_iommu=on") && msg.contains("NOIOMMU"), "{msg}");
-    }
 
-    #[test]
-    fn not_an_nvme_controller() {
-        let f = Fake::new("class");
-        f.pci("0000:01:00.0", "0x010601", Some("ahci"), Some(7));
-        let e = f.check().unwrap_err();
-        assert!(matches!(e, BindError::NotNvme { class: 0x010601, .. }), "{e}");
-        assert!(e.to_string().contains("0x010802"), "{e}");
-    }
 
-    #[test]
-    fn nonexistent_device() {
-        let f = Fake::new("missing");
-        let e = check_bind(&f.host, &Bdf::parse("0000:02:00.0").unwrap()).unwrap_err();
-        assert!(matches!(e, BindError::NoDevice { .. }), "{e}");
-        assert!(e.to_string().contains("lspci"), "{e}");
-    }
 
-    #[test]
-    fn not_root() {
-        let mut f = Fake::new("user");
-        f.host.euid = 1000;
-        let e = f.check().unwrap_err();
-        assert!(matches!(e, BindError::NotRoot { euid: 1000, .. }), "{e}");
-        assert!(e.to_string().contains("sudo"), "{e}");
-    }
+
+
+
+
+
+
+
+
+
+
 
     #[test]
     fn state_file_round_trip_under_run_or_var_tmp() {
@@ -922,7 +1241,6 @@ mod tests {
         std::fs::remove_dir_all(f.dir.join("run")).unwrap();
         assert!(state_path(&f.host, &f.bdf).ends_with("var/tmp/nvme-bypass/0000:01:00.0.json"));
     }
-
     #[test]
     fn unbind_refuses_while_the_group_is_open() {
         let f = Fake::new("busy");
@@ -934,6 +1252,7 @@ mod tests {
         let BindError::GroupBusy { group: 7, users, .. } = &e else { panic!("{e}") };
         assert_eq!(users, &["pid 4242 (nvme-bypass)"]);
     }
+
 
     #[test]
     fn hugepage_pool_is_raised_when_short() {
@@ -951,6 +1270,49 @@ mod tests {
         );
         assert!(line.contains("fall back"), "{line}");
     }
+    #[test]
+    fn the_exclusive_open_takes_only_a_block_device() {
+        // The real opener on a regular file where /dev/nvme0n1 should be (a
+        // `dd of=/dev/nvme0n1` run while the device was absent leaves one):
+        // opening it claims nothing, so it must not count as a claim.
+        let f = Fake::new("regular");
+        let e = crate::host::open_block_exclusive(&f.dir.join("dev/nvme0n1"), Some("259:0")).unwrap_err();
+        assert!(e.to_string().contains("not a block device"), "{e}");
+    }
+
+    /// The kernel's exclusive open, for real, on a loop device: needs root
+    /// and losetup; skipped, saying why, without them.
+    #[test]
+    fn the_kernel_refuses_a_second_exclusive_open_with_ebusy() {
+        if crate::host::process_euid() != 0 {
+            eprintln!("skipped: needs root to set up a loop device");
+            return;
+        }
+        let img = std::env::temp_dir().join(format!("nvme-vfio-excl-{}.img", std::process::id()));
+        std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+        let out = std::process::Command::new("losetup").args(["-f", "--show"]).arg(&img).output();
+        let _ = std::fs::remove_file(&img);
+        let dev = match out {
+            Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            Ok(o) => return eprintln!("skipped: losetup failed: {}", String::from_utf8_lossy(&o.stderr).trim()),
+            Err(e) => return eprintln!("skipped: no losetup: {e}"),
+        };
+        let detach = || {
+            let _ = std::process::Command::new("losetup").args(["-d", &dev]).status();
+        };
+        let devnum = read_trimmed(Path::new(&format!("/sys/class/block/{}/dev", &dev[5..]))).unwrap();
+        let plain = File::open(&dev).unwrap();
+        let first = crate::host::open_block_exclusive(Path::new(&dev), Some(&devnum));
+        let second = crate::host::open_block_exclusive(Path::new(&dev), Some(&devnum));
+        drop((plain, first.as_ref().ok()));
+        let first_ok = first.is_ok();
+        drop(first);
+        let wrong = crate::host::open_block_exclusive(Path::new(&dev), Some("1:2"));
+        detach();
+        assert!(first_ok, "a plain open does not stop a claim");
+        assert_eq!(second.unwrap_err().raw_os_error(), Some(libc::EBUSY));
+        assert_eq!(wrong.unwrap_err().kind(), io::ErrorKind::InvalidData, "another device's number");
+    }
 
     #[test]
     fn names() {
@@ -958,6 +1320,7 @@ mod tests {
         assert!(is_ns_name("nvme0c1n1", true) && !is_ns_name("nvme0c1n1", false));
         assert!(!is_ns_name("nvme0n1p1", true) && !is_ns_name("nvme0", true) && !is_ns_name("nvme-subsys0", true));
         assert!(is_ctrl_name("nvme3") && !is_ctrl_name("nvme3n1") && !is_ctrl_name("nvme"));
-        assert_eq!(unescape_mount("/a\\040b\\011c"), "/a b\tc");
+        assert!(is_generic_name("ng0n1") && is_generic_name("ng12n3") && !is_generic_name("ng0") && !is_generic_name("nvme0n1"));
+        assert_eq!(inuse::unescape_mount("/a\\040b\\011c"), "/a b\tc");
     }
 }

@@ -3,12 +3,21 @@
 //! machine and a temporary directory holding a fake tree in unit tests.
 
 use crate::Bdf;
-use std::io;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// PCI class code of an NVM Express I/O controller: mass storage (01h),
 /// non-volatile memory (08h), NVM Express programming interface (02h).
 pub const NVME_CLASS: u32 = 0x010802;
+
+/// Opens a block device node `O_RDONLY | O_EXCL`, the device number sysfs
+/// gives for it (`major:minor`) when known: see [`open_block_exclusive`].
+pub type OpenExclusive = fn(node: &Path, devnum: Option<&str>) -> io::Result<File>;
+
+/// Writes a value to a sysfs attribute: see [`write_attr`].
+pub type WriteAttr = fn(attr: &Path, value: &str) -> io::Result<()>;
 
 /// The machine as seen through its file systems.
 #[derive(Clone, Debug)]
@@ -17,19 +26,31 @@ pub struct Host {
     pub root: PathBuf,
     /// Effective user id (root is 0): binding writes to sysfs.
     pub euid: u32,
+    /// How a block device is claimed: [`open_block_exclusive`] on a real
+    /// machine; a fake tree's plain files cannot refuse with EBUSY, so its
+    /// tests put their own here.
+    pub open_exclusive: OpenExclusive,
+    /// How sysfs attributes are written ([`write_attr`]); a fake tree's
+    /// tests put a small model of the kernel's PCI core here.
+    pub write_attr: WriteAttr,
 }
 
 impl Host {
     /// This machine.
     pub fn system() -> Host {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
-        Host { root: PathBuf::from("/"), euid }
+        Host { root: PathBuf::from("/"), euid: process_euid(), open_exclusive: open_block_exclusive, write_attr }
     }
 
-    /// A fake machine under `root` (tests), with the given user id.
+    /// A fake machine under `root` (tests), with the given user id. Device
+    /// nodes there are plain files: they are opened, not checked to be
+    /// block devices ([`open_tree_exclusive`]).
     pub fn at(root: impl Into<PathBuf>, euid: u32) -> Host {
-        Host { root: root.into(), euid }
+        Host { root: root.into(), euid, open_exclusive: open_tree_exclusive, write_attr }
+    }
+
+    /// Whether this is the machine itself (root `/`), not a fake tree.
+    pub fn is_system(&self) -> bool {
+        self.root == Path::new("/")
     }
 
     /// `path` (absolute, as on a real machine) under this host's root.
@@ -71,6 +92,59 @@ impl Host {
     pub fn vfio_group_dev(&self, group: u32) -> PathBuf {
         self.path(format!("/dev/vfio/{group}"))
     }
+}
+
+/// This process's effective user id.
+pub fn process_euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// `major:minor` of a device number, as sysfs's `dev` files spell it
+/// (the glibc `gnu_dev_major` / `gnu_dev_minor` encoding).
+pub fn devnum_string(rdev: u64) -> String {
+    let major = ((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff);
+    let minor = (rdev & 0xff) | ((rdev >> 12) & !0xff);
+    format!("{major}:{minor}")
+}
+
+/// Claim block device `node` the way the kernel offers it to programs:
+/// `open(O_RDONLY | O_EXCL)`. The kernel refuses with EBUSY while a file
+/// system, md, device-mapper, bcache, ZFS, swap or another program's
+/// exclusive open holds the device, or (for a whole disk) one of its
+/// partitions; while the file stays open, none of them can claim it.
+/// `node` must be a block device, with device number `devnum` when given
+/// (a stale /dev, or a regular file someone created at /dev/nvme0n1,
+/// would otherwise pass the check without claiming anything).
+pub fn open_block_exclusive(node: &Path, devnum: Option<&str>) -> io::Result<File> {
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_EXCL).open(node)?;
+    let m = f.metadata()?;
+    if !m.file_type().is_block_device() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a block device node (it may be a file left where the device was)", node.display()),
+        ));
+    }
+    let got = devnum_string(m.rdev());
+    if let Some(want) = devnum.filter(|w| *w != got) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is block device {got}, but sysfs says the disk is {want}: /dev is out of date", node.display()),
+        ));
+    }
+    Ok(f)
+}
+
+/// [`OpenExclusive`] for a fake tree: opens the plain file that stands
+/// for the device node (`O_EXCL` is ignored for regular files).
+pub fn open_tree_exclusive(node: &Path, _devnum: Option<&str>) -> io::Result<File> {
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_EXCL).open(node)
+}
+
+/// Write `value` to the sysfs attribute `attr` (one write, as the kernel
+/// expects: `echo value > attr`).
+pub fn write_attr(attr: &Path, value: &str) -> io::Result<()> {
+    std::fs::OpenOptions::new().write(true).truncate(true).open(attr).and_then(|mut f| f.write_all(value.as_bytes()))
 }
 
 /// The last component of the target of symlink `p`, `None` if it is not a symlink.
