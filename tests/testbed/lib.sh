@@ -79,7 +79,9 @@ sysfs_write() {
   echo "$1" 2>/dev/null > "$2" || fail "cannot write '$1' to $2"
 }
 
-# bind_vfio BDF: unbind BDF from its driver and bind it to vfio-pci.
+# bind_vfio BDF: unbind BDF from its driver and bind it to vfio-pci, in the
+# kernel's order: driver_override first (from the unbind on, only vfio-pci
+# may take the device), unbind, drivers_probe.
 # Sets VFIO_GROUP (number) and VFIO_GROUP_DEV (/dev/vfio/N).
 bind_vfio() {
   _dev=/sys/bus/pci/devices/$1
@@ -88,8 +90,8 @@ bind_vfio() {
     fail "bind_vfio: $1 has no IOMMU group (run.sh --no-iommu? VFIO needs the vIOMMU)"
   VFIO_GROUP_DEV=/dev/vfio/$VFIO_GROUP
   [ -d /sys/bus/pci/drivers/vfio-pci ] || fail "bind_vfio: vfio-pci driver not loaded"
-  if [ "$(pci_driver "$1")" != none ]; then sysfs_write "$1" "$_dev/driver/unbind"; fi
   sysfs_write vfio-pci "$_dev/driver_override"
+  if [ "$(pci_driver "$1")" != none ]; then sysfs_write "$1" "$_dev/driver/unbind"; fi
   echo "$1" 2>/dev/null > /sys/bus/pci/drivers_probe || true   # status checked below
   [ "$(pci_driver "$1")" = vfio-pci ] ||
     fail "bind_vfio: $1 is bound to '$(pci_driver "$1")', not vfio-pci: $(dmesg | grep -i vfio | tail -n 3)"
@@ -97,13 +99,16 @@ bind_vfio() {
   info "$1 bound to vfio-pci, group $VFIO_GROUP ($VFIO_GROUP_DEV)"
 }
 
-# bind_nvme BDF [DEV=/dev/nvme0n1]: give BDF back to the nvme driver, wait for DEV
+# bind_nvme BDF [DEV=/dev/nvme0n1]: give BDF back to the nvme driver, wait for
+# DEV; in the same order (nvme in driver_override, unbind, drivers_probe),
+# then the override cleared (that leaves the driver bound)
 bind_nvme() {
   _dev=/sys/bus/pci/devices/$1
   [ -d "$_dev" ] || fail "bind_nvme: no PCI device $1"
+  sysfs_write nvme "$_dev/driver_override"
   if [ "$(pci_driver "$1")" != none ]; then sysfs_write "$1" "$_dev/driver/unbind"; fi
-  sysfs_write "" "$_dev/driver_override"        # an empty write clears the override
   echo "$1" 2>/dev/null > /sys/bus/pci/drivers_probe || true
+  sysfs_write "" "$_dev/driver_override"        # an empty write clears the override
   [ "$(pci_driver "$1")" = nvme ] || fail "bind_nvme: $1 is bound to '$(pci_driver "$1")', not nvme"
   wait_for "${2:-/dev/nvme0n1}" 30 || fail "bind_nvme: ${2:-/dev/nvme0n1} did not come back within 30 s"
   info "$1 bound to nvme again, ${2:-/dev/nvme0n1} present"

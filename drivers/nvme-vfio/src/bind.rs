@@ -15,18 +15,22 @@
 //! [`to_vfio`] keeps them claimed until the driver has let go of them, so
 //! nothing can mount or assemble them in between. Then it:
 //!
-//! 1. remember the original driver in a small state file
+//! 1. remembers the original driver in a small state file
 //!    (`/run/nvme-bypass/BDF.json`, or under `/var/tmp` without `/run`);
-//! 2. unbind it from that driver;
-//! 3. write `vfio-pci` to its `driver_override` and the address to
-//!    `/sys/bus/pci/drivers_probe`, so vfio-pci and only vfio-pci takes it;
-//! 4. wait for `/dev/vfio/<group>`;
-//! 5. reserve 2 MiB hugepages for DMA memory.
+//! 2. writes `vfio-pci` to the device's `driver_override`, so that from the
+//!    unbind on no driver but vfio-pci may take it;
+//! 3. unbinds it from its driver (its block devices disappear);
+//! 4. writes the address to `/sys/bus/pci/drivers_probe`: vfio-pci takes it
+//!    (this is the kernel's order: override, unbind, probe;
+//!    Documentation/ABI/testing/sysfs-bus-pci, `driver_override`);
+//! 5. waits for `/dev/vfio/<group>`;
+//! 6. reserves 2 MiB hugepages for DMA memory.
 //!
-//! [`restore`] does the reverse: unbind from vfio-pci (refusing while a
-//! process still has the VFIO group open: the kernel would block the unbind
-//! until it closes it), clear `driver_override`, reprobe so the original
-//! driver takes it, wait for the controller's character device.
+//! [`restore`] does the reverse, in the same order: refuses while a process
+//! still has the VFIO group open (the kernel would block the unbind until
+//! it closes it), writes the original driver to `driver_override`, unbinds
+//! from vfio-pci, reprobes so that driver takes it, clears
+//! `driver_override`, waits for the controller's character device.
 //!
 //! Every function takes a [`Host`], so the checks run against a fake sysfs
 //! and procfs in a temporary directory in the unit tests.
@@ -433,6 +437,11 @@ fn sysfs_write(host: &Host, path: &Path, value: &str) -> Result<(), BindError> {
     (host.write_attr)(path, value).map_err(io_err("write to", path))
 }
 
+/// The device's `driver_override`, `None` when not set (`(null)`).
+fn read_override(host: &Host, bdf: &Bdf) -> Option<String> {
+    read_trimmed(&host.pci_device(bdf).join("driver_override")).ok().filter(|s| !s.is_empty() && s != "(null)")
+}
+
 fn wait_for(path: &Path, what: &str, timeout: Duration) -> Result<(), BindError> {
     let start = Instant::now();
     while !path.exists() {
@@ -530,6 +539,12 @@ pub fn to_vfio(host: &Host, bdf: &Bdf, opts: &BindOptions) -> Result<VfioBinding
             pre.driver.as_deref().unwrap_or("none"),
             state.display()
         ));
+        // From here on a failure hands the device back (and removes the state file).
+        binding.restore_on_drop = true;
+        // The override first: from the moment the unbind lets go of the
+        // device, only vfio-pci may take it (not nvme again, on a probe
+        // someone else starts).
+        sysfs_write(host, &dev.join("driver_override"), VFIO_DRIVER)?;
         if let Some(d) = &pre.driver {
             let names: Vec<&str> = pre.block_devices.iter().map(|b| b.name.as_str()).collect();
             sysfs_write(host, &dev.join("driver/unbind"), &bdf.to_string())?;
@@ -540,9 +555,6 @@ pub fn to_vfio(host: &Host, bdf: &Bdf, opts: &BindOptions) -> Result<VfioBinding
         }
         // The disks are gone with the driver: nothing is left to claim.
         drop(std::mem::take(&mut pre.claims));
-        // From here on a failure hands the device back.
-        binding.restore_on_drop = true;
-        sysfs_write(host, &dev.join("driver_override"), VFIO_DRIVER)?;
         // The probe's own result says little (it fails when no driver
         // matches); the driver link afterwards is what counts.
         let _ = sysfs_write(host, &host.path("/sys/bus/pci/drivers_probe"), &bdf.to_string());
@@ -557,7 +569,7 @@ pub fn to_vfio(host: &Host, bdf: &Bdf, opts: &BindOptions) -> Result<VfioBinding
         }
         wait_for(&group_dev, "the VFIO group device", opts.timeout)?;
         actions.push(format!(
-            "bound {bdf} to vfio-pci (driver_override + drivers_probe): IOMMU group {}, {}",
+            "bound {bdf} to vfio-pci (driver_override, unbind, drivers_probe): IOMMU group {}, {}",
             pre.group,
             group_dev.display()
         ));
@@ -635,8 +647,9 @@ pub fn group_users(host: &Host, group: u32) -> Vec<String> {
 }
 
 /// Give `bdf` back to the driver it had before `bind` (from the state
-/// file; `nvme` if there is none): unbind from vfio-pci, clear
-/// `driver_override`, reprobe, wait for the controller's character device.
+/// file; `nvme` if there is none), in the kernel's order: that driver to
+/// `driver_override`, unbind from vfio-pci, reprobe; then clear
+/// `driver_override`, wait for the controller's character device.
 pub fn restore(host: &Host, bdf: &Bdf, timeout: Duration) -> Result<Vec<String>, BindError> {
     check_device(host, bdf)?;
     check_root(host, bdf)?;
@@ -651,20 +664,24 @@ pub fn restore(host: &Host, bdf: &Bdf, timeout: Duration) -> Result<Vec<String>,
     if cur.is_some() && cur == want {
         actions.push(format!("{bdf} is already bound to {}", cur.as_deref().unwrap_or("?")));
     } else {
-        if let Some(d) = &cur {
-            if d == VFIO_DRIVER {
-                if let Some(group) = host.iommu_group(bdf) {
-                    let users = group_users(host, group);
-                    if !users.is_empty() {
-                        return Err(BindError::GroupBusy { bdf: *bdf, group, users });
-                    }
+        if cur.as_deref() == Some(VFIO_DRIVER) {
+            if let Some(group) = host.iommu_group(bdf) {
+                let users = group_users(host, group);
+                if !users.is_empty() {
+                    return Err(BindError::GroupBusy { bdf: *bdf, group, users });
                 }
             }
+        }
+        // The override first, naming the driver that is to have the
+        // device, so that vfio-pci cannot take it again in between.
+        if let Some(w) = &want {
+            sysfs_write(host, &dev.join("driver_override"), w)?;
+            actions.push(format!("set driver_override to {w}"));
+        }
+        if let Some(d) = &cur {
             sysfs_write(host, &dev.join("driver/unbind"), &bdf.to_string())?;
             actions.push(format!("unbound {bdf} from {d}"));
         }
-        sysfs_write(host, &dev.join("driver_override"), "\n")?;
-        actions.push("cleared driver_override".into());
         if let Some(w) = &want {
             let _ = sysfs_write(host, &host.path("/sys/bus/pci/drivers_probe"), &bdf.to_string());
             if host.driver_of(bdf).as_deref() != Some(w.as_str()) {
@@ -687,6 +704,12 @@ pub fn restore(host: &Host, bdf: &Bdf, timeout: Duration) -> Result<Vec<String>,
         } else {
             actions.push(format!("left {bdf} without a driver, as it was before bind"));
         }
+    }
+    // No override once the driver is bound (clearing it leaves the driver
+    // bound); also after a bind that failed after writing it.
+    if read_override(host, bdf).is_some() {
+        sysfs_write(host, &dev.join("driver_override"), "\n")?;
+        actions.push("cleared driver_override".into());
     }
     if want.as_deref() == Some("nvme") {
         // The nvme driver probes asynchronously: wait for the controller.
@@ -942,6 +965,15 @@ mod tests {
             let mut s = std::fs::read_to_string(&p).unwrap_or_default();
             s.push_str(line);
             std::fs::write(p, s).unwrap();
+        }
+        fn read(&self, p: &str) -> String {
+            std::fs::read_to_string(self.dir.join(p)).unwrap().trim().to_string()
+        }
+        fn unbind(&self) -> Result<Vec<String>, BindError> {
+            restore(&self.host, &self.bdf, Duration::from_millis(200))
+        }
+        fn state_file(&self) -> PathBuf {
+            state_path(&self.host, &self.bdf)
         }
         fn check(&self) -> Result<Preflight, BindError> {
             check_bind(&self.host, &self.bdf)
@@ -1231,6 +1263,46 @@ mod tests {
 
 
 
+    #[test]
+    fn bind_writes_driver_override_before_the_unbind() {
+        let f = Fake::with_kernel("order");
+        let b = f.bind().unwrap();
+        let l = log();
+        let pos = |e: &str| l.iter().position(|x| x.starts_with(e)).unwrap_or_else(|| panic!("no {e} in {l:?}"));
+        assert!(pos("driver_override=vfio-pci") < pos("unbind"), "{l:?}");
+        assert!(pos("unbind") < pos("probe"), "{l:?}");
+        assert_eq!(host_driver(&f), Some(VFIO_DRIVER.into()));
+        assert_eq!(b.keep().iter().filter(|a| a.contains("driver_override, unbind, drivers_probe")).count(), 1);
+    }
+    fn host_driver(f: &Fake) -> Option<String> {
+        f.host.driver_of(&f.bdf)
+    }
+    #[test]
+    fn unbind_names_the_driver_in_driver_override_before_the_unbind_and_clears_it_after() {
+        let f = Fake::with_kernel("order-back");
+        f.bind().unwrap().keep();
+        LOG.with(|l| l.borrow_mut().clear());
+        let actions = f.unbind().unwrap();
+        let l = log();
+        let pos = |e: &str| l.iter().position(|x| x.starts_with(e)).unwrap_or_else(|| panic!("no {e} in {l:?}"));
+        assert!(pos("driver_override=nvme") < pos("unbind"), "{l:?}");
+        assert!(pos("unbind") < pos("probe"), "{l:?}");
+        assert!(pos("probe") < pos("driver_override=(null)"), "{l:?}");
+        assert_eq!(host_driver(&f).as_deref(), Some("nvme"));
+        assert_eq!(f.read("sys/bus/pci/devices/0000:01:00.0/driver_override"), "(null)");
+        assert!(actions.iter().any(|a| a == "cleared driver_override"), "{actions:?}");
+        assert!(!f.state_file().exists());
+    }
+    #[test]
+    fn a_failed_bind_puts_everything_back() {
+        let f = Fake::with_kernel("failed");
+        FAIL_UNBIND.with(|x| x.set(true));
+        let e = f.bind().err().expect("the unbind fails");
+        assert!(matches!(e, BindError::Io { what: "write to", .. }), "{e}");
+        assert_eq!(host_driver(&f).as_deref(), Some("nvme"));
+        assert_eq!(f.read("sys/bus/pci/devices/0000:01:00.0/driver_override"), "(null)");
+        assert!(!f.state_file().exists(), "no state left behind");
+    }
     #[test]
     fn state_file_round_trip_under_run_or_var_tmp() {
         let f = Fake::new("state");
