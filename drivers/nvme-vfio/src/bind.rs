@@ -15,8 +15,8 @@
 //! [`to_vfio`] keeps them claimed until the driver has let go of them, so
 //! nothing can mount or assemble them in between. Then it:
 //!
-//! 1. remembers the original driver in a small state file
-//!    (`/run/nvme-bypass/BDF.json`, or under `/var/tmp` without `/run`);
+//! 1. remembers the original driver and `driver_override` in a small state
+//!    file ([`state`]: `/run/nvme-bypass/BDF.json`, root's alone);
 //! 2. writes `vfio-pci` to the device's `driver_override`, so that from the
 //!    unbind on no driver but vfio-pci may take it;
 //! 3. unbinds it from its driver (its block devices disappear);
@@ -29,15 +29,17 @@
 //! [`restore`] does the reverse, in the same order: refuses while a process
 //! still has the VFIO group open (the kernel would block the unbind until
 //! it closes it), writes the original driver to `driver_override`, unbinds
-//! from vfio-pci, reprobes so that driver takes it, clears
-//! `driver_override`, waits for the controller's character device.
+//! from vfio-pci, reprobes so that driver takes it, puts `driver_override`
+//! back as it was, and waits for the controller's character device.
 //!
 //! Every function takes a [`Host`], so the checks run against a fake sysfs
 //! and procfs in a temporary directory in the unit tests.
 
 pub mod inuse;
+pub mod state;
 
 pub use inuse::{Claims, Use};
+pub use state::{load_state, save_state, state_path, SavedState, STATE_DIR};
 
 use crate::host::{link_name, list_dir, read_trimmed, Host, NVME_CLASS};
 use crate::{Bdf, BdfError};
@@ -88,6 +90,12 @@ pub enum BindError {
         #[source]
         source: io::Error,
     },
+    /// The state directory could be redirected by someone else.
+    #[error("refusing to keep the controller's state in {path}: {why}; {fix}. nvme-bypass keeps what `unbind` must put back in /run/nvme-bypass, which only root may change")]
+    UnsafeStateDir { path: PathBuf, why: String, fix: String },
+    /// The state file is not one we wrote.
+    #[error("the state file {path} is not usable: {why}; remove it, then give the controller back by hand if it is still on vfio-pci (`echo nvme > /sys/bus/pci/devices/BDF/driver_override`, unbind, `echo BDF > /sys/bus/pci/drivers_probe`)")]
+    InvalidState { path: PathBuf, why: String },
     /// Other devices of the IOMMU group are bound to drivers VFIO cannot share the group with.
     #[error("IOMMU group {group} of {bdf} also holds {}; VFIO hands out whole groups, so every device in it must be bound to vfio-pci (or to no driver). Unbind them (`echo BDF > /sys/bus/pci/devices/BDF/driver/unbind`) or bind them to vfio-pci too, or move the controller to a slot with a group of its own", join(.others))]
     GroupNotViable { bdf: Bdf, group: u32, others: Vec<GroupMember> },
@@ -394,44 +402,6 @@ impl Default for BindOptions {
     }
 }
 
-/// What the original driver was, kept in a small JSON file between `bind`
-/// and `unbind` (which may be separate processes).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SavedState {
-    /// The driver before `bind` (`None`: it had none).
-    pub driver: Option<String>,
-}
-
-/// Where the state file of `bdf` lives: /run/nvme-bypass, or
-/// /var/tmp/nvme-bypass on systems without /run.
-pub fn state_path(host: &Host, bdf: &Bdf) -> PathBuf {
-    let run = host.path("/run");
-    let dir = if run.is_dir() { run.join("nvme-bypass") } else { host.path("/var/tmp/nvme-bypass") };
-    dir.join(format!("{bdf}.json"))
-}
-
-fn save_state(host: &Host, bdf: &Bdf, st: &SavedState) -> Result<PathBuf, BindError> {
-    let p = state_path(host, bdf);
-    let dir = p.parent().expect("state file has a directory");
-    std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
-    let v = serde_json::json!({ "bdf": bdf.to_string(), "driver": st.driver, "tool": "nvme-bypass bind" });
-    std::fs::write(&p, format!("{v}\n")).map_err(io_err("write", &p))?;
-    Ok(p)
-}
-
-/// The saved state of `bdf`, `None` when there is no state file.
-pub fn load_state(host: &Host, bdf: &Bdf) -> Result<Option<SavedState>, BindError> {
-    let p = state_path(host, bdf);
-    let text = match std::fs::read_to_string(&p) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err("read", &p)(e)),
-    };
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| io_err("parse", &p)(io::Error::new(io::ErrorKind::InvalidData, e)))?;
-    Ok(Some(SavedState { driver: v.get("driver").and_then(|d| d.as_str()).map(str::to_string) }))
-}
-
 /// Write `value` to a sysfs attribute.
 fn sysfs_write(host: &Host, path: &Path, value: &str) -> Result<(), BindError> {
     (host.write_attr)(path, value).map_err(io_err("write to", path))
@@ -533,7 +503,8 @@ pub fn to_vfio(host: &Host, bdf: &Bdf, opts: &BindOptions) -> Result<VfioBinding
         if !vfio_drv.is_dir() {
             return Err(BindError::NoVfioDriver { path: vfio_drv });
         }
-        let state = save_state(host, bdf, &SavedState { driver: pre.driver.clone() })?;
+        let st = SavedState { driver: pre.driver.clone(), driver_override: read_override(host, bdf) };
+        let state = save_state(host, bdf, &st)?;
         actions.push(format!(
             "remembered the original driver ({}) in {}",
             pre.driver.as_deref().unwrap_or("none"),
@@ -573,7 +544,6 @@ pub fn to_vfio(host: &Host, bdf: &Bdf, opts: &BindOptions) -> Result<VfioBinding
             pre.group,
             group_dev.display()
         ));
-        binding.restore_on_drop = false;
     }
     let (line, free) = ensure_hugepages(host, opts.hugepages);
     actions.push(line);
@@ -635,11 +605,7 @@ pub fn group_users(host: &Host, group: u32) -> Vec<String> {
             .any(|fd| std::fs::read_link(fds.join(fd)).is_ok_and(|t| t == Path::new(&want)));
         if holds {
             let comm = read_trimmed(&proc_dir.join(&pid).join("comm")).unwrap_or_else(|_| "?".into());
-            let me = if pid == std::process::id().to_string() && host.root == Path::new("/") {
-                ", this process"
-            } else {
-                ""
-            };
+            let me = if pid == std::process::id().to_string() && host.is_system() { ", this process" } else { "" };
             users.push(format!("pid {pid} ({comm}{me})"));
         }
     }
@@ -648,17 +614,19 @@ pub fn group_users(host: &Host, group: u32) -> Vec<String> {
 
 /// Give `bdf` back to the driver it had before `bind` (from the state
 /// file; `nvme` if there is none), in the kernel's order: that driver to
-/// `driver_override`, unbind from vfio-pci, reprobe; then clear
-/// `driver_override`, wait for the controller's character device.
+/// `driver_override`, unbind from vfio-pci, reprobe; then `driver_override`
+/// as it was before `bind`, wait for the controller's character device,
+/// remove the state file.
 pub fn restore(host: &Host, bdf: &Bdf, timeout: Duration) -> Result<Vec<String>, BindError> {
     check_device(host, bdf)?;
     check_root(host, bdf)?;
     let dev = host.pci_device(bdf);
-    let state = load_state(host, bdf)?;
-    let want = match &state {
+    let saved = load_state(host, bdf)?;
+    let want = match &saved {
         Some(s) => s.driver.clone(),
         None => Some("nvme".to_string()),
     };
+    let original_override = saved.as_ref().and_then(|s| s.driver_override.clone());
     let mut actions = vec![];
     let cur = host.driver_of(bdf);
     if cur.is_some() && cur == want {
@@ -674,9 +642,12 @@ pub fn restore(host: &Host, bdf: &Bdf, timeout: Duration) -> Result<Vec<String>,
         }
         // The override first, naming the driver that is to have the
         // device, so that vfio-pci cannot take it again in between.
-        if let Some(w) = &want {
-            sysfs_write(host, &dev.join("driver_override"), w)?;
-            actions.push(format!("set driver_override to {w}"));
+        match &want {
+            Some(w) => {
+                sysfs_write(host, &dev.join("driver_override"), w)?;
+                actions.push(format!("set driver_override to {w}"));
+            }
+            None => sysfs_write(host, &dev.join("driver_override"), original_override.as_deref().unwrap_or("\n"))?,
         }
         if let Some(d) = &cur {
             sysfs_write(host, &dev.join("driver/unbind"), &bdf.to_string())?;
@@ -705,11 +676,13 @@ pub fn restore(host: &Host, bdf: &Bdf, timeout: Duration) -> Result<Vec<String>,
             actions.push(format!("left {bdf} without a driver, as it was before bind"));
         }
     }
-    // No override once the driver is bound (clearing it leaves the driver
-    // bound); also after a bind that failed after writing it.
-    if read_override(host, bdf).is_some() {
-        sysfs_write(host, &dev.join("driver_override"), "\n")?;
-        actions.push("cleared driver_override".into());
+    // driver_override as it was before bind (clearing it leaves the driver bound).
+    if read_override(host, bdf) != original_override {
+        sysfs_write(host, &dev.join("driver_override"), original_override.as_deref().unwrap_or("\n"))?;
+        actions.push(match &original_override {
+            Some(o) => format!("set driver_override back to {o}"),
+            None => "cleared driver_override".into(),
+        });
     }
     if want.as_deref() == Some("nvme") {
         // The nvme driver probes asynchronously: wait for the controller.
@@ -728,10 +701,8 @@ pub fn restore(host: &Host, bdf: &Bdf, timeout: Duration) -> Result<Vec<String>,
         wait_for(&chardev, "the controller's character device", timeout)?;
         actions.push(format!("{ctrl} is back ({})", chardev.display()));
     }
-    let p = state_path(host, bdf);
-    if state.is_some() {
-        std::fs::remove_file(&p).map_err(io_err("remove", &p))?;
-        actions.push(format!("removed {}", p.display()));
+    if saved.is_some() && state::remove_state(host, bdf)? {
+        actions.push(format!("removed {}", state_path(host, bdf).display()));
     }
     Ok(actions)
 }
@@ -742,7 +713,7 @@ mod tests {
     use crate::host::open_tree_exclusive;
     use std::cell::{Cell, RefCell};
     use std::fs::File;
-    use std::os::unix::fs::symlink;
+    use std::os::unix::fs::{symlink, PermissionsExt};
 
     thread_local! {
         /// What the fake kernel was asked to do, in order.
@@ -919,11 +890,17 @@ mod tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, content).unwrap();
         }
+        fn read(&self, p: &str) -> String {
+            std::fs::read_to_string(self.dir.join(p)).unwrap().trim().to_string()
+        }
         fn link(&self, p: &str, target: &str) {
             let p = self.dir.join(p);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             let _ = std::fs::remove_file(&p);
             symlink(target, p).unwrap();
+        }
+        fn chmod(&self, p: &str, mode: u32) {
+            std::fs::set_permissions(self.dir.join(p), std::fs::Permissions::from_mode(mode)).unwrap();
         }
         fn pci(&self, bdf: &str, class: &str, driver: Option<&str>, group: Option<u32>) {
             let d = format!("sys/bus/pci/devices/{bdf}");
@@ -966,15 +943,6 @@ mod tests {
             s.push_str(line);
             std::fs::write(p, s).unwrap();
         }
-        fn read(&self, p: &str) -> String {
-            std::fs::read_to_string(self.dir.join(p)).unwrap().trim().to_string()
-        }
-        fn unbind(&self) -> Result<Vec<String>, BindError> {
-            restore(&self.host, &self.bdf, Duration::from_millis(200))
-        }
-        fn state_file(&self) -> PathBuf {
-            state_path(&self.host, &self.bdf)
-        }
         fn check(&self) -> Result<Preflight, BindError> {
             check_bind(&self.host, &self.bdf)
         }
@@ -985,6 +953,12 @@ mod tests {
         }
         fn bind(&self) -> Result<VfioBinding, BindError> {
             to_vfio(&self.host, &self.bdf, &BindOptions { hugepages: 64, timeout: Duration::from_millis(200) })
+        }
+        fn unbind(&self) -> Result<Vec<String>, BindError> {
+            restore(&self.host, &self.bdf, Duration::from_millis(200))
+        }
+        fn state_file(&self) -> PathBuf {
+            state_path(&self.host, &self.bdf)
         }
     }
 
@@ -1249,20 +1223,6 @@ mod tests {
         drop(b);
     }
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
     #[test]
     fn bind_writes_driver_override_before_the_unbind() {
         let f = Fake::with_kernel("order");
@@ -1274,9 +1234,11 @@ mod tests {
         assert_eq!(host_driver(&f), Some(VFIO_DRIVER.into()));
         assert_eq!(b.keep().iter().filter(|a| a.contains("driver_override, unbind, drivers_probe")).count(), 1);
     }
+
     fn host_driver(f: &Fake) -> Option<String> {
         f.host.driver_of(&f.bdf)
     }
+
     #[test]
     fn unbind_names_the_driver_in_driver_override_before_the_unbind_and_clears_it_after() {
         let f = Fake::with_kernel("order-back");
@@ -1293,6 +1255,16 @@ mod tests {
         assert!(actions.iter().any(|a| a == "cleared driver_override"), "{actions:?}");
         assert!(!f.state_file().exists());
     }
+
+    #[test]
+    fn an_override_set_before_bind_is_put_back() {
+        let f = Fake::with_kernel("override-kept");
+        f.file("sys/bus/pci/devices/0000:01:00.0/driver_override", "nvme\n");
+        f.bind().unwrap().keep();
+        f.unbind().unwrap();
+        assert_eq!(f.read("sys/bus/pci/devices/0000:01:00.0/driver_override"), "nvme");
+    }
+
     #[test]
     fn a_failed_bind_puts_everything_back() {
         let f = Fake::with_kernel("failed");
@@ -1303,16 +1275,94 @@ mod tests {
         assert_eq!(f.read("sys/bus/pci/devices/0000:01:00.0/driver_override"), "(null)");
         assert!(!f.state_file().exists(), "no state left behind");
     }
+
+
+
+
+
     #[test]
-    fn state_file_round_trip_under_run_or_var_tmp() {
+    fn state_file_round_trip_in_run() {
         let f = Fake::new("state");
         assert_eq!(load_state(&f.host, &f.bdf).unwrap(), None);
-        let p = save_state(&f.host, &f.bdf, &SavedState { driver: Some("nvme".into()) }).unwrap();
+        let st = SavedState { driver: Some("nvme".into()), driver_override: Some("nvme".into()) };
+        let p = save_state(&f.host, &f.bdf, &st).unwrap();
         assert!(p.ends_with("run/nvme-bypass/0000:01:00.0.json"), "{}", p.display());
-        assert_eq!(load_state(&f.host, &f.bdf).unwrap(), Some(SavedState { driver: Some("nvme".into()) }));
-        std::fs::remove_dir_all(f.dir.join("run")).unwrap();
-        assert!(state_path(&f.host, &f.bdf).ends_with("var/tmp/nvme-bypass/0000:01:00.0.json"));
+        assert_eq!(load_state(&f.host, &f.bdf).unwrap(), Some(st));
+        let m = std::fs::metadata(f.dir.join("run/nvme-bypass")).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o700);
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert!(f.read("run/nvme-bypass/0000:01:00.0.json").contains("\"driver\":\"nvme\""));
     }
+
+    #[test]
+    fn state_never_falls_back_to_a_world_writable_directory() {
+        let f = Fake::new("state-norun");
+        std::fs::remove_dir_all(f.dir.join("run")).unwrap();
+        f.mkdir("var/tmp");
+        f.chmod("var/tmp", 0o1777);
+        let e = save_state(&f.host, &f.bdf, &SavedState::default()).unwrap_err();
+        assert!(matches!(e, BindError::UnsafeStateDir { .. }), "{e}");
+        assert!(e.to_string().contains("does not exist") && e.to_string().contains("tmpfs"), "{e}");
+        assert!(!f.dir.join("var/tmp/nvme-bypass").exists());
+        // ... and a bind refuses before it changes anything.
+        let e = f.bind().err().unwrap();
+        assert!(matches!(e, BindError::UnsafeStateDir { .. }), "{e}");
+        assert_eq!(host_driver(&f).as_deref(), Some("nvme"));
+    }
+
+    #[test]
+    fn a_state_directory_someone_else_could_redirect_is_refused() {
+        // A link planted where the directory would be.
+        let f = Fake::new("state-link");
+        f.mkdir("elsewhere");
+        f.link("run/nvme-bypass", "../elsewhere");
+        let e = save_state(&f.host, &f.bdf, &SavedState::default()).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(list_dir(&f.dir.join("elsewhere")).unwrap(), Vec::<String>::new());
+        // Writable by others.
+        let f = Fake::new("state-mode");
+        f.mkdir("run/nvme-bypass");
+        f.chmod("run/nvme-bypass", 0o777);
+        let e = save_state(&f.host, &f.bdf, &SavedState::default()).unwrap_err();
+        assert!(e.to_string().contains("0777") && e.to_string().contains("chmod 0700"), "{e}");
+        assert!(load_state(&f.host, &f.bdf).is_err(), "nor is such a directory read");
+        // /run itself writable by others and not sticky.
+        let f = Fake::new("state-run");
+        f.chmod("run", 0o777);
+        let e = save_state(&f.host, &f.bdf, &SavedState::default()).unwrap_err();
+        assert!(e.to_string().contains("not sticky"), "{e}");
+        // Sticky and world-writable (a tmpfs mounted without mode=): fine,
+        // nobody else may rename or remove our directory in it.
+        let f = Fake::new("state-sticky");
+        f.chmod("run", 0o1777);
+        save_state(&f.host, &f.bdf, &SavedState::default()).unwrap();
+    }
+
+    #[test]
+    fn a_state_file_that_is_a_link_is_replaced_not_written_through() {
+        let f = Fake::new("state-file-link");
+        f.file("victim", "precious\n");
+        f.mkdir("run/nvme-bypass");
+        f.chmod("run/nvme-bypass", 0o700);
+        f.link("run/nvme-bypass/0000:01:00.0.json", "../../victim");
+        let e = load_state(&f.host, &f.bdf).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        f.link("run/nvme-bypass/0000:01:00.0.json.new", "../../victim");
+        save_state(&f.host, &f.bdf, &SavedState::default()).unwrap();
+        assert_eq!(f.read("victim"), "precious");
+        assert!(!std::fs::symlink_metadata(f.state_file()).unwrap().file_type().is_symlink());
+    }
+
+    #[test]
+    fn a_state_file_cannot_steer_sysfs_writes() {
+        let f = Fake::new("state-bad");
+        save_state(&f.host, &f.bdf, &SavedState::default()).unwrap();
+        std::fs::write(f.state_file(), "{\"driver\":\"../../../../kernel/x\"}\n").unwrap();
+        let e = load_state(&f.host, &f.bdf).unwrap_err();
+        assert!(matches!(e, BindError::InvalidState { .. }), "{e}");
+        assert!(e.to_string().contains("not a driver name"), "{e}");
+    }
+
     #[test]
     fn unbind_refuses_while_the_group_is_open() {
         let f = Fake::new("busy");
