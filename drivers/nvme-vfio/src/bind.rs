@@ -24,13 +24,15 @@
 //!    (this is the kernel's order: override, unbind, probe;
 //!    Documentation/ABI/testing/sysfs-bus-pci, `driver_override`);
 //! 5. waits for `/dev/vfio/<group>`;
-//! 6. reserves 2 MiB hugepages for DMA memory.
+//! 6. reserves 2 MiB hugepages for DMA memory, noting in the state file what
+//!    the pool was.
 //!
 //! [`restore`] does the reverse, in the same order: refuses while a process
 //! still has the VFIO group open (the kernel would block the unbind until
 //! it closes it), writes the original driver to `driver_override`, unbinds
 //! from vfio-pci, reprobes so that driver takes it, puts `driver_override`
-//! back as it was, and waits for the controller's character device.
+//! back as it was, waits for the controller's character device, and gives
+//! back the hugepages `bind` reserved.
 //!
 //! Every function takes a [`Host`], so the checks run against a fake sysfs
 //! and procfs in a temporary directory in the unit tests.
@@ -39,7 +41,7 @@ pub mod inuse;
 pub mod state;
 
 pub use inuse::{Claims, Use};
-pub use state::{load_state, save_state, state_path, SavedState, STATE_DIR};
+pub use state::{load_state, save_state, state_path, HugepageRaise, SavedState, STATE_DIR};
 
 use crate::host::{link_name, list_dir, read_trimmed, Host, NVME_CLASS};
 use crate::{Bdf, BdfError};
@@ -491,6 +493,7 @@ pub fn to_vfio(host: &Host, bdf: &Bdf, opts: &BindOptions) -> Result<VfioBinding
         restore_on_drop: false,
         timeout: opts.timeout,
     };
+    let hugepages;
     if pre.driver.as_deref() == Some(VFIO_DRIVER) {
         wait_for(&group_dev, "the VFIO group device", opts.timeout)?;
         actions.push(format!(
@@ -498,12 +501,26 @@ pub fn to_vfio(host: &Host, bdf: &Bdf, opts: &BindOptions) -> Result<VfioBinding
             pre.group,
             group_dev.display()
         ));
-        binding.original_driver = load_state(host, bdf)?.and_then(|s| s.driver);
+        let saved = load_state(host, bdf)?;
+        binding.original_driver = saved.as_ref().and_then(|s| s.driver.clone());
+        hugepages = ensure_hugepages(host, opts.hugepages);
+        actions.push(hugepages.line.clone());
+        if let Some(r) = hugepages.raised {
+            // `unbind` gives the pool back. A controller bound to vfio-pci
+            // by hand has no state yet: unbind gives it to nvme then, as it
+            // does without a state file.
+            let mut st = saved.unwrap_or(SavedState { driver: Some("nvme".into()), ..Default::default() });
+            st.hugepages = Some(merge_raise(st.hugepages, r));
+            if let Err(e) = save_state(host, bdf, &st) {
+                restore_hugepages(host, r);
+                return Err(e);
+            }
+        }
     } else {
         if !vfio_drv.is_dir() {
             return Err(BindError::NoVfioDriver { path: vfio_drv });
         }
-        let st = SavedState { driver: pre.driver.clone(), driver_override: read_override(host, bdf) };
+        let mut st = SavedState { driver: pre.driver.clone(), driver_override: read_override(host, bdf), hugepages: None };
         let state = save_state(host, bdf, &st)?;
         actions.push(format!(
             "remembered the original driver ({}) in {}",
@@ -544,49 +561,128 @@ pub fn to_vfio(host: &Host, bdf: &Bdf, opts: &BindOptions) -> Result<VfioBinding
             pre.group,
             group_dev.display()
         ));
+        hugepages = ensure_hugepages(host, opts.hugepages);
+        actions.push(hugepages.line.clone());
+        if let Some(r) = hugepages.raised {
+            st.hugepages = Some(r);
+            if let Err(e) = save_state(host, bdf, &st) {
+                restore_hugepages(host, r);
+                return Err(e);
+            }
+        }
     }
-    let (line, free) = ensure_hugepages(host, opts.hugepages);
-    actions.push(line);
-    binding.hugepages_free = free;
+    binding.hugepages_free = hugepages.free;
     binding.actions = actions;
     // Restore on drop only what this call moved.
     binding.restore_on_drop = pre.driver.as_deref() != Some(VFIO_DRIVER);
     Ok(binding)
 }
 
+/// Two raises of the pool as one: from the first one's `before` to the
+/// larger `set`.
+fn merge_raise(old: Option<HugepageRaise>, new: HugepageRaise) -> HugepageRaise {
+    match old {
+        Some(o) => HugepageRaise { before: o.before.min(new.before), set: o.set.max(new.set) },
+        None => new,
+    }
+}
+
+/// What [`ensure_hugepages`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hugepages {
+    /// One line saying what happened.
+    pub line: String,
+    /// Free 2 MiB pages afterwards.
+    pub free: u64,
+    /// The raise, when the pool was raised (for `unbind` to undo).
+    pub raised: Option<HugepageRaise>,
+}
+
+const HUGEPAGES_2M: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB";
+
 /// Have at least `want` free 2 MiB hugepages, raising the pool if needed.
-/// Returns a line saying what happened and how many are free. Failing is
-/// not an error: DMA memory then falls back to ordinary locked pages.
-pub fn ensure_hugepages(host: &Host, want: u64) -> (String, u64) {
-    let dir = host.path("/sys/kernel/mm/hugepages/hugepages-2048kB");
+/// Failing is not an error: DMA memory then falls back to ordinary locked
+/// pages.
+pub fn ensure_hugepages(host: &Host, want: u64) -> Hugepages {
+    let dir = host.path(HUGEPAGES_2M);
     let read = |f: &str| read_trimmed(&dir.join(f)).ok().and_then(|s| s.parse::<u64>().ok());
     let (Some(free), Some(nr)) = (read("free_hugepages"), read("nr_hugepages")) else {
-        return ("this kernel has no 2 MiB hugepages: DMA memory will use ordinary locked 4 KiB pages".into(), 0);
+        return Hugepages {
+            line: "this kernel has no 2 MiB hugepages: DMA memory will use ordinary locked 4 KiB pages".into(),
+            free: 0,
+            raised: None,
+        };
     };
     if want == 0 || free >= want {
-        return (format!("hugepages: {free} free 2 MiB pages (nr_hugepages={nr}), enough for DMA memory"), free);
+        return Hugepages {
+            line: format!("hugepages: {free} free 2 MiB pages (nr_hugepages={nr}), enough for DMA memory"),
+            free,
+            raised: None,
+        };
     }
     // The per-size file, so the request is for 2 MiB pages even when the
     // default hugepage size is 1 GiB (/proc/sys/vm/nr_hugepages is the default size's).
     let target = nr + (want - free);
     let file = dir.join("nr_hugepages");
     if let Err(e) = sysfs_write(host, &file, &target.to_string()) {
-        return (
-            format!("could not reserve hugepages ({e}); DMA memory will fall back to ordinary locked pages"),
+        return Hugepages {
+            line: format!("could not reserve hugepages ({e}); DMA memory will fall back to ordinary locked pages"),
             free,
+            raised: None,
+        };
+    }
+    // The kernel may grant fewer than asked: what it set is what to undo.
+    let set = read("nr_hugepages").unwrap_or(target);
+    let raised = (set != nr).then_some(HugepageRaise { before: nr, set });
+    let now = read("free_hugepages").unwrap_or(0);
+    let line = if now >= want {
+        format!("hugepages: raised nr_hugepages {nr} -> {set}: {now} free 2 MiB pages for DMA memory (unbind gives them back)")
+    } else {
+        format!(
+            "hugepages: asked for {target} 2 MiB pages but only {now} are free (memory too fragmented?); DMA memory will fall back to ordinary locked pages once they run out (reserve them at boot with hugepages=N on the kernel command line)"
+        )
+    };
+    Hugepages { line, free: now, raised }
+}
+
+/// Put the pool back as it was before `r`, unless someone changed it since.
+/// Returns a line saying what happened (failing is reported, not an error:
+/// the controller is back either way).
+pub fn restore_hugepages(host: &Host, r: HugepageRaise) -> String {
+    let file = host.path(HUGEPAGES_2M).join("nr_hugepages");
+    let nr = read_trimmed(&file).ok().and_then(|s| s.parse::<u64>().ok());
+    if nr != Some(r.set) {
+        return format!(
+            "hugepages: left nr_hugepages at {}: it changed after bind set it to {} (it was {} before)",
+            nr.map_or("?".to_string(), |n| n.to_string()),
+            r.set,
+            r.before
         );
     }
-    let now = read("free_hugepages").unwrap_or(0);
-    if now >= want {
-        (format!("hugepages: raised nr_hugepages {nr} -> {target}: {now} free 2 MiB pages for DMA memory"), now)
-    } else {
-        (
-            format!(
-                "hugepages: asked for {target} 2 MiB pages but only {now} are free (memory too fragmented?); DMA memory will fall back to ordinary locked pages once they run out (reserve them at boot with hugepages=N on the kernel command line)"
-            ),
-            now,
-        )
+    match sysfs_write(host, &file, &r.before.to_string()) {
+        Ok(()) => format!("hugepages: nr_hugepages {} -> {}, as before bind", r.set, r.before),
+        Err(e) => format!(
+            "hugepages: could not give back the pages bind reserved ({e}); do it with `echo {} > {HUGEPAGES_2M}/nr_hugepages`",
+            r.before
+        ),
     }
+}
+
+/// Give back the pool `bind` raised for `bdf`, or, while another controller
+/// bound by us is still on vfio-pci (and may be using the pages), hand the
+/// raise over to its state file so that its `unbind` gives it back.
+fn give_back_hugepages(host: &Host, bdf: &Bdf, r: HugepageRaise) -> Result<String, BindError> {
+    for other in state::other_bound(host, bdf)? {
+        if let Some(mut st) = load_state(host, &other)? {
+            st.hugepages = Some(merge_raise(st.hugepages, r));
+            save_state(host, &other, &st)?;
+            return Ok(format!(
+                "hugepages: left nr_hugepages at {} while {other} is still bound to vfio-pci; its unbind gives the pool back",
+                r.set
+            ));
+        }
+    }
+    Ok(restore_hugepages(host, r))
 }
 
 /// The processes that have `/dev/vfio/<group>` open (scanning /proc/*/fd).
@@ -616,7 +712,7 @@ pub fn group_users(host: &Host, group: u32) -> Vec<String> {
 /// file; `nvme` if there is none), in the kernel's order: that driver to
 /// `driver_override`, unbind from vfio-pci, reprobe; then `driver_override`
 /// as it was before `bind`, wait for the controller's character device,
-/// remove the state file.
+/// give back the hugepages `bind` reserved, remove the state file.
 pub fn restore(host: &Host, bdf: &Bdf, timeout: Duration) -> Result<Vec<String>, BindError> {
     check_device(host, bdf)?;
     check_root(host, bdf)?;
@@ -700,6 +796,9 @@ pub fn restore(host: &Host, bdf: &Bdf, timeout: Duration) -> Result<Vec<String>,
         let chardev = host.path(format!("/dev/{ctrl}"));
         wait_for(&chardev, "the controller's character device", timeout)?;
         actions.push(format!("{ctrl} is back ({})", chardev.display()));
+    }
+    if let Some(r) = saved.as_ref().and_then(|s| s.hugepages) {
+        actions.push(give_back_hugepages(host, bdf, r)?);
     }
     if saved.is_some() && state::remove_state(host, bdf)? {
         actions.push(format!("removed {}", state_path(host, bdf).display()));
@@ -931,6 +1030,9 @@ mod tests {
         fn hugepages(&self, nr: u64, free: u64) {
             self.file("sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", &format!("{nr}\n"));
             self.file("sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", &format!("{free}\n"));
+        }
+        fn nr_hugepages(&self) -> u64 {
+            self.read("sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").parse().unwrap()
         }
         /// A process `pid` called `comm` with `target` open as fd `fd`.
         fn process(&self, pid: u32, comm: &str, fd: u32, target: &str) {
@@ -1276,15 +1378,69 @@ mod tests {
         assert!(!f.state_file().exists(), "no state left behind");
     }
 
+    #[test]
+    fn unbind_gives_back_the_hugepages_bind_reserved() {
+        let f = Fake::with_kernel("huge-back");
+        f.hugepages(4, 0);
+        let b = f.bind().unwrap();
+        assert_eq!(b.hugepages_free, 64);
+        b.keep();
+        assert_eq!(f.nr_hugepages(), 68);
+        let st = load_state(&f.host, &f.bdf).unwrap().unwrap();
+        assert_eq!(st.hugepages, Some(HugepageRaise { before: 4, set: 68 }));
+        let actions = f.unbind().unwrap();
+        assert_eq!(f.nr_hugepages(), 4);
+        assert!(actions.iter().any(|a| a.contains("nr_hugepages 68 -> 4")), "{actions:?}");
+    }
 
+    #[test]
+    fn the_guard_gives_back_the_hugepages_too() {
+        let f = Fake::with_kernel("huge-guard");
+        let b = f.bind().unwrap();
+        assert_eq!(f.nr_hugepages(), 64);
+        b.restore().unwrap();
+        assert_eq!(f.nr_hugepages(), 0);
+        assert_eq!(host_driver(&f).as_deref(), Some("nvme"));
+    }
 
+    #[test]
+    fn a_pool_changed_since_bind_is_left_alone() {
+        let f = Fake::with_kernel("huge-changed");
+        f.bind().unwrap().keep();
+        f.hugepages(100, 36);
+        let actions = f.unbind().unwrap();
+        assert_eq!(f.nr_hugepages(), 100);
+        assert!(actions.iter().any(|a| a.contains("left nr_hugepages at 100")), "{actions:?}");
+    }
 
+    #[test]
+    fn hugepages_stay_while_another_bound_controller_may_use_them() {
+        let f = Fake::with_kernel("huge-two");
+        f.pci("0000:02:00.0", "0x010802", Some(VFIO_DRIVER), Some(8));
+        f.mkdir("dev/vfio");
+        f.file("dev/vfio/8", "");
+        let other = Bdf::parse("0000:02:00.0").unwrap();
+        save_state(&f.host, &other, &SavedState { driver: Some("nvme".into()), ..Default::default() }).unwrap();
+        f.bind().unwrap().keep();
+        assert_eq!(f.nr_hugepages(), 64);
+        let actions = f.unbind().unwrap();
+        assert_eq!(f.nr_hugepages(), 64, "0000:02:00.0 may still be using them");
+        assert!(actions.iter().any(|a| a.contains("while 0000:02:00.0 is still bound")), "{actions:?}");
+        assert_eq!(load_state(&f.host, &other).unwrap().unwrap().hugepages, Some(HugepageRaise { before: 0, set: 64 }));
+        // The last unbind gives the pool back.
+        restore(&f.host, &other, Duration::from_millis(200)).unwrap();
+        assert_eq!(f.nr_hugepages(), 0);
+    }
 
     #[test]
     fn state_file_round_trip_in_run() {
         let f = Fake::new("state");
         assert_eq!(load_state(&f.host, &f.bdf).unwrap(), None);
-        let st = SavedState { driver: Some("nvme".into()), driver_override: Some("nvme".into()) };
+        let st = SavedState {
+            driver: Some("nvme".into()),
+            driver_override: None,
+            hugepages: Some(HugepageRaise { before: 0, set: 64 }),
+        };
         let p = save_state(&f.host, &f.bdf, &st).unwrap();
         assert!(p.ends_with("run/nvme-bypass/0000:01:00.0.json"), "{}", p.display());
         assert_eq!(load_state(&f.host, &f.bdf).unwrap(), Some(st));
@@ -1375,23 +1531,20 @@ mod tests {
         assert_eq!(users, &["pid 4242 (nvme-bypass)"]);
     }
 
-
     #[test]
     fn hugepage_pool_is_raised_when_short() {
         let f = Fake::new("huge");
-        let (line, free) = ensure_hugepages(&f.host, 64);
-        assert_eq!(free, 0);
-        assert!(line.contains("no 2 MiB hugepages"), "{line}");
-        f.file("sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "10\n");
-        f.file("sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "10\n");
-        let (line, _) = ensure_hugepages(&f.host, 64);
-        // The fake kernel does not allocate: the request is written, the shortfall reported.
-        assert_eq!(
-            std::fs::read_to_string(f.dir.join("sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages")).unwrap(),
-            "64"
-        );
-        assert!(line.contains("fall back"), "{line}");
+        let h = ensure_hugepages(&f.host, 64);
+        assert_eq!((h.free, h.raised), (0, None));
+        assert!(h.line.contains("no 2 MiB hugepages"), "{}", h.line);
+        f.hugepages(10, 10);
+        let h = ensure_hugepages(&f.host, 64);
+        // The fake tree does not allocate: the request is written, the shortfall reported.
+        assert_eq!(f.nr_hugepages(), 64);
+        assert_eq!(h.raised, Some(HugepageRaise { before: 10, set: 64 }));
+        assert!(h.line.contains("fall back"), "{}", h.line);
     }
+
     #[test]
     fn the_exclusive_open_takes_only_a_block_device() {
         // The real opener on a regular file where /dev/nvme0n1 should be (a

@@ -1,6 +1,6 @@
 //! What `bind` changed, kept between `bind` and `unbind` (often separate
 //! processes) in `/run/nvme-bypass/BDF.json`: the controller's driver and
-//! `driver_override` before.
+//! `driver_override` before, and the hugepage pool `bind` raised.
 //!
 //! Root writes this file, so the directory must be one nobody else can
 //! redirect: every directory on the way (`/`, `/run`) belongs to root and
@@ -12,7 +12,7 @@
 //! and renamed into place.
 
 use super::BindError;
-use crate::host::{process_euid, Host};
+use crate::host::{list_dir, process_euid, Host};
 use crate::Bdf;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
@@ -21,6 +21,16 @@ use std::path::{Path, PathBuf};
 /// The directory of the state files, as on a real machine.
 pub const STATE_DIR: &str = "/run/nvme-bypass";
 
+/// The hugepage pool before and after `bind` raised it
+/// (`/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HugepageRaise {
+    /// nr_hugepages before.
+    pub before: u64,
+    /// What `bind` set it to.
+    pub set: u64,
+}
+
 /// What `bind` changed and `unbind` puts back.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct SavedState {
@@ -28,6 +38,8 @@ pub struct SavedState {
     pub driver: Option<String>,
     /// `driver_override` before `bind` (`None`: not set, "(null)").
     pub driver_override: Option<String>,
+    /// The hugepage pool, when `bind` raised it.
+    pub hugepages: Option<HugepageRaise>,
 }
 
 /// Where the state file of `bdf` lives.
@@ -124,6 +136,10 @@ pub fn save_state(host: &Host, bdf: &Bdf, st: &SavedState) -> Result<PathBuf, Bi
     if let Some(o) = &st.driver_override {
         v["driver_override"] = o.as_str().into();
     }
+    if let Some(h) = &st.hugepages {
+        v["nr_hugepages_before"] = h.before.into();
+        v["nr_hugepages_set"] = h.set.into();
+    }
     match std::fs::remove_file(&tmp) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -180,7 +196,14 @@ pub fn load_state(host: &Host, bdf: &Bdf) -> Result<Option<SavedState>, BindErro
     };
     let driver = name("driver")?;
     let driver_override = name("driver_override")?;
-    Ok(Some(SavedState { driver, driver_override }))
+    let hugepages = match (v.get("nr_hugepages_before"), v.get("nr_hugepages_set")) {
+        (Some(b), Some(s)) => match (b.as_u64(), s.as_u64()) {
+            (Some(before), Some(set)) => Some(HugepageRaise { before, set }),
+            _ => return Err(BindError::InvalidState { path: p, why: "nr_hugepages_* are not numbers".into() }),
+        },
+        _ => None,
+    };
+    Ok(Some(SavedState { driver, driver_override, hugepages }))
 }
 
 /// Remove the state file of `bdf`; whether there was one.
@@ -192,4 +215,17 @@ pub fn remove_state(host: &Host, bdf: &Bdf) -> Result<bool, BindError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(source) => Err(BindError::Io { what: "remove", path: p, source }),
     }
+}
+
+/// The other controllers that have a state file (still bound by us).
+pub fn other_bound(host: &Host, bdf: &Bdf) -> Result<Vec<Bdf>, BindError> {
+    let Some(dir) = state_dir(host, false)? else { return Ok(vec![]) };
+    let mut v: Vec<Bdf> = list_dir(&dir)
+        .map_err(|source| BindError::Io { what: "list", path: dir.clone(), source })?
+        .iter()
+        .filter_map(|n| Bdf::parse(n.strip_suffix(".json")?).ok())
+        .filter(|b| b != bdf)
+        .collect();
+    v.sort_by_key(|b| b.to_string());
+    Ok(v)
 }
