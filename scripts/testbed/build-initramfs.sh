@@ -4,9 +4,11 @@
 #
 # Initramfs: busybox (static) with its applet links, /dev/console, /init
 # (scripts/testbed/init), the kernel modules for NVMe (nvme-core, nvme), VFIO
-# (vfio, vfio_iommu_type1, vfio-pci) and the 9p host share (9p, 9pnet_virtio;
-# virtio_pci is built into Debian's kernel), decompressed, listed in load order
-# in /lib/modules/<kver>/load-order.
+# (vfio, vfio_iommu_type1, vfio-pci), the 9p host share (9p, 9pnet_virtio;
+# virtio_pci is built into Debian's kernel) and a file system to mount on a
+# namespace (ext4, which mounts busybox mke2fs's ext2, and crc32c_generic,
+# which ext4 loads at mount), decompressed, listed in load order in
+# /lib/modules/<kver>/load-order.
 #
 # Guest tools: fio with every shared library ldd lists and the dynamic loader,
 # copied into a small sysroot, $CACHE/initramfs/tools-<kver>/. run.sh exports
@@ -50,7 +52,7 @@ die() { echo "testbed-initramfs: ERROR: $*" >&2; exit 1; }
 
 # Modules wanted (their dependencies are added from modules.dep), in the order
 # /init loads them: nvme first so its asynchronous probe starts early.
-MODULES=(nvme vfio vfio_iommu_type1 vfio-pci 9p 9pnet_virtio virtio_pci)
+MODULES=(nvme vfio vfio_iommu_type1 vfio-pci 9p 9pnet_virtio virtio_pci ext4 crc32c_generic)
 
 [ -f "$CACHE/testbed.env" ] || die "$CACHE/testbed.env missing: run scripts/testbed/setup.sh first"
 # shellcheck disable=SC1091

@@ -6,9 +6,15 @@
 # 1. records what the kernel's nvme driver says about the controller and
 #    namespace (sysfs model, serial, firmware_rev, size, logical_block_size);
 # 2. checks refusals: vfio before bind, a malformed address, a device that
-#    is not NVMe, a namespace used as swap (each exit 2, saying why); then
-#    stamps a region through the kernel block path (when `bench --backend
-#    block` works in this build; otherwise that half is skipped, saying so);
+#    is not NVMe, a namespace used as swap (each exit 2, saying why); `bind`
+#    of a namespace in use: held open by a process (`sleep 600 </dev/nvme0n1`,
+#    named by pid and command), a mounted file system (named by its mount
+#    point), a file system mounted in another mount namespace (invisible in
+#    our mount table; named by a pid in that namespace), each leaving the
+#    controller on nvme and the disk's data unchanged (checksum, and a file
+#    in the file system reads back); then stamps a region through the kernel
+#    block path (when `bench --backend block` works in this build; otherwise
+#    that half is skipped, saying so);
 # 3. `nvme-bypass bind` moves the controller to vfio-pci (the namespace must
 #    disappear, /dev/vfio/<group> appear);
 # 4. `nvme-bypass info --backend vfio` must report the same identity and
@@ -18,7 +24,8 @@
 #    4 KiB, QD1 and QD32, two threads, 128 KiB transfers: every run exits 0
 #    with 0 mismatches and 0 errors; `unbind` refuses while a bench holds the
 #    VFIO group; then stamps a second region through vfio for the kernel;
-# 7. `nvme-bypass unbind` gives the controller back; /dev/nvme0n1 must be
+# 7. `nvme-bypass unbind` gives the controller back, with nr_hugepages as
+#    before bind and driver_override cleared; /dev/nvme0n1 must be
 #    readable with O_DIRECT, and the vfio-written stamps verify through the
 #    kernel block path (when it works).
 # Writes $NVB_RESULTS/vfio.json with the figures.
@@ -72,6 +79,58 @@ else
   info "no mkswap/swapon in the guest: swap refusal not tested here (unit tests cover it)"
 fi
 
+# ------------------------------------------------------------------ bind of a disk in use
+step bind-in-use
+grep -qw ext2 /proc/filesystems ||
+  fail "the guest kernel cannot mount ext2 (scripts/testbed/build-initramfs.sh loads ext4 and crc32c_generic for it)"
+FS=/mnt/nvb-fs
+FS_KB=16384                     # a 16 MiB file system at the start of the namespace
+mkdir -p "$FS"
+mke2fs -q "$NS" "$FS_KB" > "$NVB_RESULTS/mke2fs.log" 2>&1 || fail "mke2fs $NS: $(cat "$NVB_RESULTS/mke2fs.log")"
+mount -t ext2 "$NS" "$FS" || fail "mount $NS $FS failed"
+CANARY="written through the kernel before bind was refused"
+echo "$CANARY" > "$FS/canary"
+umount "$FS" || fail "umount $FS failed"
+# fs_sum: checksum of the file system's blocks, read past the page cache
+fs_sum() { dd if="$NS" bs=64k count=$((FS_KB / 64)) iflag=direct 2>/dev/null | sha256sum | cut -d ' ' -f 1; }
+SUM0=$(fs_sum)
+# still_intact WHAT: after a refused bind, the controller is on nvme, the data as before
+still_intact() {
+  [ "$(pci_driver "$BDF")" = nvme ] || fail "a refused bind ($1) moved the controller to '$(pci_driver "$BDF")'"
+  [ -b "$NS" ] || fail "$NS is gone after a refused bind ($1)"
+  [ "$(fs_sum)" = "$SUM0" ] || fail "the disk's data changed after a refused bind ($1)"
+}
+# A process holding the namespace open, as a VM, a database or dd does:
+# a plain open() claims nothing; bind must find it in /proc/PID/fd.
+sleep 600 < "$NS" &
+HOLDER=$!
+expect_fail bind-held-open "open in pid $HOLDER (sleep)" nvme-bypass bind "$BDF"
+kill "$HOLDER"; wait "$HOLDER" 2>/dev/null || true
+still_intact "namespace held open by pid $HOLDER"
+# A mounted file system: named with its mount point.
+mount -t ext2 -o ro "$NS" "$FS" || fail "mount -o ro $NS $FS failed"
+expect_fail bind-mounted "/dev/$NSNAME is mounted on $FS" nvme-bypass bind "$BDF"
+still_intact "file system mounted on $FS"
+umount "$FS" || fail "umount $FS failed"
+# Mounted in a mount namespace of its own (as in a container): our mount
+# table does not show it; the kernel's answer to an exclusive open (EBUSY)
+# does, and that namespace's mountinfo names a process in it.
+unshare -m sh -c "mount -t ext2 -o ro $NS $FS && exec sleep 600" &
+NSHOLDER=$!
+_i=0
+until grep -q "^$NS " "/proc/$NSHOLDER/mounts" 2>/dev/null; do
+  [ "$_i" -lt 100 ] || fail "the mount in a private mount namespace did not appear"
+  sleep 0.1; _i=$((_i + 1))
+done
+grep -q "^$NS " /proc/self/mounts && fail "the private mount shows in our mount table: the step proves nothing"
+expect_fail bind-mounted-elsewhere "mounted on $FS in the mount namespace of pid $NSHOLDER (sleep)" nvme-bypass bind "$BDF"
+kill "$NSHOLDER"; wait "$NSHOLDER" 2>/dev/null || true
+still_intact "file system mounted in another mount namespace"
+mount -t ext2 -o ro "$NS" "$FS" || fail "mount -o ro $NS $FS failed"
+[ "$(cat "$FS/canary")" = "$CANARY" ] || fail "the file written before the refusals reads back as '$(cat "$FS/canary")'"
+umount "$FS" || fail "umount $FS failed"
+info "the file system's $FS_KB KiB read back unchanged (sha256 $(printf '%s' "$SUM0" | cut -c 1-16)...), $FS/canary intact"
+
 # ------------------------------------------------------------------ kernel writes stamps
 step kernel-stamp
 KERNEL_HALF=no
@@ -86,6 +145,8 @@ fi
 
 # ------------------------------------------------------------------ bind
 step bind
+HUGE=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+HUGE_BEFORE=$(cat "$HUGE")
 check_cmd bind nvme-bypass bind "$BDF"
 sed 's/^/    /' "$NVB_RESULTS/bind.log"
 [ "$(pci_driver "$BDF")" = vfio-pci ] || fail "$BDF is on '$(pci_driver "$BDF")' after bind, not vfio-pci"
@@ -192,6 +253,10 @@ check_cmd unbind nvme-bypass unbind "$BDF"
 sed 's/^/    /' "$NVB_RESULTS/unbind.log"
 [ "$(pci_driver "$BDF")" = nvme ] || fail "$BDF is on '$(pci_driver "$BDF")' after unbind, not nvme"
 [ ! -e "$STATE" ] || fail "unbind left the state file $STATE"
+[ "$(cat "$HUGE")" = "$HUGE_BEFORE" ] || fail "nr_hugepages is $(cat "$HUGE") after unbind, $HUGE_BEFORE before bind"
+[ "$(cat "/sys/bus/pci/devices/$BDF/driver_override")" = "(null)" ] ||
+  fail "driver_override is '$(cat "/sys/bus/pci/devices/$BDF/driver_override")' after unbind, not (null)"
+info "nr_hugepages back to $HUGE_BEFORE, driver_override cleared"
 wait_for "$NS" 30 || fail "$NS did not come back within 30 s"
 check_cmd dd-after dd if="$NS" of=/dev/null bs=4k count=256 iflag=direct
 info "$NS is readable with O_DIRECT again"
