@@ -191,7 +191,9 @@ cleanup() {
   local p
   for p in "$WATCH_PIDFILE" "$TIMEOUT_PIDFILE" "$PIDFILE" "$GUARD_PIDFILE"; do
     # (QEMU deletes its pidfile as it exits: tolerate it vanishing)
-    [ -f "$p" ] && kill "$(cat "$p" 2>/dev/null)" 2>/dev/null
+    # (|| true: under set -e a failing kill in this trap would turn the
+    # exit status into 1; QEMU leaves its pidfile behind when it aborts)
+    if [ -f "$p" ]; then kill "$(cat "$p" 2>/dev/null)" 2>/dev/null || true; fi
     rm -f "$p"
   done
   if [ "$KEEP_DISKS" = 0 ]; then rm -f "$RESULTS"/work/*.img; fi
