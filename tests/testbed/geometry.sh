@@ -35,11 +35,12 @@ last_ctrl=
 finish_ctrl() {
   [ -n "$last_ctrl" ] || return 0
   eval "_b=\$BDF_$last_ctrl"
-  if timeout "$T" nvme-bypass unbind "$_b" > "$OUT/unbind-$last_ctrl.txt" 2>&1; then
+  _rc=0; timeout "$T" nvme-bypass unbind "$_b" > "$OUT/unbind-$last_ctrl.txt" 2>&1 || _rc=$?
+  if [ "$_rc" = 0 ]; then
     info "controller $last_ctrl ($_b) back on $(pci_driver "$_b")"
   else
     info "controller $last_ctrl ($_b): unbind failed: $(tail -n 1 "$OUT/unbind-$last_ctrl.txt")"
-    tsv "unbind" "$last_ctrl" "-" "$?" "unbind-failed" "$(tail -n 2 "$OUT/unbind-$last_ctrl.txt")"
+    tsv "unbind" "$last_ctrl" "-" "$_rc" "unbind-failed" "$(tail -n 2 "$OUT/unbind-$last_ctrl.txt")"
   fi
 }
 
@@ -54,8 +55,10 @@ for c in "$@"; do
     finish_ctrl
     last_ctrl=$ctrl
     step "ctrl$ctrl-bind"
-    timeout "$T" nvme-bypass bind "$bdf" > "$OUT/bind-$ctrl.txt" 2>&1 || {
-      tsv "bind" "$ctrl" "-" "$?" "bind-failed" "$(tail -n 2 "$OUT/bind-$ctrl.txt")"; continue; }
+    rc=0; timeout "$T" nvme-bypass bind "$bdf" > "$OUT/bind-$ctrl.txt" 2>&1 || rc=$?
+    if [ "$rc" != 0 ]; then
+      tsv "bind" "$ctrl" "-" "$rc" "bind-failed" "$(tail -n 2 "$OUT/bind-$ctrl.txt")"; continue
+    fi
     step "ctrl$ctrl-info"
     rc=0; timeout "$T" nvme-bypass info --backend vfio --device "$bdf" > "$OUT/info-$ctrl.txt" 2>&1 || rc=$?
     shown=$(sed -n 's/^namespaces: [0-9]* shown (\(.*\))$/\1/p' "$OUT/info-$ctrl.txt")
