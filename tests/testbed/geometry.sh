@@ -73,7 +73,7 @@ for c in "$@"; do
   mis=$(sed -n 's/.* \([0-9]*\) mismatches.*/\1/p' "$log" | head -n 1)
   err=$(sed -n 's/^ *errors *: *\([0-9]*\).*/\1/p' "$log" | head -n 1)
   case "$rc" in
-    0) outcome=works; msg="$(grep -m1 'verify *:' "$log" | sed 's/^ *verify *: *//'), ${err:-0} failed I/Os; $(grep -m1 'read: IOPS' "$log" | sed 's/^ *//; s/ BW.*//')" ;;
+    0) outcome=works; msg="$(grep -m1 'verify *:' "$log" | sed 's/^ *verify *: *//'), ${err:-0} failed I/Os; $(grep -m1 'read: IOPS' "$log" | sed 's/^ *//; s/, BW.*//')" ;;
     2) outcome=refused; msg=$(grep -m1 'nvme-bypass: error:' "$log" | sed 's/^nvme-bypass: error: //') ;;
     124|143) outcome=hung; msg="no exit within $T s (killed): $(tail -n 1 "$log")" ;;
     *) outcome=failed; msg="exit $rc: $(grep -v '^ ' "$log" | tail -n 2 | tr '\n' ' ')" ;;
