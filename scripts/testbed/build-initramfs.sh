@@ -11,7 +11,7 @@
 # /lib/modules/<kver>/load-order.
 #
 # Guest tools: fio with every shared library ldd lists and the dynamic loader,
-# copied into a small sysroot, $CACHE/initramfs/tools-<kver>/. run.sh exports
+# copied into a small sysroot, $CACHE/initramfs/tools-<kver>-<hash>/. run.sh exports
 # it read-only as the 9p share `tools`; /init mounts it at /opt/nvb-tools, and
 # the initramfs holds symlinks at the usual places (/usr/bin/fio,
 # /lib/x86_64-linux-gnu/..., /lib64/ld-linux-x86-64.so.2) pointing into it, so
@@ -69,14 +69,17 @@ esac
 case "$FIO_IN" in 0|1) ;; *) die "NVB_FIO_IN_INITRAMFS must be 0 or 1" ;; esac
 
 mkdir -p "$CACHE/initramfs"
-if [ "$FIO_IN" = 1 ]; then
-  OUT=$CACHE/initramfs/base-$KVER-fio.$EXT; TOOLS=
-else
-  OUT=$CACHE/initramfs/base-$KVER.$EXT; TOOLS=$CACHE/initramfs/tools-$KVER
-fi
 # Inputs whose change must produce a new image.
 HASH=$( { cat "$0" "$HERE/init"; echo "$KVER ${MODULES[*]} $COMP $FIO_IN";
           fio --version; sha256sum /bin/busybox /usr/bin/fio; } | sha256sum | cut -c1-16)
+# The names carry the hash: checkouts with different inputs sharing one
+# cache each get their own image and tools tree, and a build never replaces
+# files a running guest of another checkout is using (its fio vanished).
+if [ "$FIO_IN" = 1 ]; then
+  OUT=$CACHE/initramfs/base-$KVER-fio-$HASH.$EXT; TOOLS=
+else
+  OUT=$CACHE/initramfs/base-$KVER-$HASH.$EXT; TOOLS=$CACHE/initramfs/tools-$KVER-$HASH
+fi
 
 report() { echo "TOOLS=$TOOLS"; echo "$OUT"; }
 exec 8>"$CACHE/.initramfs.lock"
@@ -84,6 +87,7 @@ flock 8
 if [ "$FORCE" = 0 ] && [ -f "$OUT" ] && [ "$(cat "$OUT.hash" 2>/dev/null)" = "$HASH" ] &&
    { [ -z "$TOOLS" ] || [ "$(cat "$TOOLS.hash" 2>/dev/null)" = "$HASH" ]; }; then
   say "up to date: $OUT${TOOLS:+ + $TOOLS}"
+  touch "$OUT" ${TOOLS:+"$TOOLS"}        # in use: not pruned (see below)
   report
   exit 0
 fi
@@ -186,6 +190,9 @@ if [ -n "$TOOLS" ]; then
   rm -rf "$TOOLS"; mv "$SYSROOT" "$TOOLS"
   echo "$HASH" > "$TOOLS.hash"
 fi
+# Other builds unused for two days go.
+find "$CACHE/initramfs" -maxdepth 1 \( -name "base-$KVER*" -o -name "tools-$KVER*" \) \
+  ! -name "$(basename "$OUT")*" ! -name "$(basename "${TOOLS:-none}")*" -mtime +1 -exec rm -rf {} + 2>/dev/null || true
 dt=$(( ${EPOCHREALTIME/./} - T0 ))
 say "built $OUT ($(du -h "$OUT" | cut -f1), $(du -sh "$STAGE" | cut -f1) unpacked) in $((dt / 1000000)).$((dt / 100000 % 10)) s"
 say "  kernel $KVER; modules: $(sed 's|.*/||; s|\.ko$||' "$STAGE/lib/modules/$KVER/load-order" | tr '\n' ' ')${BUILTIN:+(built in: $BUILTIN)}"

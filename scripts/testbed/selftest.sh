@@ -4,9 +4,12 @@
 # Boots the guest once per scenario and checks run.sh's exit status:
 # smoke test in three NVMe/kernel configurations, argument passing, fio on
 # both kernel paths, and the failure paths (failing script, hanging script
-# killed at the timeout, /init failure, QEMU refusing its options).
+# killed at the timeout, a step stopped by the guest watchdog, a quiet but
+# healthy guest, a dead guest caught by the hang watcher and retried, /init
+# failure, QEMU refusing its options).
 # Ends with the line "selftest: N passed, N failed"; exits non-zero on any
-# failure. About 2.5 minutes on an idle 2-core machine.
+# failure. About 9 minutes on an idle 2-core machine (the quiet and
+# dead-guest scenarios wait out the watcher's 120 s twice).
 #
 # usage: scripts/testbed/selftest.sh [--bin PATH | --no-bin] [--only NAME]...
 #        (default --no-bin: the smoke test then skips `nvme-bypass --version`)
@@ -59,6 +62,15 @@ scenario args             0   "$T/selftest/args.sh" one "two words" ''
 scenario fio-poll         0   --poll-queues 1 --multipath N "$T/selftest/fio.sh"
 scenario fail             3   "$T/selftest/fail.sh"
 scenario hang             124 --timeout 30 "$T/selftest/hang.sh"
+scenario smoke-ctrl       0   --ctrl "mdts=5,max_ioqpairs=4" --ns "nsid=1,size=256M" "$T/smoke.sh"
+scenario step-timeout     137 --step-timeout 15 "$T/selftest/hang.sh"
+scenario quiet            0   "$T/selftest/quiet.sh"
+# A guest whose vCPUs never run (QEMU -S): silent with idle QEMU threads, so
+# the hang watcher stops it after 120 s and run.sh boots once more.
+scenario dead-guest-retry 124 --retries 1 --qemu-args "-S" "$T/selftest/hang.sh"
+if [ -f "$OUT/dead-guest-retry/run.json" ] && ! grep -q '"retries": 1' "$OUT/dead-guest-retry/run.json"; then
+  FAILED=$((FAILED + 1)); FAILED_NAMES+=(dead-guest-retry-count); echo "selftest: FAIL dead-guest-retry: run.json does not count 1 retry"
+fi
 scenario init-fail        125 --extra-append "nvb.ns=3 nvb.wait=2" "$T/smoke.sh"
 scenario qemu-error       125 --nvme-opts ",no_such_property=1" "$T/smoke.sh"
 

@@ -19,6 +19,7 @@
 pub mod block;
 pub mod kernel;
 pub mod multi;
+pub mod namespace;
 pub mod passthru;
 pub mod sim;
 pub mod userspace;

@@ -19,10 +19,11 @@ use super::kernel::{
     file_name, open_rw, parse_controller_name, parse_generic_name, parse_namespace_name, read_sys_u64, require_poll_queues, stat_device,
     Buffers, FileKind, KernelOptions,
 };
+use super::namespace::NamespaceInfo;
 use super::{BackendError, Geometry, Io, IoQueue, IoStatus, Op, QueueParams, Target};
 use io_uring::{cqueue, opcode, squeue, types};
 use nvme_spec::cmd::{self, Identify, ReadWrite};
-use nvme_spec::identify::{IdentifyController, IdentifyNamespace, IDENTIFY_SIZE};
+use nvme_spec::identify::{csi, IdentifyController, IdentifyNamespace, NsDescriptors, IDENTIFY_SIZE};
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
@@ -68,13 +69,28 @@ fn not_generic(path: &str, kind: FileKind, name: &str) -> BackendError {
 /// Read Identify Controller and Identify Namespace `nsid` through the
 /// admin passthrough ioctl.
 fn identify_pages(file: &File, nsid: u32) -> Result<(IdentifyController, IdentifyNamespace), nvme_ioctl::PassthruError> {
-    let mut page = vec![0u8; IDENTIFY_SIZE];
-    nvme_ioctl::admin_cmd_in(file.as_fd(), &Identify::controller(), &mut page)?;
-    let ctrl = IdentifyController::parse(page[..].try_into().expect("4096 bytes"));
-    page.fill(0);
-    nvme_ioctl::admin_cmd_in(file.as_fd(), &Identify::namespace(nsid), &mut page)?;
-    let ns = IdentifyNamespace::parse(page[..].try_into().expect("4096 bytes"));
+    let ctrl = IdentifyController::parse(&*identify_page(file, &Identify::controller())?);
+    let ns = IdentifyNamespace::parse(&*identify_page(file, &Identify::namespace(nsid))?);
     Ok((ctrl, ns))
+}
+
+/// One Identify page through the admin passthrough ioctl.
+fn identify_page(file: &File, sqe: &nvme_spec::Sqe) -> Result<Box<[u8; IDENTIFY_SIZE]>, nvme_ioctl::PassthruError> {
+    let mut page = Box::new([0u8; IDENTIFY_SIZE]);
+    nvme_ioctl::admin_cmd_in(file.as_fd(), sqe, &mut page[..])?;
+    Ok(page)
+}
+
+/// The command set of namespace `nsid` (Identify CNS 03h); NVM when the
+/// controller does not report one or refuses the command (before NVMe 1.3).
+fn command_set(file: &File, nsid: u32) -> u8 {
+    identify_page(file, &Identify::ns_descriptors(nsid)).map(|p| NsDescriptors::parse(&p).command_set()).unwrap_or(csi::NVM)
+}
+
+/// The active namespace IDs (Identify CNS 02h).
+fn active_namespaces(file: &File) -> Result<Vec<u32>, nvme_ioctl::PassthruError> {
+    let page = identify_page(file, &Identify::active_namespaces(0))?;
+    Ok(page.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).take_while(|&n| n != 0).collect())
 }
 
 /// Largest transfer the kernel accepts for one passthrough command: the
@@ -116,12 +132,8 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
             if ns.is_inactive() {
                 return Err(BackendError::Invalid(format!("namespace {nsid} is not active (Identify Namespace is all zero)")));
             }
-            let f = ns.current_format();
-            if f.ms != 0 {
-                return Err(BackendError::Unsupported(format!(
-                    "namespace {nsid} is formatted with {} bytes of metadata per block; this tool needs a format without metadata",
-                    f.ms
-                )));
+            if let Some(why) = super::namespace::unusable(nsid, &ns, command_set(&file, nsid)) {
+                return Err(BackendError::Unsupported(why));
             }
             facts.push(("model".into(), ctrl.mn.clone()));
             facts.push(("serial".into(), ctrl.sn.clone()));
@@ -157,10 +169,11 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
     Ok(Box::new(PassthruTarget { file: Arc::new(file), opts: o.clone(), geometry, facts }))
 }
 
-/// Identify Controller and Namespace through the kernel (for `info`):
-/// `device` is /dev/ngXnY, /dev/nvmeXnY or the controller's /dev/nvmeX
-/// (then `nsid` picks the namespace). Needs CAP_SYS_ADMIN.
-pub fn identify(device: &str, nsid: u32) -> Result<(IdentifyController, IdentifyNamespace, u32), BackendError> {
+/// Identify Controller and namespaces through the kernel (for `info`):
+/// `device` is /dev/ngXnY or /dev/nvmeXnY (that namespace), or the
+/// controller's /dev/nvmeX (every active namespace, or only `nsid`).
+/// Needs CAP_SYS_ADMIN.
+pub fn identify(device: &str, nsid: Option<u32>) -> Result<(IdentifyController, Vec<NamespaceInfo>), BackendError> {
     let (kind, _) = stat_device(device)?;
     let name = file_name(device);
     let file = std::fs::OpenOptions::new().read(true).open(device).map_err(|e| {
@@ -171,23 +184,36 @@ pub fn identify(device: &str, nsid: u32) -> Result<(IdentifyController, Identify
         };
         BackendError::os(format!("cannot open {device}"), hint, e)
     })?;
-    let nsid = match (kind, parse_controller_name(&name)) {
-        (FileKind::Char, Some(_)) => nsid,
-        (FileKind::Char | FileKind::Block, None) => nvme_ioctl::namespace_id(file.as_fd())
-            .map_err(|e| BackendError::os(format!("NVME_IOCTL_ID on {device}"), "use /dev/nvmeX, /dev/nvmeXnY or /dev/ngXnY", e))?,
+    let admin_err = |what: String| {
+        move |e| match e {
+            nvme_ioctl::PassthruError::Os(e) => BackendError::os(
+                format!("{what} through NVME_IOCTL_ADMIN_CMD on {device}"),
+                "admin commands need CAP_SYS_ADMIN: run as root",
+                e,
+            ),
+            nvme_ioctl::PassthruError::Nvme(s) => BackendError::Invalid(format!("{what} failed on {device}: NVMe status {s}")),
+        }
+    };
+    let nsids = match (kind, parse_controller_name(&name)) {
+        (FileKind::Char, Some(_)) => match nsid {
+            Some(n) => vec![n],
+            None => active_namespaces(&file).map_err(admin_err("Identify (active namespace list)".into()))?,
+        },
+        (FileKind::Char | FileKind::Block, None) => vec![nvme_ioctl::namespace_id(file.as_fd())
+            .map_err(|e| BackendError::os(format!("NVME_IOCTL_ID on {device}"), "use /dev/nvmeX, /dev/nvmeXnY or /dev/ngXnY", e))?],
         _ => return Err(BackendError::Invalid(format!("{device} is not an NVMe device; use /dev/nvmeX, /dev/nvmeXnY or /dev/ngXnY"))),
     };
-    let (ctrl, ns) = identify_pages(&file, nsid).map_err(|e| match e {
-        nvme_ioctl::PassthruError::Os(e) => BackendError::os(
-            format!("Identify through NVME_IOCTL_ADMIN_CMD on {device}"),
-            "admin commands need CAP_SYS_ADMIN: run as root",
-            e,
-        ),
-        nvme_ioctl::PassthruError::Nvme(s) => {
-            BackendError::Invalid(format!("Identify (namespace {nsid}) failed on {device}: NVMe status {s}"))
+    let ctrl = IdentifyController::parse(&*identify_page(&file, &Identify::controller()).map_err(admin_err("Identify Controller".into()))?);
+    let mut namespaces = vec![];
+    for n in nsids {
+        let ns = IdentifyNamespace::parse(&*identify_page(&file, &Identify::namespace(n)).map_err(admin_err(format!("Identify (namespace {n})")))?);
+        if ns.is_inactive() {
+            return Err(BackendError::Invalid(format!("namespace {n} is not active on {device} (Identify Namespace is all zero); `nvme-bypass info --device {device}` without --nsid lists the active ones")));
         }
-    })?;
-    Ok((ctrl, ns, nsid))
+        let descriptors = NsDescriptors { csi: Some(command_set(&file, n)), ..Default::default() };
+        namespaces.push(NamespaceInfo::new(n, ns, &descriptors));
+    }
+    Ok((ctrl, namespaces))
 }
 
 impl Target for PassthruTarget {

@@ -36,7 +36,7 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
 
     /// Wrap a brought-up controller; `nsid` must be active.
     pub fn new(name: &str, mut ctrl: Controller<R>, nsid: u32) -> Result<Self, BackendError> {
-        let ns = ctrl.identify_namespace(nsid)?;
+        let ns = super::namespace::usable(&mut ctrl, nsid)?;
         let geometry = Geometry { nsid, lba_size: ns.lba_size(), blocks: ns.nsze, max_transfer: ctrl.max_transfer() };
         // Identify data is the device's word: refuse what would break the
         // arithmetic later (block sizes are 512 B..64 KiB in practice).
@@ -46,12 +46,6 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
                 "namespace {nsid} reports {} blocks of {lba} bytes (LBADS {}), which this tool cannot use; check the namespace's format with `nvme-bypass info`",
                 ns.nsze,
                 ns.current_format().lbads
-            )));
-        }
-        if ns.current_format().ms != 0 {
-            return Err(BackendError::Unsupported(format!(
-                "namespace {nsid} is formatted with {} bytes of metadata per block; this tool needs a format without metadata",
-                ns.current_format().ms
             )));
         }
         let id = ctrl.identify();

@@ -94,6 +94,27 @@ impl VfioTarget {
     }
 }
 
+/// A controller opened through VFIO and brought up for admin commands
+/// only (`info`): no namespace is checked, no I/O queue created.
+/// Field order is drop order, as in [`VfioTarget`].
+pub struct VfioController {
+    pub ctrl: Controller<Bar>,
+    _dma: Arc<VfioDma>,
+    _dev: VfioPci,
+}
+
+/// Open the controller at `bdf` (bound to vfio-pci) for admin commands.
+pub fn open_controller(bdf: &str) -> Result<VfioController, BackendError> {
+    let b = Bdf::parse(bdf).map_err(|e| BackendError::Invalid(e.to_string()))?;
+    let dev = VfioPci::open(&Host::system(), &b).map_err(|e| vfio_err(bdf, e))?;
+    let bar = dev.map_bar0().map_err(|e| vfio_err(bdf, e))?;
+    let dma = dev.dma(true);
+    dev.enable_bus_master().map_err(|e| vfio_err(bdf, e))?;
+    let mem: Arc<dyn DmaAllocator> = dma.clone();
+    let ctrl = Controller::new(bar, mem, ControllerConfig { io_queues: 1, shadow_doorbells: false, ..Default::default() })?;
+    Ok(VfioController { ctrl, _dma: dma, _dev: dev })
+}
+
 /// The raw pieces for tools that drive the controller themselves (`trace`):
 /// BAR0 as a register window, the DMA allocator, and the device (keep it
 /// alive as long as the other two are used). Bus mastering is on.

@@ -14,8 +14,48 @@
 mkdir -p "$NVB_RESULTS"
 NVB_CUR_STEP=
 
-# step NAME: mark the start of a step (run.sh reports the last one on failure)
-step() { NVB_CUR_STEP=$1; echo "NVB-STEP $1"; }
+# step NAME: mark the start of a step (run.sh reports the last one on
+# failure). The script's first step starts its watchdog: a step that runs
+# longer than NVB_STEP_TIMEOUT seconds (run.sh --step-timeout, default 360)
+# is reported as NVB-WATCHDOG, with the processes and the kernel log's
+# tail, and the script and its children are stopped, so a hung step fails
+# the script in minutes rather than hanging the boot.
+step() {
+  NVB_CUR_STEP=$1; echo "NVB-STEP $1"
+  echo "$(cut -d' ' -f1 /proc/uptime) $1" > "/run/nvb-step.$$"
+  [ -n "${_nvb_wd:-}" ] || _nvb_watchdog
+}
+
+# (the watchdog of `step`; ends with the script)
+_nvb_watchdog() {
+  _nvb_wd=$$
+  ( _owner=$_nvb_wd; _limit=${NVB_STEP_TIMEOUT:-360}
+    trap '' INT
+    read -r _self _rest < /proc/self/stat      # this subshell's own pid
+    while sleep 5 && kill -0 "$_owner" 2>/dev/null; do
+      read -r _t0 _name < "/run/nvb-step.$_owner" 2>/dev/null || continue
+      _el=$(awk -v a="$_t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN{printf "%d", b - a}')
+      [ "$_el" -ge "$_limit" ] || continue
+      echo "NVB-WATCHDOG: step '$_name' of $0 has run for ${_el} s (limit ${_limit} s, run.sh --step-timeout): stopping the script"
+      ps 2>/dev/null | grep -v ' \[' | sed 's/^/NVB-WATCHDOG:   /'
+      dmesg 2>/dev/null | tail -n 15 | sed 's/^/NVB-WATCHDOG:   /'
+      # The script dies at once (SIGKILL: it fails, whatever it traps);
+      # its children get SIGTERM, which nvme-bypass answers by stopping
+      # its I/O and handing the controller back, then SIGKILL.
+      _kids=
+      for _s in /proc/[0-9]*/stat; do
+        read -r _pid _comm _st _ppid _rest < "$_s" 2>/dev/null || continue
+        [ "$_ppid" != "$_owner" ] || [ "$_pid" = "$_self" ] || _kids="$_kids $_pid"
+      done
+      kill -KILL "$_owner" 2>/dev/null
+      [ -z "$_kids" ] || kill -TERM $_kids 2>/dev/null
+      sleep 10
+      [ -z "$_kids" ] || kill -KILL $_kids 2>/dev/null
+      rm -f "/run/nvb-step.$_owner"
+      exit 0
+    done
+    rm -f "/run/nvb-step.$_owner" ) &
+}
 
 # info MSG: an indented progress line
 info() { echo "  $*"; }

@@ -425,6 +425,21 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             .collect())
     }
 
+    /// Namespace Identification Descriptors (Identify CNS 03h): among them
+    /// the namespace's command set. A controller older than NVMe 1.3 answers
+    /// Invalid Field; that is an empty list (the NVM command set).
+    pub fn identify_ns_descriptors(&mut self, nsid: u32) -> Result<nvme_spec::identify::NsDescriptors, Error> {
+        match self.identify_page(cmd::Identify::ns_descriptors(nsid)) {
+            Ok(page) => Ok(nvme_spec::identify::NsDescriptors::parse(&page)),
+            Err(Error::Command { status, .. })
+                if status.sct == nvme_spec::StatusCodeType::GENERIC && status.sc == nvme_spec::status::generic::INVALID_FIELD =>
+            {
+                Ok(Default::default())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Create an I/O completion queue and submission queue of `entries`
     /// entries each (clamped to CAP.MQES + 1) on the lowest free queue id,
     /// polled, or with interrupts on vector `qid` when configured. NVMe 1.4c

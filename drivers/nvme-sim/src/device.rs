@@ -313,16 +313,32 @@ impl Device {
         let ident_ns = cfg
             .namespaces
             .iter()
-            .map(|n| {
+            .enumerate()
+            .map(|(i, n)| {
+                if n.blocks == 0 {
+                    return Box::new([0u8; IDENTIFY_SIZE]); // inactive
+                }
+                let f = cfg.namespace_formats.get(i).copied().unwrap_or_default();
+                let lbads = if n.lba_size == 4096 { 12 } else { 9 };
                 let mut lbaf = [LbaFormat::default(); 16];
                 lbaf[0] = LbaFormat { ms: 0, lbads: 9, rp: 0 };
                 lbaf[1] = LbaFormat { ms: 0, lbads: 12, rp: 0 };
+                // A format with metadata is a third one, in use.
+                let (nlbaf, index) = if f.ms != 0 {
+                    lbaf[2] = LbaFormat { ms: f.ms, lbads, rp: 0 };
+                    (2, 2)
+                } else {
+                    (1, (lbads == 12) as u8)
+                };
                 IdentifyNamespace {
                     nsze: n.blocks,
                     ncap: n.blocks,
                     nuse: n.blocks,
-                    nlbaf: 1,
-                    flbas: if n.lba_size == 4096 { 1 } else { 0 },
+                    nlbaf,
+                    flbas: index | (f.extended as u8) << 4,
+                    mc: if f.ms != 0 { 3 } else { 0 }, // both metadata layouts
+                    dpc: if f.pi != 0 { 0x1f } else { 0 },
+                    dps: f.pi & 7,
                     dlfeat: 1, // deallocated blocks read as zeroes
                     lbaf,
                     ..Default::default()
@@ -946,9 +962,24 @@ impl Device {
             }
             cns::ACTIVE_NAMESPACES => {
                 let mut p = Box::new([0u8; IDENTIFY_SIZE]);
-                let ids = (1..=self.cfg.namespaces.len() as u32).filter(|&i| i > sqe.nsid);
+                let active = |i: &u32| self.cfg.namespaces[*i as usize - 1].blocks != 0;
+                let ids = (1..=self.cfg.namespaces.len() as u32).filter(|&i| i > sqe.nsid).filter(active);
                 for (k, id) in ids.take(1024).enumerate() {
                     p[k * 4..k * 4 + 4].copy_from_slice(&id.to_le_bytes());
+                }
+                p
+            }
+            cns::NS_DESCRIPTORS => {
+                if sqe.nsid == 0 || sqe.nsid > nn {
+                    return Err(err(gs::INVALID_NAMESPACE_OR_FORMAT));
+                }
+                // One descriptor: the Command Set Identifier (NIDT 04h).
+                let mut p = Box::new([0u8; IDENTIFY_SIZE]);
+                let i = sqe.nsid as usize - 1;
+                if self.cfg.namespaces.get(i).is_some_and(|n| n.blocks != 0) {
+                    p[0] = 4;
+                    p[1] = 1;
+                    p[4] = self.cfg.namespace_formats.get(i).map_or(0, |f| f.csi);
                 }
                 p
             }
@@ -1243,7 +1274,7 @@ impl Device {
         if nsid == 0 || nsid > nn {
             return Err(err(gs::INVALID_NAMESPACE_OR_FORMAT));
         }
-        let Some(ns) = self.cfg.namespaces.get(nsid as usize - 1).copied() else {
+        let Some(ns) = self.cfg.namespaces.get(nsid as usize - 1).copied().filter(|n| n.blocks != 0) else {
             return Err(err(gs::INVALID_NAMESPACE_OR_FORMAT)); // inactive
         };
         match op {

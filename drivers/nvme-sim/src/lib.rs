@@ -43,13 +43,32 @@ pub enum DataMode {
     Null,
 }
 
-/// One namespace.
+/// One namespace. A namespace of 0 blocks is an inactive NSID (allocated,
+/// not attached): Identify returns zeroes for it, the active list skips it,
+/// and I/O to it fails with Invalid Namespace. That gives NSID lists with
+/// gaps, or without NSID 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NamespaceConfig {
     /// Size in logical blocks.
     pub blocks: u64,
     /// Logical block size in bytes: 512 or 4096.
     pub lba_size: u32,
+}
+
+/// How a namespace presents itself beyond its block size: metadata,
+/// end-to-end protection and its I/O command set, as Identify reports them.
+/// Only reported: the simulator moves data as for a plain namespace, so
+/// this is for testing what a driver refuses before it sends any I/O.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NamespaceFormat {
+    /// Metadata bytes per block of the format in use (0 = none).
+    pub ms: u16,
+    /// Metadata at the end of each block (FLBAS bit 4), else separate.
+    pub extended: bool,
+    /// Protection information type in use (DPS bits 2:0): 0 none, 1..3.
+    pub pi: u8,
+    /// Command Set Identifier (Identify CNS 03h): 0 NVM, 2 zoned.
+    pub csi: u8,
 }
 
 /// A callback receiving controller-side events (for `nvme-bypass trace`).
@@ -62,6 +81,9 @@ pub struct SimConfig {
     pub namespaces: Vec<NamespaceConfig>,
     /// Extra namespace IDs that exist but are inactive (Identify returns zeroes).
     pub inactive_namespaces: u32,
+    /// Formats of the namespaces, by index as in `namespaces`; a namespace
+    /// without an entry is plain NVM without metadata.
+    pub namespace_formats: Vec<NamespaceFormat>,
     /// Data handling.
     pub data: DataMode,
     /// MDTS: max transfer `4 KiB << mdts` (0 = unlimited).
@@ -105,6 +127,7 @@ impl Default for SimConfig {
         SimConfig {
             namespaces: vec![NamespaceConfig { blocks: 1 << 17, lba_size: 512 }],
             inactive_namespaces: 0,
+            namespace_formats: vec![],
             data: DataMode::Ram,
             mdts: 7,
             max_queue_entries: 2048,
@@ -162,8 +185,8 @@ impl SimController {
         if config.namespaces.iter().any(|n| n.lba_size != 512 && n.lba_size != 4096) {
             return Err(SimError::Config("LBA size must be 512 or 4096".into()));
         }
-        if config.namespaces.iter().any(|n| n.blocks == 0) {
-            return Err(SimError::Config("a namespace needs at least one block".into()));
+        if config.namespaces.iter().all(|n| n.blocks == 0) {
+            return Err(SimError::Config("at least one namespace needs blocks (0 blocks is an inactive NSID)".into()));
         }
         if !(2..=65536).contains(&config.max_queue_entries) {
             return Err(SimError::Config("max_queue_entries must be 2..=65536".into()));

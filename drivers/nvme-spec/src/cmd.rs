@@ -128,6 +128,12 @@ impl Identify {
         s.cdw10 = cns::ACTIVE_NAMESPACES as u32;
         s
     }
+    /// Namespace Identification Descriptor list (CNS 03h) for `nsid`.
+    pub fn ns_descriptors(nsid: u32) -> Sqe {
+        let mut s = sqe(AdminOpcode::Identify as u8, nsid);
+        s.cdw10 = cns::NS_DESCRIPTORS as u32;
+        s
+    }
 }
 
 /// Create I/O Completion Queue. NVMe 1.4c §5.3: CDW10 QID (15:0) and QSIZE
@@ -307,6 +313,8 @@ mod tests {
     fn admin_fields() {
         assert_eq!(Identify::controller().cdw10, 1);
         assert_eq!(Identify::namespace(7).nsid, 7);
+        let d = Identify::ns_descriptors(5);
+        assert_eq!((d.opcode(), d.nsid, d.cdw10), (0x06, 5, 3));
         let nq = set_number_of_queues(4, 2);
         assert_eq!(nq.cdw10, 7);
         assert_eq!(nq.cdw11, 3 | 1 << 16);

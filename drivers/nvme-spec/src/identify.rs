@@ -448,6 +448,25 @@ impl IdentifyNamespace {
     pub fn is_inactive(&self) -> bool {
         self.nsze == 0
     }
+    /// FLBAS bit 4: metadata travels at the end of each block's data (an
+    /// extended LBA, QEMU's `mset=1`) rather than in a separate buffer.
+    pub fn metadata_extended(&self) -> bool {
+        self.flbas & 0x10 != 0
+    }
+    /// End-to-end protection information type in use (DPS bits 2:0): 0 none,
+    /// 1..3 Type 1..3.
+    pub fn pi_type(&self) -> u8 {
+        self.dps & 7
+    }
+    /// DPS bit 3: the protection information is the first eight bytes of
+    /// the metadata (else the last eight).
+    pub fn pi_first(&self) -> bool {
+        self.dps & 8 != 0
+    }
+    /// The valid LBA formats (`nlbaf + 1` of them, at most 16) with their index.
+    pub fn formats(&self) -> impl Iterator<Item = (usize, LbaFormat)> + '_ {
+        self.lbaf.iter().copied().enumerate().take(self.nlbaf.min(15) as usize + 1)
+    }
 
     /// The fields as nvme-cli's `id-ns` names and formats them, in order.
     pub fn nvme_cli_fields(&self) -> Vec<(String, String)> {
@@ -472,15 +491,82 @@ impl IdentifyNamespace {
             ("nguid".into(), self.nguid.iter().map(|b| format!("{b:02x}")).collect()),
             ("eui64".into(), self.eui64.iter().map(|b| format!("{b:02x}")).collect()),
         ];
-        for i in 0..=self.nlbaf.min(15) as usize {
-            let f = self.lbaf[i];
+        for (i, f) in self.formats() {
             let inuse = if i == self.format_index() { " (in use)" } else { "" };
-            v.push((
-                format!("lbaf {i:2}"),
-                format!("ms:{:<3} lbads:{:<2} rp:{:#x}{inuse}", f.ms, f.lbads, f.rp),
-            ));
+            // nvme-cli prints rp with C's %#x: "0" for zero, "0x2" otherwise.
+            let rp = if f.rp == 0 { "0".to_string() } else { format!("{:#x}", f.rp) };
+            v.push((format!("lbaf {i:2}"), format!("ms:{:<3} lbads:{:<2} rp:{rp}{inuse}", f.ms, f.lbads)));
         }
         v
+    }
+}
+
+/// Command Set Identifiers (CSI) of a namespace. NVMe Base 2.0c, Identify
+/// CNS 03h descriptor type 04h; the values are those of CC.CSS's command sets.
+pub mod csi {
+    /// NVM Command Set: reads and writes anywhere in the namespace.
+    pub const NVM: u8 = 0x00;
+    /// Key Value Command Set.
+    pub const KEY_VALUE: u8 = 0x01;
+    /// Zoned Namespace Command Set: writes only at a zone's write pointer.
+    pub const ZONED: u8 = 0x02;
+}
+
+/// The Namespace Identification Descriptor list (Identify CNS 03h).
+/// NVMe 1.4c §5.15.2.3: descriptors of NIDT (byte 0), NIDL (byte 1), two
+/// reserved bytes and NIDL bytes of identifier, until an NIDT of 0. Types:
+/// 01h EUI-64 (8 bytes), 02h NGUID (16), 03h UUID (16); NVMe Base 2.0c adds
+/// 04h Command Set Identifier (1 byte).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NsDescriptors {
+    pub eui64: Option<[u8; 8]>,
+    pub nguid: Option<[u8; 16]>,
+    pub uuid: Option<[u8; 16]>,
+    /// The namespace's I/O command set, see [`csi`]; `None` when the
+    /// controller does not report it (before NVMe 2.0: the NVM command set).
+    pub csi: Option<u8>,
+}
+
+impl NsDescriptors {
+    /// Parse the 4096-byte page; a descriptor running past the page, or one
+    /// whose length does not fit its type, ends the list (a device's word is
+    /// checked, never trusted).
+    pub fn parse(b: &[u8; IDENTIFY_SIZE]) -> Self {
+        let mut d = NsDescriptors::default();
+        let mut o = 0;
+        while o + 4 <= IDENTIFY_SIZE {
+            let (nidt, nidl) = (b[o], b[o + 1] as usize);
+            if nidt == 0 || o + 4 + nidl > IDENTIFY_SIZE {
+                break;
+            }
+            let id = &b[o + 4..o + 4 + nidl];
+            match (nidt, nidl) {
+                (1, 8) => d.eui64 = Some(id.try_into().unwrap()),
+                (2, 16) => d.nguid = Some(id.try_into().unwrap()),
+                (3, 16) => d.uuid = Some(id.try_into().unwrap()),
+                (4, 1) => d.csi = Some(id[0]),
+                (1..=4, _) => break,
+                _ => {} // a type this code does not know: skip it
+            }
+            o += 4 + nidl;
+        }
+        d
+    }
+
+    /// The command set in use, with the NVM command set for a controller
+    /// that does not say.
+    pub fn command_set(&self) -> u8 {
+        self.csi.unwrap_or(csi::NVM)
+    }
+
+    /// Name of a command set identifier.
+    pub fn command_set_name(csi: u8) -> &'static str {
+        match csi {
+            csi::NVM => "NVM",
+            csi::KEY_VALUE => "Key Value",
+            csi::ZONED => "Zoned Namespace",
+            _ => "unknown",
+        }
     }
 }
 
@@ -610,6 +696,68 @@ mod tests {
         let mut ns = IdentifyNamespace { nsze: u64::MAX, ..Default::default() };
         ns.lbaf[0] = LbaFormat { ms: 0, lbads: 12, rp: 0 };
         assert_eq!(ns.size_bytes(), u64::MAX);
+    }
+
+    #[test]
+    fn lbaf_lines_as_nvme_cli_prints_them() {
+        let mut n = IdentifyNamespace::parse(&namespace_fixture(9));
+        n.lbaf[1].rp = 2;
+        let f = n.nvme_cli_fields();
+        let lbaf: Vec<_> = f.iter().filter(|(k, _)| k.starts_with("lbaf")).collect();
+        assert_eq!(lbaf.len(), 8);
+        assert_eq!((lbaf[0].0.as_str(), lbaf[0].1.as_str()), ("lbaf  0", "ms:0   lbads:9  rp:0 (in use)"));
+        assert_eq!(lbaf[1].1, "ms:8   lbads:9  rp:0x2");
+        assert_eq!(lbaf[7].1, "ms:64  lbads:12 rp:0");
+    }
+
+    #[test]
+    fn metadata_and_protection_settings() {
+        let mut n = IdentifyNamespace::parse(&namespace_fixture(9));
+        assert!(!n.metadata_extended() && n.pi_type() == 0);
+        n.flbas = 0x11; // format 1 (512+8), extended
+        n.dps = 0x9; // Type 1, in the first eight bytes
+        assert_eq!(n.current_format().ms, 8);
+        assert!(n.metadata_extended());
+        assert_eq!(n.pi_type(), 1);
+        assert!(n.pi_first());
+        assert_eq!(n.formats().count(), 8);
+    }
+
+    #[test]
+    fn namespace_descriptors() {
+        let mut b = Box::new([0u8; IDENTIFY_SIZE]);
+        // EUI-64, NGUID, UUID, CSI as QEMU lists them
+        let mut o = 0;
+        for (t, l) in [(1u8, 8usize), (2, 16), (3, 16), (4, 1)] {
+            b[o] = t;
+            b[o + 1] = l as u8;
+            for i in 0..l {
+                b[o + 4 + i] = t * 16 + i as u8;
+            }
+            o += 4 + l;
+        }
+        b[o - 1] = csi::ZONED;
+        let d = NsDescriptors::parse(&b);
+        assert_eq!(d.eui64, Some([16, 17, 18, 19, 20, 21, 22, 23]));
+        assert_eq!(d.nguid.unwrap()[0], 32);
+        assert_eq!(d.uuid.unwrap()[15], 48 + 15);
+        assert_eq!(d.csi, Some(csi::ZONED));
+        assert_eq!(NsDescriptors::command_set_name(d.command_set()), "Zoned Namespace");
+        // No descriptors: the NVM command set.
+        assert_eq!(NsDescriptors::parse(&[0u8; IDENTIFY_SIZE]).command_set(), csi::NVM);
+        // A length that does not fit its type, or runs past the page, ends the list.
+        let mut bad = Box::new([0u8; IDENTIFY_SIZE]);
+        bad[0] = 4;
+        bad[1] = 200;
+        assert_eq!(NsDescriptors::parse(&bad).csi, None);
+        // A type this code does not know is skipped.
+        let mut skip = Box::new([0u8; IDENTIFY_SIZE]);
+        skip[0] = 7;
+        skip[1] = 255;
+        skip[259] = 4;
+        skip[260] = 1;
+        skip[263] = csi::KEY_VALUE;
+        assert_eq!(NsDescriptors::parse(&skip).csi, Some(csi::KEY_VALUE));
     }
 
     #[test]

@@ -1,0 +1,74 @@
+//! Namespaces unlike a single NSID 1: gaps in the NSID list, no NSID 1,
+//! inactive NSIDs, and the command set and format Identify reports, against
+//! the simulated controller.
+
+use nvme_driver::{Controller, ControllerConfig, DataPtr, Error};
+use nvme_sim::{NamespaceConfig, NamespaceFormat, SimConfig, SimController, SimRegisters};
+use nvme_spec::identify::csi;
+use nvme_spec::status::generic as gs;
+use nvme_spec::StatusCodeType;
+use std::time::{Duration, Instant};
+
+fn bring_up(cfg: SimConfig) -> (SimController, Controller<SimRegisters>) {
+    let sim = SimController::start(SimConfig { idle_spins: 2000, ..cfg }).unwrap();
+    let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig { io_queues: 1, admin_timeout: Duration::from_secs(5), ..Default::default() }).unwrap();
+    (sim, ctrl)
+}
+
+/// NSIDs 1 and 3 inactive (0 blocks), 2 plain, 4 with 16 bytes of separate
+/// metadata and protection information Type 1, 5 zoned.
+fn gaps() -> SimConfig {
+    let ns = |blocks| NamespaceConfig { blocks, lba_size: 512 };
+    SimConfig {
+        namespaces: vec![ns(0), ns(4096), ns(0), ns(4096), ns(4096)],
+        namespace_formats: vec![
+            NamespaceFormat::default(),
+            NamespaceFormat::default(),
+            NamespaceFormat::default(),
+            NamespaceFormat { ms: 16, pi: 1, ..Default::default() },
+            NamespaceFormat { csi: csi::ZONED, ..Default::default() },
+        ],
+        ..SimConfig::default()
+    }
+}
+
+#[test]
+fn active_list_skips_inactive_nsids() {
+    let (_sim, mut ctrl) = bring_up(gaps());
+    assert_eq!(ctrl.identify().nn, 5);
+    assert_eq!(ctrl.active_namespaces().unwrap(), [2, 4, 5]);
+    for n in [1, 3] {
+        assert!(matches!(ctrl.identify_namespace(n), Err(Error::InactiveNamespace { .. })), "nsid {n}");
+    }
+    assert_eq!(ctrl.identify_namespace(2).unwrap().nsze, 4096);
+}
+
+#[test]
+fn command_set_and_format_as_identify_reports_them() {
+    let (_sim, mut ctrl) = bring_up(gaps());
+    assert_eq!(ctrl.identify_ns_descriptors(2).unwrap().csi, Some(csi::NVM));
+    assert_eq!(ctrl.identify_ns_descriptors(5).unwrap().csi, Some(csi::ZONED));
+    assert_eq!(ctrl.identify_ns_descriptors(3).unwrap().csi, None, "inactive: no descriptors");
+    let pi = ctrl.identify_namespace(4).unwrap();
+    assert_eq!((pi.current_format().ms, pi.pi_type(), pi.metadata_extended()), (16, 1, false));
+    assert_eq!(pi.lbaf[0].ms, 0, "a format without metadata is listed too");
+}
+
+#[test]
+fn io_to_an_inactive_nsid_is_invalid_namespace() {
+    let (_sim, mut ctrl) = bring_up(gaps());
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    for (nsid, want) in [(3, gs::INVALID_NAMESPACE_OR_FORMAT), (2, gs::SUCCESS)] {
+        qp.submit(nvme_spec::cmd::ReadWrite::read(nsid, 0, 1).build(), Some(DataPtr::of(&buf)), 1).unwrap();
+        qp.ring();
+        let start = Instant::now();
+        let mut st = None;
+        while st.is_none() {
+            qp.poll(1, |c| st = Some(c.status()));
+            assert!(start.elapsed() < Duration::from_secs(5), "command timed out");
+        }
+        let st = st.unwrap();
+        assert_eq!((st.sct, st.sc), (StatusCodeType::GENERIC, want), "nsid {nsid}");
+    }
+}
