@@ -264,14 +264,23 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         Ok(c)
     }
 
-    /// Doorbell Buffer Config: one page of shadow doorbells, one of
-    /// EventIdx values, zeroed, sized for every granted queue.
+    /// Doorbell Buffer Config: a buffer of shadow doorbells and one of
+    /// EventIdx values, zeroed, each with a slot for every granted queue at
+    /// the controller's doorbell stride (contiguous, page aligned, past one
+    /// page when there are many queues or a large stride): the controller
+    /// uses the slots of every I/O queue it creates, wherever they fall.
     fn enable_shadow_doorbells(&mut self) -> Result<(), Error> {
-        let dbs = self.mem.alloc(PAGE_SIZE, PAGE_SIZE)?;
-        let eis = self.mem.alloc(PAGE_SIZE, PAGE_SIZE)?;
-        dbs.fill(0, PAGE_SIZE, 0);
-        eis.fill(0, PAGE_SIZE, 0);
-        // (Queues whose slots do not fit the page keep MMIO doorbells: see shadow_slots.)
+        let len = crate::doorbell::buffer_len(self.io_queues_granted, self.cap.dstrd(), PAGE_SIZE).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "shadow doorbells for {} queues at doorbell stride {} bytes do not fit the address space; run without shadow doorbells",
+                self.io_queues_granted,
+                self.cap.doorbell_stride()
+            ))
+        })?;
+        let dbs = self.mem.alloc(len, PAGE_SIZE)?;
+        let eis = self.mem.alloc(len, PAGE_SIZE)?;
+        dbs.fill(0, len, 0);
+        eis.fill(0, len, 0);
         self.admin_command(cmd::doorbell_buffer_config(dbs.iova(), eis.iova()), None)?;
         self.shadow = Some((dbs, eis));
         Ok(())
@@ -283,17 +292,14 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     /// The shadow slots of I/O queue `qid`, zeroed, if shadow doorbells are
-    /// on and the slots fit the page.
+    /// on (the buffers hold every granted queue's slots).
     fn shadow_slots(&self, qid: u16) -> Option<(crate::doorbell::ShadowSlot, crate::doorbell::ShadowSlot)> {
         let (dbs, eis) = self.shadow.as_ref()?;
         let d = self.cap.dstrd();
         let sq_off = nvme_spec::regs::sq_tail_doorbell(qid, d) - offset::DOORBELL_BASE;
         let cq_off = nvme_spec::regs::cq_head_doorbell(qid, d) - offset::DOORBELL_BASE;
-        if cq_off + 4 > PAGE_SIZE {
-            return None;
-        }
-        let sq = crate::doorbell::ShadowSlot::new(dbs.clone(), eis.clone(), sq_off);
-        let cq = crate::doorbell::ShadowSlot::new(dbs.clone(), eis.clone(), cq_off);
+        let sq = crate::doorbell::ShadowSlot::new(dbs, eis, sq_off);
+        let cq = crate::doorbell::ShadowSlot::new(dbs, eis, cq_off);
         sq.clear();
         cq.clear();
         Some((sq, cq))

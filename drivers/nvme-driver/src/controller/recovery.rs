@@ -125,7 +125,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             )));
         }
 
-        // Step 7: shadow doorbells again, on the same pages, zeroed.
+        // Step 7: shadow doorbells again, on the same buffers, zeroed. Queue
+        // threads may still store into their (dead) slots meanwhile: the
+        // fill's stores are atomic 4-byte words, like theirs, so that is no
+        // data race, and each slot is cleared again before its queue is
+        // re-created (shadow_slots).
         if let Some((dbs, eis)) = self.shadow.clone() {
             dbs.fill(0, dbs.len(), 0);
             eis.fill(0, eis.len(), 0);
