@@ -79,6 +79,10 @@ pub struct Faults {
     /// Flip one bit in the data returned by every Nth I/O command that is a
     /// Read (RAM data mode): silent corruption, for --verify (0 = off).
     pub corrupt_data_every: AtomicU32,
+    /// Do not act on CC.EN = 0 while set: CSTS.RDY stays 1 and the queues
+    /// stay live (a controller that does not reset). The reset happens when
+    /// it is cleared.
+    pub ignore_disable: AtomicBool,
 }
 
 /// A completion held back by `Faults::stall_every`.
@@ -491,6 +495,9 @@ impl Device {
         let changed = cc_bits != self.last_cc;
         let cc = Cc::from_bits(cc_bits);
         let last = Cc::from_bits(self.last_cc);
+        if changed && last.en() && !cc.en() && self.faults.ignore_disable.load(Ordering::Relaxed) {
+            return 0; // seen again, and acted on, once the fault is cleared
+        }
         self.last_cc = cc_bits;
         if changed && last.en() && !cc.en() {
             self.reset();
