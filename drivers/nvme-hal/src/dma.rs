@@ -272,46 +272,49 @@ impl DmaRegion {
     /// Copy `src` into the region at `offset`.
     pub fn copy_from(&self, offset: usize, src: &[u8]) {
         let dst = self.range(offset, src.len(), "DMA copy out of bounds");
-        let (mut i, n) = (0, src.len());
         // Bytes up to the first 8-byte boundary, whole qwords, the rest.
-        while i < n && !(dst as usize + i).is_multiple_of(8) {
+        let head = dst.align_offset(8).min(src.len());
+        let (first, rest) = src.split_at(head);
+        let (words, last) = rest.split_at(rest.len() & !7);
+        for (i, &b) in first.iter().enumerate() {
             // SAFETY: dst + i is inside the checked range; bytes are always
             // aligned; the memory is only accessed atomically.
-            unsafe { atomic::<AtomicU8>(dst.add(i)) }.store(src[i], Ordering::Relaxed);
-            i += 1;
+            unsafe { atomic::<AtomicU8>(dst.add(i)) }.store(b, Ordering::Relaxed);
         }
-        while n - i >= 8 {
-            let q = u64::from_ne_bytes(src[i..i + 8].try_into().expect("8 bytes"));
-            // SAFETY: 8 bytes inside the checked range, 8-byte aligned (the
-            // loop above reached the boundary); accessed only atomically.
-            unsafe { atomic::<AtomicU64>(dst.add(i)) }.store(q, Ordering::Relaxed);
-            i += 8;
+        let at = dst.wrapping_add(head);
+        for (i, w) in words.chunks_exact(8).enumerate() {
+            let q = u64::from_ne_bytes(w.try_into().expect("chunks of 8"));
+            // SAFETY: 8 bytes inside the checked range, 8-byte aligned (`at`
+            // is on the boundary); accessed only atomically.
+            unsafe { atomic::<AtomicU64>(at.add(8 * i)) }.store(q, Ordering::Relaxed);
         }
-        while i < n {
+        let at = at.wrapping_add(words.len());
+        for (i, &b) in last.iter().enumerate() {
             // SAFETY: as for the first bytes.
-            unsafe { atomic::<AtomicU8>(dst.add(i)) }.store(src[i], Ordering::Relaxed);
-            i += 1;
+            unsafe { atomic::<AtomicU8>(at.add(i)) }.store(b, Ordering::Relaxed);
         }
     }
     /// Copy from the region at `offset` into `dst`.
     pub fn copy_to(&self, offset: usize, dst: &mut [u8]) {
         let src = self.range(offset, dst.len(), "DMA copy out of bounds");
-        let (mut i, n) = (0, dst.len());
-        while i < n && !(src as usize + i).is_multiple_of(8) {
+        let head = src.align_offset(8).min(dst.len());
+        let (first, rest) = dst.split_at_mut(head);
+        let len = rest.len();
+        let (words, last) = rest.split_at_mut(len & !7);
+        for (i, b) in first.iter_mut().enumerate() {
             // SAFETY: as in copy_from.
-            dst[i] = unsafe { atomic::<AtomicU8>(src.add(i)) }.load(Ordering::Relaxed);
-            i += 1;
+            *b = unsafe { atomic::<AtomicU8>(src.add(i)) }.load(Ordering::Relaxed);
         }
-        while n - i >= 8 {
+        let at = src.wrapping_add(head);
+        for (i, w) in words.chunks_exact_mut(8).enumerate() {
             // SAFETY: as in copy_from.
-            let q = unsafe { atomic::<AtomicU64>(src.add(i)) }.load(Ordering::Relaxed);
-            dst[i..i + 8].copy_from_slice(&q.to_ne_bytes());
-            i += 8;
+            let q = unsafe { atomic::<AtomicU64>(at.add(8 * i)) }.load(Ordering::Relaxed);
+            w.copy_from_slice(&q.to_ne_bytes());
         }
-        while i < n {
+        let at = at.wrapping_add(words.len());
+        for (i, b) in last.iter_mut().enumerate() {
             // SAFETY: as in copy_from.
-            dst[i] = unsafe { atomic::<AtomicU8>(src.add(i)) }.load(Ordering::Relaxed);
-            i += 1;
+            *b = unsafe { atomic::<AtomicU8>(at.add(i)) }.load(Ordering::Relaxed);
         }
     }
     /// Copy `len` bytes from `src` at `src_off` into this region at `offset`
