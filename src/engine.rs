@@ -273,7 +273,10 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
                         }
                         let r = worker(&ctx, &mut *q, i);
                         finished.fetch_add(1, Ordering::Release);
-                        drop(q); // delete the queue pair on this thread, before the target goes
+                        // Delete the queue pair on this thread, before the target goes;
+                        // a failure to is the run's error (the device misbehaved).
+                        let closed = q.close();
+                        let r = r.and_then(|r| closed.map(|()| r));
                         r.map(|mut r| {
                             r.cpu = cpu;
                             r

@@ -373,7 +373,9 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
         a.queue_entries - 1
     ));
     let mut qp = ctrl.create_io_queue_pair(a.queue_entries).map_err(err)?;
-    let buf = ctrl.allocator().alloc(64 << 10, 4096).map_err(|e| CliError::usage(e.to_string()))?;
+    // Owned with the queue: if the story stops early, the controller keeps
+    // it until the queue is gone, as it may still write into it.
+    let buf = ctrl.alloc_queue_buffer(&qp, 64 << 10).map_err(err)?;
     let depth = qp.depth() as u32;
     tr.story(&format!(
         "{} writes then {} reads of one block each, {depth} at a time, each batch with one SQ doorbell; the rings wrap",

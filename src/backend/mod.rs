@@ -260,6 +260,11 @@ pub trait IoQueue: Send {
     fn buf_read(&self, buf: u32, off: usize, out: &mut [u8]);
     /// Counters so far.
     fn counters(&self) -> QueueCounters;
+    /// Give the queue back (delete the queue pair, close the ring), saying
+    /// what went wrong; dropping it does the same but can only warn.
+    fn close(self: Box<Self>) -> Result<(), BackendError> {
+        Ok(())
+    }
     /// I/Os in flight now.
     fn in_flight(&self) -> usize;
     /// Which hardware or kernel queue this is, for per-thread reports

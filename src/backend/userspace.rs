@@ -109,12 +109,30 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
         let qp = ctrl.create_io_queue_pair(entries)?;
         let generation = ctrl.generation();
         let stride = p.buf_size.next_multiple_of(4096);
-        let bufs = ctrl.allocator().alloc(stride * p.depth, 4096)?;
-        let irq = match &self.irqs {
-            Some(f) => Some(f(qp.qid()).map_err(|e| {
+        // The buffers belong to the queue pair in the controller's books: it
+        // keeps them as long as it may write into them, whatever this handle does.
+        let bufs = match stride.checked_mul(p.depth).ok_or(BackendError::Invalid(format!(
+            "--bs {} x --iodepth {} does not fit the address space; use smaller values",
+            p.buf_size, p.depth
+        ))) {
+            Ok(len) => ctrl.alloc_queue_buffer(&qp, len).map_err(BackendError::from),
+            Err(e) => Err(e),
+        };
+        let irq = match (&self.irqs, &bufs) {
+            (Some(f), Ok(_)) => f(qp.qid()).map(Some).map_err(|e| {
                 BackendError::os(format!("the interrupt eventfd of queue {}", qp.qid()), "use polled completions (drop --interrupts)", e)
-            })?),
-            None => None,
+            }),
+            _ => Ok(None),
+        };
+        let (bufs, irq) = match (bufs, irq) {
+            (Ok(b), Ok(i)) => (b, i),
+            (Err(e), _) | (_, Err(e)) => {
+                // Give the queue back before reporting why it cannot be used.
+                return Err(match ctrl.delete_io_queue_pair(qp) {
+                    Ok(()) => e,
+                    Err(d) => BackendError::Failed(format!("{e}; and then {d}")),
+                });
+            }
         };
         Ok(Box::new(UserspaceQueue {
             irq,
@@ -157,14 +175,27 @@ impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
     }
 }
 
+impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
+    /// Delete the queue pair on the controller (if it is still up), so the
+    /// controller forgets it. If that fails, the controller keeps the
+    /// queue's memory and buffers in quarantine (never reused while it may
+    /// still write into them) and the error says so.
+    fn delete(&mut self) -> Result<(), BackendError> {
+        let Some(qp) = self.qp.take() else { return Ok(()) };
+        let mut guard = self.ctrl.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.as_mut() {
+            Some(ctrl) => ctrl.delete_io_queue_pair(qp).map_err(BackendError::from),
+            None => Ok(()),
+        }
+    }
+}
+
 impl<R: RegisterWindow + 'static> Drop for UserspaceQueue<R> {
     fn drop(&mut self) {
-        // Delete the queue pair on the controller (if it is still up), so
-        // the controller forgets its memory before the memory goes.
-        if let Some(qp) = self.qp.take() {
-            if let Some(ctrl) = self.ctrl.lock().unwrap().as_mut() {
-                let _ = ctrl.delete_io_queue_pair(qp);
-            }
+        // Closed without close() (an error path): Drop cannot return the
+        // error, so it is said here.
+        if let Err(e) = self.delete() {
+            eprintln!("nvme-bypass: warning: {e}");
         }
     }
 }
@@ -172,6 +203,10 @@ impl<R: RegisterWindow + 'static> Drop for UserspaceQueue<R> {
 impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
     fn depth(&self) -> usize {
         self.depth
+    }
+
+    fn close(mut self: Box<Self>) -> Result<(), BackendError> {
+        self.delete()
     }
 
     #[inline]
@@ -363,4 +398,88 @@ impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
 #[inline(never)]
 fn failed(c: nvme_driver::Completion) -> IoDone {
     IoDone { tag: c.tag, status: IoStatus::Nvme(c.status()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{QueueParams, Target};
+    use nvme_driver::ControllerConfig;
+    use nvme_hal::{DmaAllocator, DmaError};
+    use nvme_sim::{SimConfig, SimController};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Instant;
+
+    /// The simulator's allocator, counting the bytes whose last handle is
+    /// still alive: memory the allocator could not hand out again.
+    struct Counting {
+        inner: Arc<dyn DmaAllocator>,
+        live: Arc<AtomicUsize>,
+    }
+    struct Held(Arc<AtomicUsize>, usize);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            self.0.fetch_sub(self.1, Ordering::SeqCst);
+        }
+    }
+    impl DmaAllocator for Counting {
+        fn alloc(&self, len: usize, align: usize) -> Result<DmaRegion, DmaError> {
+            let r = self.inner.alloc(len, align)?;
+            self.live.fetch_add(r.len(), Ordering::SeqCst);
+            let held = Held(self.live.clone(), r.len());
+            Ok(r.with_guard(held))
+        }
+    }
+
+    #[test]
+    fn buffers_of_a_queue_whose_deletion_failed_are_not_freed_until_the_controller_stops() {
+        // A read is in flight on a controller that stops answering admin
+        // commands: Delete SQ times out, so the controller may still write
+        // the read's data into the queue's buffer. Neither the buffer nor
+        // the queue's rings may go back to the allocator (which would hand
+        // them to the next allocation) until the controller has stopped.
+        let sim = SimController::start(SimConfig { idle_spins: 2000, ..SimConfig::default() }).unwrap();
+        let live = Arc::new(AtomicUsize::new(0));
+        let mem = Arc::new(Counting { inner: sim.allocator(), live: live.clone() });
+        let cfg = ControllerConfig { admin_timeout: Duration::from_millis(300), ..Default::default() };
+        let ctrl = Controller::new(sim.registers(), mem, cfg).unwrap();
+        let target = UserspaceTarget::new("sim", ctrl, 1).unwrap();
+        let mut q = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
+        let before = live.load(Ordering::SeqCst);
+        sim.faults().hang.store(true, Ordering::Relaxed);
+        let io = Io { op: Op::Read, lba: 0, blocks: 8, buf: 0, tag: 1 };
+        assert_eq!(q.submit(&[io]).unwrap(), 1);
+        let t = Instant::now();
+        drop(q);
+        assert!(t.elapsed() < Duration::from_secs(5), "bounded by the admin timeout");
+        assert_eq!(live.load(Ordering::SeqCst), before, "memory of the queue whose deletion failed was released");
+        // The controller stops at shutdown (CC.EN = 0, CSTS.RDY = 0): only
+        // then does the memory go, all of it.
+        drop(target);
+        assert_eq!(live.load(Ordering::SeqCst), 0, "memory kept after the controller stopped");
+    }
+
+    #[test]
+    fn a_failed_queue_deletion_is_reported_by_close() {
+        let sim = SimController::start(SimConfig { idle_spins: 2000, ..SimConfig::default() }).unwrap();
+        let cfg = ControllerConfig { io_queues: 2, admin_timeout: Duration::from_millis(300), ..Default::default() };
+        let ctrl = Controller::new(sim.registers(), sim.allocator(), cfg).unwrap();
+        let target = UserspaceTarget::new("sim", ctrl, 1).unwrap();
+        let q = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
+        sim.faults().hang.store(true, Ordering::Relaxed);
+        let e = q.close().unwrap_err().to_string();
+        assert!(e.contains("deleting I/O queue pair 1 failed") && e.contains("reset"), "{e}");
+        assert!(target.with_controller(|c| c.quarantined_bytes()).unwrap() > 0);
+        // A healthy queue closes quietly, and its id is free again.
+        sim.faults().hang.store(false, Ordering::Relaxed);
+        let q = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
+        assert_eq!(q.describe(), "I/O queue pair qid 2 (5 entries)", "qid 1 is still the controller's");
+        q.close().unwrap();
+        // A reset makes the controller forget the queue: quarantine over.
+        target.with_controller(|c| c.reset(Duration::from_secs(5))).unwrap().unwrap();
+        assert_eq!(target.with_controller(|c| c.quarantined_bytes()), Some(0));
+        let q = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
+        assert_eq!(q.describe(), "I/O queue pair qid 1 (5 entries)");
+        q.close().unwrap();
+    }
 }

@@ -21,8 +21,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut qp = ctrl.create_io_queue_pair(8)?;
     // A DMA buffer: memory the controller reaches by bus address. We copy
-    // into and out of it; we never hold a reference into it.
-    let buf = ctrl.allocator().alloc(4096, 4096)?;
+    // into and out of it; we never hold a reference into it. The controller
+    // owns it with the queue, so it outlives anything the controller may
+    // still write into it.
+    let buf = ctrl.alloc_queue_buffer(&qp, 4096)?;
     let block = DataPtr { iova: buf.iova(), len: lba_size };
 
     let message = b"hello from a userspace NVMe driver";

@@ -74,14 +74,25 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     cap: Cap,
     vs: Vs,
     admin: QueuePair<R>,
-    scratch: DmaRegion,
+    /// The data page of Identify commands; taken away (quarantined) when a
+    /// command using it may still be running, and made anew on next use.
+    scratch: Option<DmaRegion>,
     ident: IdentifyController,
     max_transfer: usize,
     io_queues_granted: u16,
     qids_in_use: Vec<bool>,
-    /// Memory of live I/O queues, kept mapped until the controller forgets
-    /// the queue (deletion or reset), whatever the queue-pair owner does.
+    /// Memory of live I/O queues (rings, PRP list pages, data buffers), kept
+    /// mapped until the controller forgets the queue (deletion or reset),
+    /// whatever the queue-pair owner does.
     live: Vec<LiveQueue>,
+    /// DMA memory the controller may still read or write although nothing
+    /// of ours uses it any more: a queue whose deletion failed (its rings,
+    /// PRP lists and data buffers), a queue whose creation may still be
+    /// running, the data page of a timed-out admin command. Never returned
+    /// to the allocator before the controller is known to have forgotten
+    /// it: released once CSTS.RDY reads 0 after CC.EN=0 (a reset, or the
+    /// shutdown); kept until the process ends if that never happens.
+    quarantine: Vec<Quarantined>,
     cfg: ControllerConfig,
     shut_down: bool,
     /// Shadow doorbell and EventIdx pages, when Doorbell Buffer Config is on.
@@ -101,12 +112,40 @@ struct LiveQueue {
     sq: DmaRegion,
     cq: DmaRegion,
     prp_lists: Option<DmaRegion>,
+    /// Data buffers made for this queue's commands
+    /// ([`Controller::alloc_queue_buffer`]).
+    buffers: Vec<DmaRegion>,
     list_pages_per_cmd: usize,
     entries: u16,
     /// Completion ring entries (up to twice `entries`: see QueuePairParts::cq_entries).
     cq_entries: u16,
     /// The controller knows this queue (false after a reset, until re-created).
     on_device: bool,
+}
+
+impl LiveQueue {
+    /// Every region the controller may access for this queue.
+    fn memory(&self) -> Vec<DmaRegion> {
+        let mut m = vec![self.sq.clone(), self.cq.clone()];
+        m.extend(self.prp_lists.iter().cloned());
+        m.extend(self.buffers.iter().cloned());
+        m
+    }
+}
+
+/// Memory in quarantine (see `Controller::quarantine`), and the queue id the
+/// controller may still hold with it.
+struct Quarantined {
+    qid: Option<u16>,
+    memory: Vec<DmaRegion>,
+}
+
+/// True when the command behind `e` certainly no longer runs on the
+/// controller: it completed (with an error status), or it was never sent.
+/// Anything else (no completion in time, a controller gone or in fatal
+/// status, an error this list does not know) may leave it running.
+fn settled(e: &Error) -> bool {
+    matches!(e, Error::Command { .. } | Error::Submit(_) | Error::GivenUp | Error::Invalid(_) | Error::Dma(_))
 }
 
 /// NVMe 1.4c §7.6.1 steps 2-4: admin queue sizes in AQA, base addresses in
@@ -223,7 +262,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let acq = mem.alloc(aq as usize * 16, PAGE_SIZE)?;
         enable_with_admin_queue(&*regs, aq, &asq, &acq, ready_timeout)?;
         let admin = admin_queue_pair(regs.clone(), cap, asq, acq, aq);
-        let scratch = mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?;
+        let scratch = Some(mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?);
         let mut c = Controller {
             regs,
             mem,
@@ -241,6 +280,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             shadow: None,
             generation: 0,
             failed: false,
+            quarantine: vec![],
         };
 
         // Step 5: Identify Controller: MDTS bounds every transfer.
@@ -264,14 +304,23 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         Ok(c)
     }
 
-    /// Doorbell Buffer Config: one page of shadow doorbells, one of
-    /// EventIdx values, zeroed, sized for every granted queue.
+    /// Doorbell Buffer Config: a buffer of shadow doorbells and one of
+    /// EventIdx values, zeroed, each with a slot for every granted queue at
+    /// the controller's doorbell stride (contiguous, page aligned, past one
+    /// page when there are many queues or a large stride): the controller
+    /// uses the slots of every I/O queue it creates, wherever they fall.
     fn enable_shadow_doorbells(&mut self) -> Result<(), Error> {
-        let dbs = self.mem.alloc(PAGE_SIZE, PAGE_SIZE)?;
-        let eis = self.mem.alloc(PAGE_SIZE, PAGE_SIZE)?;
-        dbs.fill(0, PAGE_SIZE, 0);
-        eis.fill(0, PAGE_SIZE, 0);
-        // (Queues whose slots do not fit the page keep MMIO doorbells: see shadow_slots.)
+        let len = crate::doorbell::buffer_len(self.io_queues_granted, self.cap.dstrd(), PAGE_SIZE).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "shadow doorbells for {} queues at doorbell stride {} bytes do not fit the address space; run without shadow doorbells",
+                self.io_queues_granted,
+                self.cap.doorbell_stride()
+            ))
+        })?;
+        let dbs = self.mem.alloc(len, PAGE_SIZE)?;
+        let eis = self.mem.alloc(len, PAGE_SIZE)?;
+        dbs.fill(0, len, 0);
+        eis.fill(0, len, 0);
         self.admin_command(cmd::doorbell_buffer_config(dbs.iova(), eis.iova()), None)?;
         self.shadow = Some((dbs, eis));
         Ok(())
@@ -283,17 +332,14 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     /// The shadow slots of I/O queue `qid`, zeroed, if shadow doorbells are
-    /// on and the slots fit the page.
+    /// on (the buffers hold every granted queue's slots).
     fn shadow_slots(&self, qid: u16) -> Option<(crate::doorbell::ShadowSlot, crate::doorbell::ShadowSlot)> {
         let (dbs, eis) = self.shadow.as_ref()?;
         let d = self.cap.dstrd();
         let sq_off = nvme_spec::regs::sq_tail_doorbell(qid, d) - offset::DOORBELL_BASE;
         let cq_off = nvme_spec::regs::cq_head_doorbell(qid, d) - offset::DOORBELL_BASE;
-        if cq_off + 4 > PAGE_SIZE {
-            return None;
-        }
-        let sq = crate::doorbell::ShadowSlot::new(dbs.clone(), eis.clone(), sq_off);
-        let cq = crate::doorbell::ShadowSlot::new(dbs.clone(), eis.clone(), cq_off);
+        let sq = crate::doorbell::ShadowSlot::new(dbs, eis, sq_off);
+        let cq = crate::doorbell::ShadowSlot::new(dbs, eis, cq_off);
         sq.clear();
         cq.clear();
         Some((sq, cq))
@@ -342,6 +388,9 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
 
     /// Submit one admin command and wait for its completion. A failed
     /// status comes back as [`Error::Command`] with the decoded status.
+    /// After any other error (no completion in time, above all) the command
+    /// may still run: `data`'s memory must then be kept until the controller
+    /// has been reset or shut down, as the controller's own data pages are.
     pub fn admin_command(&mut self, sqe: Sqe, data: Option<DataPtr>) -> Result<Cqe, Error> {
         self.admin_command_within(sqe, data, self.cfg.admin_timeout)
     }
@@ -391,10 +440,24 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     fn identify_page(&mut self, sqe: Sqe) -> Result<Box<[u8; IDENTIFY_SIZE]>, Error> {
-        self.scratch.fill(0, IDENTIFY_SIZE, 0);
-        self.admin_command(sqe, Some(DataPtr::of(&self.scratch)))?;
+        let scratch = match self.scratch.take() {
+            Some(s) => s,
+            None => self.mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?,
+        };
+        scratch.fill(0, IDENTIFY_SIZE, 0);
+        if let Err(e) = self.admin_command(sqe, Some(DataPtr::of(&scratch))) {
+            // A command that may still run may still write the page: it
+            // must not be the next Identify's (whose data it would corrupt).
+            if settled(&e) {
+                self.scratch = Some(scratch);
+            } else {
+                self.quarantine(None, vec![scratch]);
+            }
+            return Err(e);
+        }
         let mut page = Box::new([0u8; IDENTIFY_SIZE]);
-        self.scratch.copy_to(0, &mut page[..]);
+        scratch.copy_to(0, &mut page[..]);
+        self.scratch = Some(scratch);
         Ok(page)
     }
 
@@ -466,15 +529,30 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             None
         };
 
-        let q = LiveQueue { qid, sq: sq_mem, cq: cq_mem, prp_lists, list_pages_per_cmd, entries, cq_entries, on_device: false };
+        let q = LiveQueue {
+            qid,
+            sq: sq_mem,
+            cq: cq_mem,
+            prp_lists,
+            buffers: vec![],
+            list_pages_per_cmd,
+            entries,
+            cq_entries,
+            on_device: false,
+        };
         let qp = self.create_on_device(&q, self.cfg.admin_timeout)?;
         self.qids_in_use[qid as usize] = true;
         self.live.push(LiveQueue { on_device: true, ..q });
         Ok(qp)
     }
 
-    /// Create I/O CQ then SQ for `q` on the controller (leaving no half of
-    /// it behind on failure) and return the host side, in its initial state.
+    /// Create I/O CQ then SQ for `q` on the controller and return the host
+    /// side, in its initial state. On failure no half of it is left behind:
+    /// a CQ created before a refused SQ is deleted again; and when that
+    /// cleanup fails, or a Create command may still be running (no
+    /// completion in time), the queue's memory and id go into quarantine,
+    /// since the controller may yet use them. The error returned is the
+    /// creation's.
     fn create_on_device(&mut self, q: &LiveQueue, timeout: Duration) -> Result<QueuePair<R>, Error> {
         let (qid, n, ncq) = (q.qid, q.entries as u32, q.cq_entries as u32);
         // Zero the queue's shadow slots before the controller learns of it.
@@ -483,9 +561,17 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         if self.cfg.interrupts {
             create_cq = create_cq.interrupt_vector(qid);
         }
-        self.admin_command_within(create_cq.build(), None, timeout)?;
+        if let Err(e) = self.admin_command_within(create_cq.build(), None, timeout) {
+            if !settled(&e) {
+                self.quarantine(Some(qid), q.memory());
+            }
+            return Err(e);
+        }
         if let Err(e) = self.admin_command_within(cmd::CreateIoSq::new(qid, n, q.sq.iova(), qid).build(), None, timeout) {
-            let _ = self.admin_command_within(cmd::delete_io_cq(qid), None, timeout);
+            let cleaned = settled(&e) && self.admin_command_within(cmd::delete_io_cq(qid), None, timeout).is_ok();
+            if !cleaned {
+                self.quarantine(Some(qid), q.memory());
+            }
             return Err(e);
         }
         Ok(QueuePair::new(QueuePairParts {
@@ -505,21 +591,76 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         }))
     }
 
-    /// Delete an I/O queue pair: the SQ first (the controller aborts what is
-    /// still in it), then its CQ. NVMe 1.4c §5.6 and §5.5. A queue the
-    /// controller no longer knows (after a reset), or any queue of a
-    /// controller given up on, needs no command: only the host side goes.
+    /// Delete an I/O queue pair: the SQ first (the controller completes or
+    /// aborts what is still in it before it answers), then its CQ. NVMe 1.4c
+    /// §5.6 and §5.5. A queue the controller no longer knows (after a
+    /// reset) needs no command: only the host side goes.
+    ///
+    /// If a deletion fails, the controller may still fetch from the queue
+    /// and write completions and read data into its memory: the queue's
+    /// rings, PRP lists and data buffers go into quarantine (kept, never
+    /// reused) until the controller is reset or shut down, and the error
+    /// says so. A controller given up on gets no command; its queues stay
+    /// in quarantine unless it was seen to stop (CSTS.RDY = 0).
     pub fn delete_io_queue_pair(&mut self, qp: QueuePair<R>) -> Result<(), Error> {
         let idx = self.live_index(&qp)?;
         let qid = qp.qid();
         drop(qp);
-        if self.live[idx].on_device && !self.failed {
-            self.admin_command(cmd::delete_io_sq(qid), None)?;
-            self.admin_command(cmd::delete_io_cq(qid), None)?;
+        if self.live[idx].on_device {
+            let deleted = if self.failed {
+                Err(Error::GivenUp)
+            } else {
+                self.admin_command(cmd::delete_io_sq(qid), None).and_then(|_| self.admin_command(cmd::delete_io_cq(qid), None))
+            };
+            if let Err(e) = deleted {
+                let q = self.live.remove(idx);
+                self.quarantine(Some(qid), q.memory());
+                return if self.failed { Ok(()) } else { Err(Error::QueueDeletion { qid, source: Box::new(e) }) };
+            }
         }
         self.qids_in_use[qid as usize] = false;
         self.live.remove(idx);
         Ok(())
+    }
+
+    /// `len` bytes of zeroed DMA memory for the data of `qp`'s commands,
+    /// owned with the queue: the controller keeps the memory until the
+    /// queue is deleted (or, if the deletion fails, until the controller
+    /// forgets the queue), whatever happens to the handle returned. Data
+    /// buffers made otherwise must be kept by their owner just as long.
+    pub fn alloc_queue_buffer(&mut self, qp: &QueuePair<R>, len: usize) -> Result<DmaRegion, Error> {
+        let idx = self.live_index(qp)?;
+        let buf = self.mem.alloc(len, PAGE_SIZE)?;
+        self.live[idx].buffers.push(buf.clone());
+        Ok(buf)
+    }
+
+    /// Put `memory` (and queue id `qid`, if the controller may still hold
+    /// it) into quarantine: see `Controller::quarantine`.
+    fn quarantine(&mut self, qid: Option<u16>, memory: Vec<DmaRegion>) {
+        if let Some(q) = qid {
+            self.qids_in_use[q as usize] = true;
+        }
+        self.quarantine.push(Quarantined { qid, memory });
+    }
+
+    /// The controller was seen to stop (CSTS.RDY = 0 after CC.EN = 0,
+    /// NVMe 1.4c §7.3.2): it forgot every I/O queue and command, so the
+    /// memory in quarantine can go back, and its queue ids are free.
+    fn controller_forgot_everything(&mut self) {
+        for q in &mut self.live {
+            q.on_device = false;
+        }
+        for q in std::mem::take(&mut self.quarantine) {
+            if let Some(qid) = q.qid {
+                self.qids_in_use[qid as usize] = self.live.iter().any(|l| l.qid == qid);
+            }
+        }
+    }
+
+    /// Bytes of DMA memory in quarantine now (see `Controller::quarantine`).
+    pub fn quarantined_bytes(&self) -> usize {
+        self.quarantine.iter().flat_map(|q| q.memory.iter()).map(|m| m.len()).sum()
     }
 
     /// Where `qp` is in `live`, or an error if it is not ours.
@@ -573,10 +714,18 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let cc = Cc::from_bits(self.regs.read32(offset::CC));
         self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
         let r2 = wait_until(&*self.regs, Duration::from_millis(self.cap.timeout_ms()), "clear CSTS.RDY", |s| !s.rdy());
-        // The controller is reset: it no longer references any queue memory
-        // (nor the shadow doorbell pages).
-        self.live.clear();
-        self.shadow = None;
+        if r2.is_ok() {
+            // The controller is reset: it no longer references any queue
+            // memory (nor the shadow doorbell buffers).
+            self.controller_forgot_everything();
+            self.live.clear();
+            self.shadow = None;
+        } else {
+            // Not seen to stop: it may still write into any memory it was
+            // given. Keep all of it allocated (and mapped) for the rest of
+            // the process rather than let it be reused.
+            self.keep_devicememory_forever();
+        }
         if let Err(e) = r.and(r2) {
             first_err.get_or_insert(e);
         }
@@ -584,6 +733,20 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+}
+
+impl<R: RegisterWindow + ?Sized> Controller<R> {
+    /// Every region the controller was ever given, kept alive (leaked) for
+    /// the rest of the process: for a controller that was not seen to stop.
+    fn keep_devicememory_forever(&mut self) {
+        let (asq, acq) = self.admin.memory();
+        let mut all = vec![asq, acq];
+        all.extend(self.scratch.take());
+        all.extend(self.shadow.take().into_iter().flat_map(|(d, e)| [d, e]));
+        all.extend(self.live.drain(..).flat_map(|q| q.memory()));
+        all.extend(self.quarantine.drain(..).flat_map(|q| q.memory));
+        std::mem::forget(all);
     }
 }
 

@@ -55,6 +55,13 @@ pub enum Error {
     /// All granted I/O queues are in use.
     #[error("all {granted} I/O queue pairs the controller granted are in use; use fewer threads")]
     NoQueues { granted: u16 },
+    /// Deleting an I/O queue pair failed: the controller may still use its memory.
+    #[error("deleting I/O queue pair {qid} failed: {source}. The controller may still write into its queues and data buffers, so that memory stays allocated (never reused) until the controller is reset or shut down; if this repeats, reset the device (`nvme-bypass unbind`, or power-cycle it)")]
+    QueueDeletion {
+        qid: u16,
+        #[source]
+        source: Box<Error>,
+    },
     /// The controller lacks something we need.
     #[error("unsupported controller: {0}")]
     Unsupported(String),

@@ -542,6 +542,46 @@ fn shadow_doorbells_spare_mmio_writes_and_keep_data_intact() {
 }
 
 #[test]
+fn shadow_doorbells_reach_every_queue_past_the_first_page_at_any_stride() {
+    // With Doorbell Buffer Config on, the controller reads every I/O
+    // queue's tail from, and writes its EventIdx into, the queue's slot at
+    // its doorbell offset (QEMU does the same): slots past the first page
+    // must be host memory the queue rings, at the controller's stride. Each
+    // case has queues whose slots lie past 4 KiB: qid 512 at DSTRD 0, qid 32
+    // at DSTRD 4, qid 2 at DSTRD 8.
+    for (dstrd, queues) in [(0u8, 520u16), (4, 40), (8, 4)] {
+        let sim = SimController::start(quiet(SimConfig { dstrd, max_io_queues: queues, ..Default::default() })).unwrap();
+        let cfg = ControllerConfig { io_queues: queues, admin_timeout: Duration::from_secs(5), ..Default::default() };
+        let mut ctrl = Controller::new(sim.registers(), sim.allocator(), cfg).unwrap();
+        assert!(ctrl.shadow_doorbells());
+        assert_eq!(ctrl.io_queues_granted(), queues);
+        let mut qps: Vec<_> = (0..queues).map(|_| ctrl.create_io_queue_pair(4).unwrap()).collect();
+        let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+        for qp in &mut qps {
+            let qid = qp.qid();
+            for lba in [qid as u64, qid as u64 + 1000] {
+                qp.read(1, lba, 1, DataPtr::of(&buf), lba).unwrap();
+                qp.ring();
+                let start = Instant::now();
+                while qp.poll(1, |c| assert!(c.ok(), "{}", c.status())) == 0 {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(5),
+                        "DSTRD {dstrd}: a read on queue {qid} never completed: its doorbell did not reach the controller ({} shadow slots unreachable)",
+                        sim.stats().dma_faults.load(std::sync::atomic::Ordering::Relaxed)
+                    );
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        assert_eq!(sim.stats().dma_faults.load(std::sync::atomic::Ordering::Relaxed), 0, "DSTRD {dstrd}: shadow slots outside host memory");
+        for qp in qps {
+            ctrl.delete_io_queue_pair(qp).unwrap();
+        }
+        ctrl.shutdown().unwrap();
+    }
+}
+
+#[test]
 fn plain_pass_completions_equal_the_general_path() {
     // The simulator takes untraced, unfaulted null-data passes through a
     // fast loop (Device::plain_io) that stops at the first entry it does not

@@ -339,3 +339,77 @@ fn corrupted_read_data_is_delivered_as_is() {
     assert!(rest.iter().all(|&b| b == 0x40));
     ctrl.delete_io_queue_pair(qp).unwrap();
 }
+
+#[test]
+fn the_data_page_of_a_timed_out_identify_is_not_reused() {
+    // An Identify that timed out may still run and write its page later:
+    // the next Identify must get another page, and the old one is kept
+    // (quarantine) until the controller has stopped.
+    let pages = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+    let seen = pages.clone();
+    let hook: nvme_sim::EventHook = std::sync::Arc::new(move |e: &nvme_sim::SimEvent| {
+        if let nvme_sim::SimEvent::Fetch { qid: 0, sqe, .. } = e {
+            if sqe.opcode() == nvme_spec::AdminOpcode::Identify as u8 {
+                seen.lock().unwrap().push(sqe.prp1);
+            }
+        }
+    });
+    let s = sim(SimConfig { events: Some(hook), ..Default::default() });
+    let cfg = ControllerConfig { admin_timeout: Duration::from_millis(300), ..Default::default() };
+    let mut ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
+    s.faults().hang.store(true, Ordering::Relaxed);
+    assert!(matches!(ctrl.identify_controller(), Err(Error::CommandTimeout { .. })));
+    s.faults().hang.store(false, Ordering::Relaxed);
+    let id = ctrl.identify_controller().unwrap();
+    assert_eq!(id.sn, "NVBSIM0001");
+    let pages = pages.lock().unwrap().clone();
+    assert_eq!(pages.len(), 3, "bring-up's, the timed-out one (fetched late), the new one: {pages:x?}");
+    assert_ne!(pages[2], pages[1], "the timed-out command's page was reused");
+}
+
+#[test]
+fn memory_of_a_controller_that_does_not_stop_is_never_freed() {
+    // The controller ignores CC.EN = 0: after the shutdown it may still
+    // write into its queues, buffers and admin queue, so none of that may
+    // go back to the allocator (to be handed to someone else).
+    let s = sim(SimConfig { timeout_500ms: 1, ..Default::default() });
+    let regs = s.registers();
+    let mem = s.memory();
+    let mut ctrl = bring_up_with(&s, 1, true);
+    let qp = ctrl.create_io_queue_pair(8).unwrap();
+    let held = mem.registered_bytes();
+    s.faults().ignore_disable.store(true, Ordering::Relaxed);
+    drop(qp);
+    let e = ctrl.shutdown().unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    assert_eq!(regs.read32(offset::CSTS) & 1, 1, "still ready: it did not stop");
+    assert_eq!(mem.registered_bytes(), held, "memory of a controller that may still use it was freed");
+    s.faults().ignore_disable.store(false, Ordering::Relaxed);
+}
+
+#[test]
+fn a_queue_whose_deletion_failed_stays_quarantined_until_a_reset() {
+    let s = sim(SimConfig::default());
+    let cfg = ControllerConfig { io_queues: 2, admin_timeout: Duration::from_millis(300), ..Default::default() };
+    let mut ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
+    let qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.alloc_queue_buffer(&qp, 8192).unwrap();
+    s.faults().hang.store(true, Ordering::Relaxed);
+    let e = ctrl.delete_io_queue_pair(qp).unwrap_err();
+    assert!(matches!(e, Error::QueueDeletion { qid: 1, .. }), "{e}");
+    assert!(e.to_string().contains("stays allocated"), "{e}");
+    drop(buf);
+    // Rings, PRP lists and the buffer are all kept.
+    assert!(ctrl.quarantined_bytes() >= 8192 + 8 * 64 + 16 * 16, "{}", ctrl.quarantined_bytes());
+    s.faults().hang.store(false, Ordering::Relaxed);
+    let other = ctrl.create_io_queue_pair(8).unwrap();
+    assert_eq!(other.qid(), 2, "qid 1 may still be the controller's");
+    ctrl.reset(Duration::from_secs(5)).unwrap();
+    assert_eq!(ctrl.quarantined_bytes(), 0, "released once the controller stopped");
+    let (other, _) = ctrl.recreate_io_queue_pair(other, Duration::from_secs(5)).unwrap();
+    let again = ctrl.create_io_queue_pair(8).unwrap();
+    assert_eq!(again.qid(), 1, "free again after the reset");
+    ctrl.delete_io_queue_pair(again).unwrap();
+    ctrl.delete_io_queue_pair(other).unwrap();
+    ctrl.shutdown().unwrap();
+}

@@ -13,9 +13,10 @@
 //!
 //! Handing out `&T` or `&mut T` into either would be undefined behaviour:
 //! the compiler may assume the bytes do not change behind a shared reference.
-//! So this crate exposes *copies in and out* (volatile loads and stores,
-//! atomics for the words used to synchronise, `copy_from`/`copy_to` for
-//! payloads) and nothing else. It is the pattern of libvfn's `support/mmio.h`
+//! So this crate exposes *copies in and out* (register reads and writes
+//! are volatile; every DMA memory access is an aligned atomic one, Relaxed
+//! for values and payloads, Acquire/Release for the words used to
+//! synchronise, so no two threads can race on it) and nothing else. It is the pattern of libvfn's `support/mmio.h`
 //! and ixy.rs's `get_reg32`/`set_reg32`, and it is where every `unsafe`
 //! block of the driver stack lives, each with its `// SAFETY:` argument.
 
@@ -25,6 +26,6 @@ mod dma;
 mod os;
 mod regs;
 
-pub use dma::{stream_fence, CqRing, DmaAllocator, DmaError, DmaRegion, DmaRing, HostMemory, RingView, SqRing};
+pub use dma::{stream_fence, CqRing, DmaAllocator, DmaError, DmaRegion, DmaRing, DmaWord, HostMemory, RingView, SqRing};
 pub use os::{pin_current_thread, rdtsc, unpin_current_thread};
 pub use regs::{MemRegisters, RegisterWindow};

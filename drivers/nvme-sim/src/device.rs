@@ -4,7 +4,7 @@
 use crate::memory::{IovaMap, SimMemory};
 use crate::regs::SimRegisters;
 use crate::{DataMode, SimConfig, SimError};
-use nvme_hal::{CqRing, DmaRegion, SqRing};
+use nvme_hal::{CqRing, DmaRegion, DmaWord, SqRing};
 use nvme_spec::cmd::DsmRange;
 use nvme_spec::identify::{IdentifyController, IdentifyNamespace, LbaFormat, IDENTIFY_SIZE};
 use nvme_spec::opcode::{cns, feature, log_page, AdminOpcode, NvmOpcode};
@@ -30,6 +30,10 @@ pub struct SimStats {
     pub parks: AtomicU64,
     /// Controller resets (CC.EN 1 -> 0).
     pub resets: AtomicU64,
+    /// Shadow doorbell or EventIdx slots (Doorbell Buffer Config) at bus
+    /// addresses no DMA memory answers: an IOMMU fault on hardware. The
+    /// queue's doorbell then never moves (its commands are never fetched).
+    pub dma_faults: AtomicU64,
 }
 
 /// Fault injection switches, set by tests while the controller runs.
@@ -75,6 +79,10 @@ pub struct Faults {
     /// Flip one bit in the data returned by every Nth I/O command that is a
     /// Read (RAM data mode): silent corruption, for --verify (0 = off).
     pub corrupt_data_every: AtomicU32,
+    /// Do not act on CC.EN = 0 while set: CSTS.RDY stays 1 and the queues
+    /// stay live (a controller that does not reset). The reset happens when
+    /// it is cleared.
+    pub ignore_disable: AtomicBool,
 }
 
 /// A completion held back by `Faults::stall_every`.
@@ -142,6 +150,8 @@ struct Sq {
     head: u16,
     cqid: u16,
     db: usize,
+    /// Where the host's tail is read: see [`Slot`].
+    slot: Slot,
 }
 
 struct Cq {
@@ -150,6 +160,8 @@ struct Cq {
     tail: u16,
     phase: bool,
     db: usize,
+    /// Where the host's head is read: see [`Slot`].
+    slot: Slot,
     sq_count: u16,
     /// The host's head doorbell as last read. The host only moves it
     /// forward, so a stale value can only make the queue look fuller than it
@@ -168,34 +180,72 @@ fn next_slot(i: u16, size: u16) -> u16 {
     }
 }
 
-/// Is completion queue `cqid` (head doorbell `db`, host head last read
-/// `head_seen`) without room for a completion that moves its tail to
-/// `next`? The host's head is read again only when the queue looks full by
-/// the value last read (see `Cq::head_seen`). (Fields, not `&mut Cq`: the
-/// fast loop holds a view of the ring meanwhile.)
+/// Is completion queue `cqid` (head doorbell `db`, read through `slot`,
+/// host head last read `head_seen`) without room for a completion that
+/// moves its tail to `next`? The host's head is read again only when the
+/// queue looks full by the value last read (see `Cq::head_seen`). (Fields,
+/// not `&mut Cq`: the fast loop holds a view of the ring meanwhile.)
 #[inline(always)]
-fn cq_full(head_seen: &mut u32, db: usize, next: u16, cqid: u16, shadow: &Option<Shadow>, regs: &SimRegisters) -> bool {
+fn cq_full(head_seen: &mut u32, slot: &Slot, db: usize, next: u16, regs: &SimRegisters) -> bool {
     if next as u32 != *head_seen {
         return false;
     }
-    *head_seen = doorbell_value(shadow, regs, cqid, db).0;
+    if let Some(head) = slot.doorbell(regs, db).0 {
+        *head_seen = head;
+    }
     next as u32 == *head_seen
 }
 
-/// The value the host has published for doorbell `db` of queue `qid` (see
-/// [`Device::doorbell`]), and whether it came from the shadow buffer.
-#[inline]
-fn doorbell_value(shadow: &Option<Shadow>, regs: &SimRegisters, qid: u16, db: usize) -> (u32, bool) {
-    match shadow {
-        Some(s) if qid != 0 => (s.dbs.load32_acquire(db - offset::DOORBELL_BASE), true),
-        _ => (regs.dev_load(db), false),
+/// Where the controller reads one queue's doorbell value from, and writes
+/// its EventIdx to. As QEMU's hw/nvme does (`nvme_dbbuf_config`,
+/// `nvme_init_sq`, `nvme_init_cq`), once Doorbell Buffer Config is on, every
+/// I/O queue's slot is found at the buffers' base addresses plus the
+/// queue's doorbell offset (`(2y + is_cq) * (4 << CAP.DSTRD)`), however far
+/// past the first page that is: nothing in the command bounds the buffers,
+/// and the host is to size them for every queue it uses.
+enum Slot {
+    /// The MMIO doorbell register (the admin queue; any queue without
+    /// Doorbell Buffer Config).
+    Mmio,
+    /// The shadow doorbell slot and the EventIdx slot.
+    Shadow { db: DmaWord, ei: DmaWord },
+    /// The slot's bus address is not DMA memory (an IOMMU fault): the value
+    /// cannot be read, so the doorbell never moves.
+    Unreachable,
+}
+
+impl Slot {
+    /// The value the host has published for doorbell `db` (MMIO register
+    /// or shadow slot), `None` when it cannot be read, and whether it came
+    /// from the shadow buffer.
+    #[inline(always)]
+    fn doorbell(&self, regs: &SimRegisters, db: usize) -> (Option<u32>, bool) {
+        match self {
+            Slot::Mmio => (Some(regs.dev_load(db)), false),
+            Slot::Shadow { db, .. } => (Some(db.load_acquire()), true),
+            Slot::Unreachable => (None, true),
+        }
+    }
+    /// Publish EventIdx `v` (nothing without a shadow slot).
+    #[inline(always)]
+    fn set_event_idx(&self, v: u32) {
+        if let Slot::Shadow { ei, .. } = self {
+            ei.store_release(v);
+        }
+    }
+    /// The shadow doorbell slot, if there is one.
+    fn shadow_db(&self) -> Option<&DmaWord> {
+        match self {
+            Slot::Shadow { db, .. } => Some(db),
+            _ => None,
+        }
     }
 }
 
-/// Shadow doorbell buffers (Doorbell Buffer Config).
+/// Shadow doorbell buffers (Doorbell Buffer Config): their bus addresses.
 struct Shadow {
-    dbs: DmaRegion,
-    eis: DmaRegion,
+    dbs: u64,
+    eis: u64,
 }
 
 enum State {
@@ -461,6 +511,9 @@ impl Device {
         let changed = cc_bits != self.last_cc;
         let cc = Cc::from_bits(cc_bits);
         let last = Cc::from_bits(self.last_cc);
+        if changed && last.en() && !cc.en() && self.faults.ignore_disable.load(Ordering::Relaxed) {
+            return 0; // seen again, and acted on, once the fault is cleared
+        }
         self.last_cc = cc_bits;
         if changed && last.en() && !cc.en() {
             self.reset();
@@ -523,6 +576,7 @@ impl Device {
                     tail: 0,
                     phase: true,
                     db: nvme_spec::regs::cq_head_doorbell(0, d),
+                    slot: Slot::Mmio,
                     sq_count: 1,
                     head_seen: 0,
                 });
@@ -532,6 +586,7 @@ impl Device {
                     head: 0,
                     cqid: 0,
                     db: nvme_spec::regs::sq_tail_doorbell(0, d),
+                    slot: Slot::Mmio,
                 });
                 self.active = vec![0];
                 self.set_csts(Csts::new().with_rdy(true));
@@ -572,13 +627,25 @@ impl Device {
         self.emit(|| SimEvent::Reset);
     }
 
-    /// The value the host has published for a doorbell: the MMIO register,
-    /// or, for I/O queues once Doorbell Buffer Config is active, the shadow
-    /// doorbell (the admin queue always uses MMIO, as Linux and QEMU do).
-    /// The shadow buffer has the doorbells' layout, from offset 0.
-    #[inline]
-    fn doorbell(&self, qid: u16, db: usize) -> (u32, bool) {
-        doorbell_value(&self.shadow, &self.regs, qid, db)
+    /// Where an I/O queue with doorbell `db` finds its doorbell value: the
+    /// MMIO register, or, once Doorbell Buffer Config is active, its slots
+    /// in the two buffers, which have the doorbells' layout from offset 0
+    /// (the admin queue always uses MMIO, as Linux and QEMU do). A slot at
+    /// an address that is not DMA memory is counted as a fault.
+    fn slot_for(&self, db: usize) -> Slot {
+        let Some(s) = &self.shadow else { return Slot::Mmio };
+        let off = (db - offset::DOORBELL_BASE) as u64;
+        let word = |base: u64| {
+            let at = base.checked_add(off)?;
+            self.map.translate(at, 4).filter(|_| at % 4 == 0).map(|(r, o)| r.word(o))
+        };
+        match (word(s.dbs), word(s.eis)) {
+            (Some(db), Some(ei)) => Slot::Shadow { db, ei },
+            _ => {
+                self.stats.dma_faults.fetch_add(1, Ordering::Relaxed);
+                Slot::Unreachable
+            }
+        }
     }
 
     /// True when a pass over an I/O queue needs none of the general path's
@@ -600,7 +667,7 @@ impl Device {
     /// model, is what paces the pair.
     #[inline(never)]
     fn plain_io(&mut self, qid: u16, tail: u16, burst: usize) -> usize {
-        let Device { sqs, cqs, cfg, shadow, regs, io_count, posted, faults, .. } = self;
+        let Device { sqs, cqs, cfg, regs, io_count, posted, faults, .. } = self;
         let Some(sq) = sqs[qid as usize].as_mut() else { return 0 };
         let Some(cq) = cqs[sq.cqid as usize].as_mut() else { return 0 };
         let (sv, cv) = (sq.ring.view(), cq.ring.view());
@@ -625,7 +692,7 @@ impl Device {
         // the next command, as in the general path.
         while n < burst && head != tail && !faults.halted() {
             let next = next_slot(ctail, cq_size);
-            if cq_full(&mut cq.head_seen, cq.db, next, sq.cqid, shadow, regs) {
+            if cq_full(&mut cq.head_seen, &cq.slot, cq.db, next, regs) {
                 break;
             }
             let h = head as usize;
@@ -660,7 +727,7 @@ impl Device {
     /// Fetch and execute up to `burst` commands of submission queue `qid`.
     fn process_sq(&mut self, qid: u16, burst: usize) -> usize {
         let Some(sq) = self.sqs[qid as usize].as_ref() else { return 0 };
-        let (tail, shadow) = self.doorbell(qid, sq.db);
+        let (Some(tail), shadow) = sq.slot.doorbell(&self.regs, sq.db) else { return 0 };
         if tail >= sq.size as u32 {
             self.stats.invalid_doorbell_writes.fetch_add(1, Ordering::Relaxed);
             return 0;
@@ -721,7 +788,7 @@ impl Device {
         }
         let cqid = sq.cqid;
         let Some(cq) = self.cqs[cqid as usize].as_mut() else { return false };
-        if cq_full(&mut cq.head_seen, cq.db, next_slot(cq.tail, cq.size), cqid, &self.shadow, &self.regs) {
+        if cq_full(&mut cq.head_seen, &cq.slot, cq.db, next_slot(cq.tail, cq.size), &self.regs) {
             return false; // leave the entry unfetched
         }
         let sq = self.sqs[qid as usize].as_mut().unwrap();
@@ -763,7 +830,7 @@ impl Device {
         if qid == 0 {
             return;
         }
-        if let (Some(s), Some(sq)) = (&self.shadow, self.sqs[qid as usize].as_ref()) {
+        if let (Some(_), Some(sq)) = (&self.shadow, self.sqs[qid as usize].as_ref()) {
             let ei = if !self.polling {
                 sq.head
             } else if sq.head == 0 {
@@ -771,9 +838,9 @@ impl Device {
             } else {
                 sq.head - 1
             };
-            s.eis.store32_release(sq.db - offset::DOORBELL_BASE, ei as u32);
+            sq.slot.set_event_idx(ei as u32);
             if let (true, Some(cq)) = (self.polling, self.cqs[sq.cqid as usize].as_ref()) {
-                s.eis.store32_release(cq.db - offset::DOORBELL_BASE, cq.tail as u32);
+                cq.slot.set_event_idx(cq.tail as u32);
             }
         }
     }
@@ -789,22 +856,25 @@ impl Device {
     /// two sides sees the other.
     fn arm_eventidx(&mut self) -> bool {
         self.polling = false;
-        let Some(s) = &self.shadow else { return false };
+        if self.shadow.is_none() {
+            return false;
+        }
         let io = |q: &&u16| **q != 0;
         for &qid in self.active.iter().filter(io) {
             let Some(sq) = self.sqs[qid as usize].as_ref() else { continue };
-            s.eis.store32_release(sq.db - offset::DOORBELL_BASE, sq.head as u32);
+            sq.slot.set_event_idx(sq.head as u32);
             if let Some(cq) = self.cqs[sq.cqid as usize].as_ref() {
-                let cq_head = s.dbs.load32_acquire(cq.db - offset::DOORBELL_BASE);
-                s.eis.store32_release(cq.db - offset::DOORBELL_BASE, cq_head);
+                if let Some(db) = cq.slot.shadow_db() {
+                    cq.slot.set_event_idx(db.load_acquire());
+                }
             }
         }
         std::sync::atomic::fence(Ordering::SeqCst);
         self.active.iter().filter(io).any(|&qid| {
             let Some(sq) = self.sqs[qid as usize].as_ref() else { return false };
             let Some(cq) = self.cqs[sq.cqid as usize].as_ref() else { return false };
-            let tail = s.dbs.load32_acquire(sq.db - offset::DOORBELL_BASE);
-            let cq_head = s.dbs.load32_acquire(cq.db - offset::DOORBELL_BASE);
+            let (Some(tail), Some(cq_head)) = (sq.slot.shadow_db(), cq.slot.shadow_db()) else { return false };
+            let (tail, cq_head) = (tail.load_acquire(), cq_head.load_acquire());
             tail < sq.size as u32 && tail != sq.head as u32 && next_slot(cq.tail, cq.size) as u32 != cq_head
         })
     }
@@ -1025,12 +1095,15 @@ impl Device {
         }
         let mem = self.queue_base(sqe, entries as usize * 16)?;
         mem.fill(0, entries as usize * 16, 0); // hardware does not, but stale phases would confuse teaching traces
+        let db = nvme_spec::regs::cq_head_doorbell(qid, self.cfg.dstrd);
+        let slot = self.slot_for(db);
         self.cqs[qid as usize] = Some(Cq {
             ring: CqRing::new(mem, entries as usize),
             size: entries,
             tail: 0,
             phase: true,
-            db: nvme_spec::regs::cq_head_doorbell(qid, self.cfg.dstrd),
+            db,
+            slot,
             sq_count: 0,
             head_seen: 0,
         });
@@ -1056,7 +1129,8 @@ impl Device {
         self.cqs[cqid as usize].as_mut().unwrap().sq_count += 1;
         let db = nvme_spec::regs::sq_tail_doorbell(qid, self.cfg.dstrd);
         self.regs.dev_store(db, 0);
-        self.sqs[qid as usize] = Some(Sq { ring: SqRing::new(mem, entries as usize), size: entries, head: 0, cqid, db });
+        let slot = self.slot_for(db);
+        self.sqs[qid as usize] = Some(Sq { ring: SqRing::new(mem, entries as usize), size: entries, head: 0, cqid, db, slot });
         self.active.push(qid);
         self.emit(|| SimEvent::Queue { qid, cq: false, created: true, entries });
         Ok(0)
@@ -1070,7 +1144,7 @@ impl Device {
             return Err(cs_err(cs::INVALID_QUEUE_IDENTIFIER));
         }
         let sq = self.sqs[qid as usize].take().unwrap();
-        let (tail, _) = self.doorbell(qid, sq.db);
+        let tail = sq.slot.doorbell(&self.regs, sq.db).0.unwrap_or(sq.head as u32);
         let mut head = sq.head;
         while tail < sq.size as u32 && head as u32 != tail {
             let e = Sqe::from_dwords(sq.ring.read_dwords16(head as usize));
@@ -1181,10 +1255,31 @@ impl Device {
         if sqe.prp1 & (ps - 1) != 0 || sqe.prp2 & (ps - 1) != 0 || sqe.prp1 == 0 || sqe.prp2 == 0 {
             return Err(err(gs::INVALID_FIELD));
         }
-        let dbs = self.map.translate(sqe.prp1, ps as usize).map(|(r, o)| r.sub(o, ps as usize));
-        let eis = self.map.translate(sqe.prp2, ps as usize).map(|(r, o)| r.sub(o, ps as usize));
-        let (Some(dbs), Some(eis)) = (dbs, eis) else { return Err(err(gs::DATA_TRANSFER_ERROR)) };
-        self.shadow = Some(Shadow { dbs, eis });
+        // Only the base addresses are kept: each queue's slots are found at
+        // its doorbell offset from them, when the queue is created (or now,
+        // for the queues that exist), as QEMU does.
+        if self.map.translate(sqe.prp1, 4).is_none() || self.map.translate(sqe.prp2, 4).is_none() {
+            return Err(err(gs::DATA_TRANSFER_ERROR));
+        }
+        self.shadow = Some(Shadow { dbs: sqe.prp1, eis: sqe.prp2 });
+        // Existing I/O queues move to their slots, which start at the
+        // values their doorbells have now (QEMU writes them there too).
+        for qid in 1..self.sqs.len() {
+            if let Some(db) = self.sqs[qid].as_ref().map(|q| q.db) {
+                let slot = self.slot_for(db);
+                if let Slot::Shadow { db: word, .. } = &slot {
+                    word.store_release(self.regs.dev_load(db));
+                }
+                self.sqs[qid].as_mut().unwrap().slot = slot;
+            }
+            if let Some(db) = self.cqs[qid].as_ref().map(|q| q.db) {
+                let slot = self.slot_for(db);
+                if let Slot::Shadow { db: word, .. } = &slot {
+                    word.store_release(self.regs.dev_load(db));
+                }
+                self.cqs[qid].as_mut().unwrap().slot = slot;
+            }
+        }
         Ok(0)
     }
 

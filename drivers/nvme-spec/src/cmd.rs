@@ -266,7 +266,10 @@ pub fn async_event_request() -> Sqe {
 }
 
 /// Doorbell Buffer Config: PRP1 = shadow doorbell buffer, PRP2 = EventIdx
-/// buffer, each one memory page. NVMe 1.4c §5, "Doorbell Buffer Config command".
+/// buffer, each page aligned and contiguous, with the doorbell registers'
+/// layout: a slot for every queue at the doorbell stride, so more than one
+/// page when the queues or the stride need it. NVMe 1.4c §5, "Doorbell
+/// Buffer Config command".
 pub fn doorbell_buffer_config(shadow: u64, eventidx: u64) -> Sqe {
     let mut s = sqe(AdminOpcode::DoorbellBufferConfig as u8, 0);
     s.prp1 = shadow;

@@ -120,14 +120,19 @@ impl Drop for Mapping {
         // must never reach memory the process no longer owns.
         if let Err(e) = s.iommu.unmap_dma(self.region.iova(), self.region.len()) {
             // Not expected: the IOMMU handle (the open VFIO device) lives as
-            // long as this mapping. Drop cannot fail, so say it and count it;
-            // the kernel drops the mapping anyway when the device is closed.
+            // long as this mapping. Drop cannot fail, so say it and count it.
+            // The device can still reach this memory at these addresses: keep
+            // both (the memory stays allocated, the IOVA range reserved), so
+            // neither is handed to anything else; the kernel drops the
+            // mapping when the device is closed.
             s.unmap_failures.fetch_add(1, Ordering::Relaxed);
             eprintln!(
-                "nvme-vfio: warning: IOMMU unmap of IOVA {:#x}+{:#x} failed: {e}",
+                "nvme-vfio: warning: IOMMU unmap of IOVA {:#x}+{:#x} failed: {e}; the memory and its bus addresses stay reserved until the device is closed",
                 self.region.iova(),
                 self.region.len()
             );
+            std::mem::forget(self.region.clone());
+            return;
         }
         s.space.lock().unwrap().release(self.reserved.0, self.reserved.1);
         let mut st = s.stats.lock().unwrap();
@@ -270,12 +275,17 @@ impl DmaAllocator for VfioDma {
             align.is_power_of_two() && align <= CHUNK_SIZE,
             "DMA alignment {align} is not a power of two up to 2 MiB"
         );
-        let len = len.max(1).next_multiple_of(SUB_ALIGN);
+        let too_big = || DmaError::Exhausted {
+            asked: len,
+            left: self.shared.space.lock().unwrap().free_bytes() as usize,
+            hint: "the request does not fit the address space; use fewer or smaller queues/buffers",
+        };
+        let len = len.max(1).checked_next_multiple_of(SUB_ALIGN).ok_or_else(too_big)?;
         let align = align.max(SUB_ALIGN);
         if len >= SMALL_MAX {
             // A mapping of its own; over-allocate when the memory's own
             // alignment (4 KiB for ordinary pages) may fall short.
-            let m = self.map_new(len + if align > SUB_ALIGN { align } else { 0 })?;
+            let m = self.map_new(len.checked_add(if align > SUB_ALIGN { align } else { 0 }).ok_or_else(too_big)?)?;
             let off = aligned_offset(m.region.as_ptr() as u64, 0, align);
             return Ok(Self::handle(&m, off, m.region.len() - off));
         }
@@ -323,6 +333,8 @@ mod tests {
     struct FakeIommu {
         maps: Mutex<Vec<(u64, usize, u64)>>,
         unmapped: Mutex<Vec<(u64, usize)>>,
+        /// Make every unmap fail (the mapping stays).
+        fail_unmap: std::sync::atomic::AtomicBool,
     }
 
     impl Iommu for FakeIommu {
@@ -338,6 +350,9 @@ mod tests {
             Ok(())
         }
         fn unmap_dma(&self, iova: u64, len: usize) -> Result<(), String> {
+            if self.fail_unmap.load(Ordering::Relaxed) {
+                return Err("injected failure".into());
+            }
             let mut m = self.maps.lock().unwrap();
             let i = m.iter().position(|&(i, l, _)| i == iova && l == len).ok_or("no such mapping")?;
             m.remove(i);
@@ -430,6 +445,37 @@ mod tests {
             1,
             "the retired chunk went with its last handle; the pool keeps the current one"
         );
+    }
+
+    #[test]
+    fn a_failed_unmap_keeps_the_bus_addresses_from_reuse() {
+        // The device can still reach a mapping the IOMMU did not remove:
+        // its IOVA range must never be handed to new memory.
+        let (iommu, d) = dma(false);
+        let a = d.alloc(4 << 20, 4096).unwrap();
+        let (iova, len) = (a.iova(), a.len());
+        iommu.fail_unmap.store(true, Ordering::Relaxed);
+        drop(a);
+        assert_eq!(d.unmap_failures(), 1);
+        iommu.fail_unmap.store(false, Ordering::Relaxed);
+        // (The fake IOMMU panics on a mapping that overlaps a live one.)
+        let b = d.alloc(4 << 20, 4096).unwrap();
+        assert!(b.iova() >= iova + len as u64 || b.iova() + (b.len() as u64) <= iova, "{b:?} reuses {iova:#x}+{len:#x}");
+        assert_eq!(iommu.maps.lock().unwrap().len(), 2, "the old mapping is still there, the new one beside it");
+    }
+
+    #[test]
+    fn sizes_past_the_address_space_are_errors() {
+        let (iommu, d) = dma(false);
+        for len in [usize::MAX, usize::MAX - 4096, usize::MAX - (2 << 20)] {
+            for align in [4096, 2 << 20] {
+                // Refused (no address space, or no such memory), never wrapped
+                // around to a small mapping.
+                let e = d.alloc(len, align).unwrap_err();
+                assert!(matches!(e, DmaError::Exhausted { .. } | DmaError::Alloc { .. }), "{len:#x}/{align:#x}: {e}");
+            }
+        }
+        assert!(iommu.maps.lock().unwrap().is_empty(), "nothing mapped");
     }
 
     #[test]

@@ -80,7 +80,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             self.failed = true;
             let cc = Cc::from_bits(self.regs.read32(offset::CC));
             self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
-            let _ = wait_until(&*self.regs, self.ready_timeout(), "clear CSTS.RDY", |s| !s.rdy());
+            // Only a controller seen to stop lets its memory go back; the
+            // reset's own error is the one to report.
+            if wait_until(&*self.regs, self.ready_timeout(), "clear CSTS.RDY", |s| !s.rdy()).is_ok() {
+                self.controller_forgot_everything();
+            }
             return Err(Error::ResetFailed { source: Box::new(e) });
         }
         Ok(())
@@ -91,18 +95,17 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     fn reset_inner(&mut self, timeout: Duration) -> Result<(), Error> {
-        // Step 1: CC.EN = 0 and wait for CSTS.RDY to follow (CAP.TO). From
-        // the write on, the controller no longer owns any I/O queue memory.
+        // Step 1: CC.EN = 0 and wait for CSTS.RDY to follow (CAP.TO). Once
+        // it has, the controller no longer owns any I/O queue memory; until
+        // then it may (queue memory stays on_device, quarantine stays shut).
         let cc = Cc::from_bits(self.regs.read32(offset::CC));
         self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
-        for q in &mut self.live {
-            q.on_device = false;
-        }
         self.generation += 1;
         let csts = wait_until(&*self.regs, self.ready_timeout(), "clear CSTS.RDY after CC.EN=0 (reset)", |s| !s.rdy())?;
         if csts.into_bits() == u32::MAX {
             return Err(Error::Gone);
         }
+        self.controller_forgot_everything();
 
         // Steps 2-4: the admin queue anew on the same memory, its completion
         // ring zeroed so that no old phase tag passes for a new entry.
@@ -125,7 +128,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             )));
         }
 
-        // Step 7: shadow doorbells again, on the same pages, zeroed.
+        // Step 7: shadow doorbells again, on the same buffers, zeroed. Queue
+        // threads may still store into their (dead) slots meanwhile: the
+        // fill's stores are atomic 4-byte words, like theirs, so that is no
+        // data race, and each slot is cleared again before its queue is
+        // re-created (shadow_slots).
         if let Some((dbs, eis)) = self.shadow.clone() {
             dbs.fill(0, dbs.len(), 0);
             eis.fill(0, eis.len(), 0);
@@ -139,6 +146,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// commands are stuck (it is deleted first, NVMe 1.4c §5.6). Returns the
     /// new queue pair and the tags of the commands `old` still had
     /// outstanding: they will never complete (resubmit or fail them).
+    ///
+    /// On failure `old` is gone: if its deletion failed, its memory (and
+    /// its data buffers) go into quarantine, as in
+    /// [`delete_io_queue_pair`](Self::delete_io_queue_pair); if only the
+    /// creation failed, see `create_on_device`.
     pub fn recreate_io_queue_pair(&mut self, old: QueuePair<R>, timeout: Duration) -> Result<(QueuePair<R>, Vec<u64>), Error> {
         let idx = self.live_index(&old)?;
         let mut old = old;
@@ -146,14 +158,32 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         drop(old);
         let q: LiveQueue = self.live[idx].clone();
         if q.on_device {
-            self.admin_command_within(cmd::delete_io_sq(q.qid), None, timeout)?;
-            self.admin_command_within(cmd::delete_io_cq(q.qid), None, timeout)?;
+            let deleted = self
+                .admin_command_within(cmd::delete_io_sq(q.qid), None, timeout)
+                .and_then(|_| self.admin_command_within(cmd::delete_io_cq(q.qid), None, timeout));
+            if let Err(e) = deleted {
+                self.live.remove(idx);
+                self.quarantine(Some(q.qid), q.memory());
+                return Err(Error::QueueDeletion { qid: q.qid, source: Box::new(e) });
+            }
             self.live[idx].on_device = false;
         }
         // A zeroed ring: the new queue expects phase 1 from its first entry.
         q.cq.fill(0, q.cq.len(), 0);
-        let qp = self.create_on_device(&q, timeout)?;
-        self.live[idx].on_device = true;
-        Ok((qp, abandoned))
+        match self.create_on_device(&q, timeout) {
+            Ok(qp) => {
+                self.live[idx].on_device = true;
+                Ok((qp, abandoned))
+            }
+            Err(e) => {
+                // The owner's handle is gone: the queue's record goes too,
+                // and its id unless quarantine holds it.
+                self.live.remove(idx);
+                if !self.quarantine.iter().any(|x| x.qid == Some(q.qid)) {
+                    self.qids_in_use[q.qid as usize] = false;
+                }
+                Err(e)
+            }
+        }
     }
 }
