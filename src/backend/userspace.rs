@@ -19,7 +19,10 @@ pub struct UserspaceTarget<R: RegisterWindow + 'static> {
     name: String,
     ctrl: Arc<Mutex<Option<Controller<R>>>>,
     geometry: Geometry,
-    queue_entries: u32,
+    /// Most commands one of our I/O queue pairs holds on this controller.
+    max_depth: usize,
+    /// Why no more: the controller's CAP.MQES, or our command identifiers.
+    depth_limit: String,
     facts: Vec<(String, String)>,
     /// Interrupt-driven completions: each queue's eventfd comes from here.
     irqs: Option<IrqSource>,
@@ -63,12 +66,22 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
             ("max transfer".into(), format!("{} KiB (MDTS {})", ctrl.max_transfer() >> 10, id.mdts)),
             ("queue pairs granted".into(), ctrl.io_queues_granted().to_string()),
         ];
-        let queue_entries = ctrl.max_queue_entries();
+        let (mqes, max_depth) = (ctrl.max_queue_entries(), ctrl.max_io_queue_depth());
+        let depth_limit = if ctrl.max_io_queue_entries() < mqes {
+            format!(
+                "the controller takes queues of up to {mqes} (CAP.MQES {}), but this driver's queues stop at {} (a command identifier names its command in 12 bits)",
+                mqes.zeros_based(),
+                ctrl.max_io_queue_entries()
+            )
+        } else {
+            format!("the controller's largest queue is {mqes} (CAP.MQES {}) and a ring of N entries holds N - 1 commands", mqes.zeros_based())
+        };
         Ok(UserspaceTarget {
             name: name.into(),
             ctrl: Arc::new(Mutex::new(Some(ctrl))),
             geometry,
-            queue_entries,
+            max_depth,
+            depth_limit,
             irqs: None,
             facts,
         })
@@ -94,18 +107,20 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
         self.facts.clone()
     }
     fn open_queue(&self, p: QueueParams) -> Result<Box<dyn IoQueue>, BackendError> {
-        let mut guard = self.ctrl.lock().unwrap();
-        let ctrl = guard.as_mut().ok_or_else(|| BackendError::Invalid("controller already shut down".into()))?;
-        // A ring of N entries holds N-1 commands.
-        let entries = (p.depth as u32 + 1).min(self.queue_entries);
-        if entries < p.depth as u32 + 1 {
+        // Refused before any command reaches the controller.
+        if p.depth == 0 {
+            return Err(BackendError::Invalid("--iodepth must be at least 1".into()));
+        }
+        if p.depth > self.max_depth {
             return Err(BackendError::Invalid(format!(
-                "--iodepth {} is more than the controller's largest queue holds ({} entries, CAP.MQES); use --iodepth {} or less",
-                p.depth,
-                self.queue_entries,
-                self.queue_entries - 1
+                "--iodepth {} is more than one queue holds here: {}; use --iodepth {} or less",
+                p.depth, self.depth_limit, self.max_depth
             )));
         }
+        let mut guard = self.ctrl.lock().unwrap();
+        let ctrl = guard.as_mut().ok_or_else(|| BackendError::Invalid("controller already shut down".into()))?;
+        // A ring of N entries holds N-1 commands; max_depth + 1 fits a u32.
+        let entries = p.depth as u32 + 1;
         if p.buf_size > self.geometry.max_transfer {
             return Err(BackendError::Invalid(format!(
                 "--bs {} is above the controller's maximum transfer of {} bytes (MDTS); use --bs {} or less",

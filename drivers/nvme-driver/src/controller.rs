@@ -6,20 +6,20 @@
 pub mod recovery;
 
 use crate::prp::{list_pages_for, pages_spanned};
-use crate::qpair::{DataPtr, QueuePair, QueuePairParts};
+use crate::qpair::{DataPtr, QueuePair, QueuePairParts, MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
 use crate::Error;
 use nvme_hal::{DmaAllocator, DmaRegion, RegisterWindow};
 use nvme_spec::cmd;
 use nvme_spec::identify::{IdentifyController, IdentifyNamespace, IDENTIFY_SIZE};
 use nvme_spec::regs::{offset, shn, shst, Aqa, Cap, Cc, Csts, Vs};
-use nvme_spec::{AdminOpcode, Cqe, Sqe};
+use nvme_spec::{AdminOpcode, Cqe, QueueEntries, Sqe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Choices made at bring-up.
 #[derive(Clone, Debug)]
 pub struct ControllerConfig {
-    /// Entries in the admin queues.
+    /// Entries in the admin queues (clamped to 2..=4096, what AQA holds).
     pub admin_queue_entries: u16,
     /// How many I/O queue pairs to ask for (Set Features Number of Queues).
     pub io_queues: u16,
@@ -73,7 +73,10 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     mem: Arc<dyn DmaAllocator>,
     cap: Cap,
     vs: Vs,
+    /// CAP.MQES + 1, checked at bring-up to be at least 2.
+    mqes_entries: QueueEntries,
     admin: QueuePair<R>,
+    admin_entries: QueueEntries,
     scratch: DmaRegion,
     ident: IdentifyController,
     max_transfer: usize,
@@ -102,9 +105,9 @@ struct LiveQueue {
     cq: DmaRegion,
     prp_lists: Option<DmaRegion>,
     list_pages_per_cmd: usize,
-    entries: u16,
+    entries: QueueEntries,
     /// Completion ring entries (up to twice `entries`: see QueuePairParts::cq_entries).
-    cq_entries: u16,
+    cq_entries: QueueEntries,
     /// The controller knows this queue (false after a reset, until re-created).
     on_device: bool,
 }
@@ -115,12 +118,14 @@ struct LiveQueue {
 /// CSTS.CFS instead means the controller failed to start.
 fn enable_with_admin_queue<R: RegisterWindow + ?Sized>(
     regs: &R,
-    entries: u16,
+    entries: QueueEntries,
     asq: &DmaRegion,
     acq: &DmaRegion,
     ready_timeout: Duration,
 ) -> Result<(), Error> {
-    regs.write32(offset::AQA, Aqa::new().with_asqs(entries - 1).with_acqs(entries - 1).into_bits());
+    // Admin queue sizes are 12-bit fields: `entries` is at most 4096 (see ADMIN_MAX).
+    let size = entries.min(ADMIN_MAX).zeros_based();
+    regs.write32(offset::AQA, Aqa::new().with_asqs(size).with_acqs(size).into_bits());
     regs.write64(offset::ASQ, asq.iova());
     regs.write64(offset::ACQ, acq.iova());
     let cc = Cc::new()
@@ -139,9 +144,21 @@ fn enable_with_admin_queue<R: RegisterWindow + ?Sized>(
     Ok(())
 }
 
+/// Largest admin queue: AQA.ASQS and ACQS are 12 bits, 0's based (NVMe 1.4c §3.1.8).
+const ADMIN_MAX: QueueEntries = match QueueEntries::new(nvme_spec::regs::MAX_ADMIN_QUEUE_ENTRIES) {
+    Some(e) => e,
+    None => unreachable!(),
+};
+
 /// The admin queue pair over `asq`/`acq`, in its initial state (tail 0,
 /// expecting phase 1): admin doorbells are always MMIO.
-fn admin_queue_pair<R: RegisterWindow + ?Sized>(regs: Arc<R>, cap: Cap, asq: DmaRegion, acq: DmaRegion, entries: u16) -> QueuePair<R> {
+fn admin_queue_pair<R: RegisterWindow + ?Sized>(
+    regs: Arc<R>,
+    cap: Cap,
+    asq: DmaRegion,
+    acq: DmaRegion,
+    entries: QueueEntries,
+) -> Result<QueuePair<R>, Error> {
     QueuePair::new(QueuePairParts {
         regs,
         qid: 0,
@@ -201,6 +218,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         if !cap.supports_nvm_command_set() {
             return Err(Error::Unsupported("controller does not support the NVM command set (CAP.CSS bit 0)".into()));
         }
+        let Some(mqes_entries) = cap.max_entries() else {
+            return Err(Error::Unsupported(
+                "CAP.MQES is 0 (one-entry queues), below the minimum of 1 (2 entries) the specification allows: the controller reports nonsense; update its firmware or use another".into(),
+            ));
+        };
         if cap.min_page_size() > PAGE_SIZE {
             return Err(Error::Unsupported(format!(
                 "controller's smallest page ({} bytes, CAP.MPSMIN) is larger than the host page of {PAGE_SIZE}",
@@ -218,18 +240,20 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
 
         // Steps 2-4: admin queues (AQA, ASQ, ACQ), CC, CC.EN = 1, then wait
         // for CSTS.RDY = 1 (bounded by CAP.TO); CFS means it failed.
-        let aq = cfg.admin_queue_entries.clamp(2, 4096);
-        let asq = mem.alloc(aq as usize * 64, PAGE_SIZE)?;
-        let acq = mem.alloc(aq as usize * 16, PAGE_SIZE)?;
+        let aq = QueueEntries::clamped(cfg.admin_queue_entries as u64, QueueEntries::MIN, ADMIN_MAX);
+        let asq = mem.alloc(aq.as_usize() * 64, PAGE_SIZE)?;
+        let acq = mem.alloc(aq.as_usize() * 16, PAGE_SIZE)?;
+        let admin = admin_queue_pair(regs.clone(), cap, asq.clone(), acq.clone(), aq)?;
         enable_with_admin_queue(&*regs, aq, &asq, &acq, ready_timeout)?;
-        let admin = admin_queue_pair(regs.clone(), cap, asq, acq, aq);
         let scratch = mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?;
         let mut c = Controller {
             regs,
             mem,
             cap,
             vs,
+            mqes_entries,
             admin,
+            admin_entries: aq,
             scratch,
             ident: IdentifyController::default(),
             max_transfer: 0,
@@ -320,8 +344,18 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         self.io_queues_granted
     }
     /// Largest I/O queue the controller accepts, in entries (CAP.MQES + 1).
-    pub fn max_queue_entries(&self) -> u32 {
-        self.cap.max_queue_entries()
+    pub fn max_queue_entries(&self) -> QueueEntries {
+        self.mqes_entries
+    }
+    /// Largest I/O submission queue this driver creates on this controller:
+    /// CAP.MQES + 1, at most [`MAX_SQ_ENTRIES`].
+    pub fn max_io_queue_entries(&self) -> QueueEntries {
+        self.mqes_entries.min(MAX_SQ_ENTRIES)
+    }
+    /// Most commands an I/O queue pair of this controller can have in
+    /// flight: [`max_io_queue_entries`](Self::max_io_queue_entries) - 1.
+    pub fn max_io_queue_depth(&self) -> usize {
+        self.max_io_queue_entries().capacity() as usize
     }
     /// The register window.
     pub fn regs(&self) -> &Arc<R> {
@@ -426,27 +460,33 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     /// Create an I/O completion queue and submission queue of `entries`
-    /// entries each (clamped to CAP.MQES + 1) on the lowest free queue id,
-    /// polled, or with interrupts on vector `qid` when configured. NVMe 1.4c
-    /// §5.3 and §5.4: the CQ first, since the SQ names it.
+    /// entries each (clamped to 2..=[`max_io_queue_entries`](Self::max_io_queue_entries))
+    /// on the lowest free queue id, polled, or with interrupts on vector
+    /// `qid` when configured. NVMe 1.4c §5.3 and §5.4: the CQ first, since
+    /// the SQ names it.
     pub fn create_io_queue_pair(&mut self, entries: u32) -> Result<QueuePair<R>, Error> {
         let Some(qid) = self.qids_in_use.iter().position(|u| !u) else {
             return Err(Error::NoQueues { granted: self.io_queues_granted });
         };
+        // qids_in_use has io_queues_granted + 1 (at most 65535) entries.
         let qid = qid as u16;
-        let entries = entries.clamp(2, self.cap.max_queue_entries()) as u16;
+        let entries = QueueEntries::clamped(entries as u64, QueueEntries::MIN, self.max_io_queue_entries());
         // A completion ring twice the submission ring lets the completion
         // doorbell be rung once per `entries` completions instead of once
         // per pass (QueuePairParts::cq_entries); 16 bytes per entry is cheap.
-        let cq_entries =
-            if self.cfg.batch_cq_doorbells { (2 * entries as u32).min(self.cap.max_queue_entries()) as u16 } else { entries };
-        let sq_mem = self.mem.alloc(entries as usize * 64, PAGE_SIZE)?;
-        let cq_mem = self.mem.alloc(cq_entries as usize * 16, PAGE_SIZE)?;
+        // Never more than CAP.MQES allows, never less than the SQ.
+        let cq_entries = if self.cfg.batch_cq_doorbells {
+            QueueEntries::clamped(2 * entries.get() as u64, entries, self.mqes_entries.min(MAX_CQ_ENTRIES))
+        } else {
+            entries
+        };
+        let sq_mem = self.mem.alloc(entries.as_usize() * 64, PAGE_SIZE)?;
+        let cq_mem = self.mem.alloc(cq_entries.as_usize() * 16, PAGE_SIZE)?;
         // PRP list pages: enough per command for a max-size unaligned transfer.
         let list_entries = pages_spanned(4, self.max_transfer, PAGE_SIZE) - 1;
         let list_pages_per_cmd = if list_entries > 1 { list_pages_for(list_entries, PAGE_SIZE / 8) } else { 0 };
         let prp_lists = if list_pages_per_cmd > 0 {
-            Some(self.mem.alloc((entries as usize - 1) * list_pages_per_cmd * PAGE_SIZE, PAGE_SIZE)?)
+            Some(self.mem.alloc(entries.capacity() as usize * list_pages_per_cmd * PAGE_SIZE, PAGE_SIZE)?)
         } else {
             None
         };
@@ -460,20 +500,13 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
 
     /// Create I/O CQ then SQ for `q` on the controller (leaving no half of
     /// it behind on failure) and return the host side, in its initial state.
+    /// The host side is assembled first: parts that do not fit are an error
+    /// before any command is sent.
     fn create_on_device(&mut self, q: &LiveQueue, timeout: Duration) -> Result<QueuePair<R>, Error> {
-        let (qid, n, ncq) = (q.qid, q.entries as u32, q.cq_entries as u32);
+        let qid = q.qid;
         // Zero the queue's shadow slots before the controller learns of it.
         let shadow = self.shadow_slots(qid);
-        let mut create_cq = cmd::CreateIoCq::new(qid, ncq, q.cq.iova());
-        if self.cfg.interrupts {
-            create_cq = create_cq.interrupt_vector(qid);
-        }
-        self.admin_command_within(create_cq.build(), None, timeout)?;
-        if let Err(e) = self.admin_command_within(cmd::CreateIoSq::new(qid, n, q.sq.iova(), qid).build(), None, timeout) {
-            let _ = self.admin_command_within(cmd::delete_io_cq(qid), None, timeout);
-            return Err(e);
-        }
-        Ok(QueuePair::new(QueuePairParts {
+        let qp = QueuePair::new(QueuePairParts {
             regs: self.regs.clone(),
             qid,
             sq_mem: q.sq.clone(),
@@ -487,7 +520,17 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             max_transfer: self.max_transfer,
             shadow,
             streaming_sq: self.cfg.streaming_sq,
-        }))
+        })?;
+        let mut create_cq = cmd::CreateIoCq::new(qid, q.cq_entries, q.cq.iova());
+        if self.cfg.interrupts {
+            create_cq = create_cq.interrupt_vector(qid);
+        }
+        self.admin_command_within(create_cq.build(), None, timeout)?;
+        if let Err(e) = self.admin_command_within(cmd::CreateIoSq::new(qid, q.entries, q.sq.iova(), qid).build(), None, timeout) {
+            let _ = self.admin_command_within(cmd::delete_io_cq(qid), None, timeout);
+            return Err(e);
+        }
+        Ok(qp)
     }
 
     /// Delete an I/O queue pair: the SQ first (the controller aborts what is

@@ -9,8 +9,24 @@ use crate::prp::{build_prps, DmaPrpList, PrpError};
 use crate::queue::{CompletionQueue, SubmissionQueue};
 use nvme_hal::{DmaRegion, RegisterWindow};
 use nvme_spec::NvmOpcode;
-use nvme_spec::{Cqe, CqeStatus, Sqe, Status};
+use nvme_spec::{Cqe, CqeStatus, QueueEntries, Sqe, Status};
 use std::sync::Arc;
+
+/// Largest submission queue this driver makes: 4096 entries, so at most
+/// 4095 commands in flight. A command identifier carries the command's
+/// slot in 12 bits (see [`crate::cid`]); Linux stops its PCIe queues at
+/// 4095 entries (`NVME_PCI_MAX_QUEUE_SIZE`) for the same reason.
+pub const MAX_SQ_ENTRIES: QueueEntries = match QueueEntries::new(4096) {
+    Some(e) => e,
+    None => unreachable!(),
+};
+
+/// Largest completion queue this driver makes: twice the largest
+/// submission queue (see [`QueuePairParts::cq_entries`]).
+pub const MAX_CQ_ENTRIES: QueueEntries = match QueueEntries::new(2 * MAX_SQ_ENTRIES.get()) {
+    Some(e) => e,
+    None => unreachable!(),
+};
 
 /// A data buffer as the controller sees it: a bus address and a length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,13 +156,15 @@ pub struct QueuePairParts<R: RegisterWindow + ?Sized> {
     pub sq_mem: DmaRegion,
     /// Completion ring memory.
     pub cq_mem: DmaRegion,
-    /// Entries in the submission ring (at most `entries - 1` commands in flight).
-    pub entries: u16,
-    /// Entries in the completion ring. When it is larger than the
-    /// submission ring, the completion doorbell is rung only every
-    /// `cq_entries - entries` consumed entries (the controller can never find
-    /// it full): fewer doorbell writes, each an MMIO write or a VM exit.
-    pub cq_entries: u16,
+    /// Entries in the submission ring (at most `entries - 1` commands in
+    /// flight), at most [`MAX_SQ_ENTRIES`].
+    pub entries: QueueEntries,
+    /// Entries in the completion ring, from `entries` to [`MAX_CQ_ENTRIES`].
+    /// When it is larger than the submission ring, the completion doorbell
+    /// is rung only every `cq_entries - entries` consumed entries (the
+    /// controller can never find it full): fewer doorbell writes, each an
+    /// MMIO write or a VM exit.
+    pub cq_entries: QueueEntries,
     /// Doorbell stride exponent (CAP.DSTRD).
     pub dstrd: u8,
     /// PRP list pages, `list_pages_per_cmd` pages per CID, or `None` when
@@ -172,27 +190,31 @@ pub struct QueuePairParts<R: RegisterWindow + ?Sized> {
 
 impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// Assemble a queue pair. At most `entries - 1` commands are outstanding,
-    /// so neither ring can overflow.
-    pub fn new(p: QueuePairParts<R>) -> Self {
-        // MDTS is at least one memory page (NVMe 1.4c §5.15.2.1): the hot
-        // path relies on a one-page transfer never being too large.
-        assert!(p.max_transfer >= p.page_size, "maximum transfer below one page");
-        let mut sq = SubmissionQueue::new(p.sq_mem, p.entries, nvme_spec::regs::sq_tail_doorbell(p.qid, p.dstrd));
-        let mut cq = CompletionQueue::new(p.cq_mem, p.cq_entries, nvme_spec::regs::cq_head_doorbell(p.qid, p.dstrd));
+    /// so neither ring can overflow. Parts that do not fit together (rings
+    /// larger than this driver makes or than their memory, a completion
+    /// ring smaller than the submission ring, a maximum transfer below one
+    /// page) are an [`Error::Invalid`](crate::Error::Invalid), never a panic:
+    /// the sizes come from what a controller reported.
+    pub fn new(p: QueuePairParts<R>) -> Result<Self, crate::Error> {
+        check_parts(&p)?;
+        // Both sizes are at most MAX_CQ_ENTRIES (8192): they fit the rings' u16 indices.
+        let (entries, cq_entries) = (p.entries.get() as u16, p.cq_entries.get() as u16);
+        let mut sq = SubmissionQueue::new(p.sq_mem, entries, nvme_spec::regs::sq_tail_doorbell(p.qid, p.dstrd));
+        let mut cq = CompletionQueue::new(p.cq_mem, cq_entries, nvme_spec::regs::cq_head_doorbell(p.qid, p.dstrd));
         // Ring the CQ doorbell once this many consumed entries are unreported.
         // Occupancy the controller sees <= (entries - 1) uncompleted + unreported,
         // which stays below cq_entries - 1 while unreported < cq_entries - entries.
-        let cq_ring_every = p.cq_entries.saturating_sub(p.entries).max(1);
+        let cq_ring_every = cq_entries.saturating_sub(entries).max(1);
         if let Some((s, c)) = p.shadow {
             sq.set_shadow(Some(s));
             cq.set_shadow(Some(c));
         }
-        QueuePair {
+        Ok(QueuePair {
             regs: p.regs,
             qid: p.qid,
             sq,
             cq,
-            cids: CidTable::new(p.entries - 1),
+            cids: CidTable::new(entries - 1),
             prp_lists: p.prp_lists,
             list_pages_per_cmd: p.list_pages_per_cmd,
             page_size: p.page_size,
@@ -201,7 +223,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             last_rejected: None,
             cq_ring_every,
             streaming_sq: p.streaming_sq,
-        }
+        })
     }
 
     /// Queue identifier.
@@ -557,6 +579,31 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     pub(crate) fn memory(&self) -> (DmaRegion, DmaRegion) {
         (self.sq.memory().clone(), self.cq.memory().clone())
     }
+}
+
+/// Why `p` cannot make a queue pair, if it cannot.
+fn check_parts<R: RegisterWindow + ?Sized>(p: &QueuePairParts<R>) -> Result<(), crate::Error> {
+    let bad = |what: String| Err(crate::Error::Invalid(format!("queue pair {}: {what}", p.qid)));
+    if p.entries > MAX_SQ_ENTRIES {
+        return bad(format!("a submission queue of {} is more than the {MAX_SQ_ENTRIES} this driver's command identifiers cover", p.entries));
+    }
+    if p.cq_entries < p.entries || p.cq_entries > MAX_CQ_ENTRIES {
+        return bad(format!("a completion queue of {} for a submission queue of {} (it needs {} to {MAX_CQ_ENTRIES})", p.cq_entries, p.entries, p.entries));
+    }
+    let fits = |mem: &DmaRegion, bytes: usize| mem.len() >= bytes && (mem.as_ptr() as usize).is_multiple_of(64);
+    if !fits(&p.sq_mem, p.entries.as_usize() * nvme_spec::sqe::SQE_SIZE) || !fits(&p.cq_mem, p.cq_entries.as_usize() * nvme_spec::cqe::CQE_SIZE) {
+        return bad("ring memory smaller than the ring, or not 64-byte aligned".into());
+    }
+    // MDTS is at least one memory page (NVMe 1.4c §5.15.2.1): the hot path
+    // relies on a one-page transfer never being too large.
+    if !p.page_size.is_power_of_two() || p.max_transfer < p.page_size {
+        return bad(format!("maximum transfer of {} bytes below one {}-byte page", p.max_transfer, p.page_size));
+    }
+    let list_bytes = p.entries.capacity() as usize * p.list_pages_per_cmd * p.page_size;
+    if p.prp_lists.as_ref().map_or(p.list_pages_per_cmd != 0, |l| l.len() < list_bytes) {
+        return bad("PRP list memory smaller than its pages".into());
+    }
+    Ok(())
 }
 
 /// True when PRP1 alone describes `d`: 1 to "rest of its first page" bytes

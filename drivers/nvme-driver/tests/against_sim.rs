@@ -6,9 +6,13 @@ use nvme_driver::{Controller, ControllerConfig, DataPtr, Error, QueuePair, Submi
 use nvme_hal::{DmaRegion, RegisterWindow};
 use nvme_sim::{DataMode, SimConfig, SimController, SimRegisters};
 use nvme_spec::status::{command_specific as cs, generic as gs};
-use nvme_spec::{Sqe, StatusCodeType};
+use nvme_spec::{QueueEntries, Sqe, StatusCodeType};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+fn entries(n: u32) -> QueueEntries {
+    QueueEntries::new(n).unwrap()
+}
 
 fn quiet(cfg: SimConfig) -> SimConfig {
     // Park soon when idle: many tests run side by side on two cores.
@@ -208,19 +212,22 @@ fn simulator_rejects_malformed_commands_with_the_right_status() {
     // Admin: creating a queue with id 0, an existing id, or beyond the grant.
     let mem = ctrl.allocator().alloc(4096, 4096).unwrap();
     for (qid, expect) in [(0u16, cs::INVALID_QUEUE_IDENTIFIER), (1, cs::INVALID_QUEUE_IDENTIFIER), (3, cs::INVALID_QUEUE_IDENTIFIER)] {
-        let e = ctrl.admin_command(nvme_spec::cmd::CreateIoCq::new(qid, 8, mem.iova()).build(), None).unwrap_err();
+        let e = ctrl.admin_command(nvme_spec::cmd::CreateIoCq::new(qid, entries(8), mem.iova()).build(), None).unwrap_err();
         match e {
             Error::Command { status, .. } => assert_eq!((status.sct, status.sc), (StatusCodeType::COMMAND_SPECIFIC, expect)),
             e => panic!("{e}"),
         }
     }
     // Queue size 1 (QSIZE 0) and above MQES: Invalid Queue Size.
-    for entries in [1u32, 4096] {
-        let e = ctrl.admin_command(nvme_spec::cmd::CreateIoCq::new(2, entries, mem.iova()).build(), None).unwrap_err();
-        assert!(matches!(e, Error::Command { status, .. } if status.sc == cs::INVALID_QUEUE_SIZE), "{entries}");
+    // (No QueueEntries describes one entry: QSIZE 0 is written by hand.)
+    let mut one = nvme_spec::cmd::CreateIoCq::new(2, entries(2), mem.iova()).build();
+    one.cdw10 &= 0xffff;
+    for (what, sqe) in [("QSIZE 0", one), ("4096 entries", nvme_spec::cmd::CreateIoCq::new(2, entries(4096), mem.iova()).build())] {
+        let e = ctrl.admin_command(sqe, None).unwrap_err();
+        assert!(matches!(e, Error::Command { status, .. } if status.sc == cs::INVALID_QUEUE_SIZE), "{what}");
     }
     // An SQ naming a CQ that does not exist.
-    let e = ctrl.admin_command(nvme_spec::cmd::CreateIoSq::new(2, 8, mem.iova(), 2).build(), None).unwrap_err();
+    let e = ctrl.admin_command(nvme_spec::cmd::CreateIoSq::new(2, entries(8), mem.iova(), 2).build(), None).unwrap_err();
     assert!(matches!(e, Error::Command { status, .. } if status.sc == cs::COMPLETION_QUEUE_INVALID));
     // Deleting a CQ that still has its SQ: Invalid Queue Deletion.
     let e = ctrl.admin_command(nvme_spec::cmd::delete_io_cq(1), None).unwrap_err();
@@ -678,4 +685,69 @@ fn a_parked_controller_is_woken_by_the_first_new_entry() {
         assert!(t.elapsed() < Duration::from_millis(50), "round {round}: a parked controller took {:?} to answer", t.elapsed());
     }
     ctrl.delete_io_queue_pair(qp).unwrap();
+}
+
+/// The queue sizes the simulator saw created, (qid, is CQ, entries).
+fn queue_events() -> (nvme_sim::EventHook, Arc<std::sync::Mutex<Vec<(u16, bool, u32)>>>) {
+    let seen = Arc::new(std::sync::Mutex::new(vec![]));
+    let s2 = seen.clone();
+    let hook: nvme_sim::EventHook = Arc::new(move |e: &nvme_sim::SimEvent| {
+        if let nvme_sim::SimEvent::Queue { qid, cq, created: true, entries } = e {
+            s2.lock().unwrap().push((*qid, *cq, *entries));
+        }
+    });
+    (hook, seen)
+}
+
+#[test]
+fn cap_mqes_ffffh_gives_queues_that_fit_their_rings() {
+    // CAP.MQES = FFFFh: 65536-entry queues allowed. Asking for 40001
+    // entries (--iodepth 40000) used to wrap (65536 as u16 = 0) into a
+    // Create I/O CQ of QSIZE FFFFh over a one-page ring and a panic.
+    let (hook, seen) = queue_events();
+    let (_sim, mut ctrl) = bring_up(SimConfig { max_queue_entries: 65536, events: Some(hook), ..Default::default() }, 2);
+    assert_eq!(ctrl.max_queue_entries().get(), 65536);
+    assert_eq!(ctrl.max_io_queue_entries().get(), 4096, "12-bit command identifier tags");
+    assert_eq!(ctrl.max_io_queue_depth(), 4095);
+    let mut qp = ctrl.create_io_queue_pair(40001).expect("a queue, clamped");
+    assert_eq!(qp.depth(), 4095);
+    assert_eq!(*seen.lock().unwrap(), vec![(1, true, 8192), (1, false, 4096)], "CQ twice the SQ, both within CAP.MQES");
+    // Every CID works: fill the queue, complete it all, twice.
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    for _ in 0..2 {
+        for t in 0..4095u64 {
+            qp.read(1, t % 64, 1, DataPtr { iova: buf.iova(), len: 512 }, t).unwrap();
+        }
+        assert!(matches!(qp.read(1, 0, 1, DataPtr::of(&buf), 0), Err(SubmitError::QueueFull { .. })));
+        qp.ring();
+        wait_all(&mut qp, 4095);
+    }
+    ctrl.delete_io_queue_pair(qp).unwrap();
+    // The largest request there is: still clamped.
+    let qp = ctrl.create_io_queue_pair(u32::MAX).unwrap();
+    assert_eq!(qp.depth(), 4095);
+    ctrl.delete_io_queue_pair(qp).unwrap();
+}
+
+#[test]
+fn the_smallest_queues_and_a_cap_mqes_below_the_minimum() {
+    // MQES = 1: two-entry queues, one command in flight; the completion
+    // queue cannot be doubled past CAP.MQES.
+    let (hook, seen) = queue_events();
+    let (_sim, mut ctrl) = bring_up(SimConfig { max_queue_entries: 2, events: Some(hook), ..Default::default() }, 1);
+    let mut qp = ctrl.create_io_queue_pair(64).unwrap();
+    assert_eq!((qp.depth(), ctrl.max_io_queue_depth()), (1, 1));
+    assert_eq!(*seen.lock().unwrap(), vec![(1, true, 2), (1, false, 2)]);
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    for i in 0..5 {
+        assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::read(1, i, 1).build(), Some(DataPtr::of(&buf))).is_success());
+    }
+    ctrl.delete_io_queue_pair(qp).unwrap();
+    drop(ctrl);
+
+    // MQES = 0 (one-entry queues) is below the specification's minimum:
+    // refused at bring-up, saying so, rather than a panic when a queue is made.
+    let sim = SimController::start(quiet(SimConfig { max_queue_entries: 1, ..Default::default() })).unwrap();
+    let e = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).err().expect("refused");
+    assert!(e.to_string().contains("CAP.MQES is 0"), "{e}");
 }

@@ -871,7 +871,7 @@ impl Device {
             } else {
                 sq.head as u32 - 1
             };
-            s.eis.store32_release(sq.db - offset::DOORBELL_BASE, ei as u32);
+            s.eis.store32_release(sq.db - offset::DOORBELL_BASE, ei);
             if let (true, Some(cq)) = (self.polling, self.cqs[sq.cqid as usize].as_ref()) {
                 s.eis.store32_release(cq.db - offset::DOORBELL_BASE, cq.tail as u32);
             }
@@ -1160,7 +1160,7 @@ impl Device {
         let sq = self.sqs[qid as usize].take().unwrap();
         let (tail, _) = self.doorbell(qid, sq.db);
         let mut head = sq.head;
-        while tail < sq.size as u32 && head as u32 != tail {
+        while tail < sq.size && head as u32 != tail {
             let e = Sqe::from_dwords(sq.ring.read_dwords16(head as usize));
             head = next_slot(head, sq.size);
             let st = Status::generic(gs::ABORTED_SQ_DELETION).to_cqe_status(false);

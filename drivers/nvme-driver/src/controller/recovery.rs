@@ -107,10 +107,10 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         // Steps 2-4: the admin queue anew on the same memory, its completion
         // ring zeroed so that no old phase tag passes for a new entry.
         let (asq, acq) = self.admin.memory();
-        let entries = self.admin.depth() as u16 + 1;
+        let entries = self.admin_entries;
         self.admin.abandon_outstanding();
         acq.fill(0, acq.len(), 0);
-        self.admin = admin_queue_pair(self.regs.clone(), self.cap, asq.clone(), acq.clone(), entries);
+        self.admin = admin_queue_pair(self.regs.clone(), self.cap, asq.clone(), acq.clone(), entries)?;
         enable_with_admin_queue(&*self.regs, entries, &asq, &acq, self.ready_timeout())?;
 
         // Step 6: Number of Queues again (the reset forgot it); as many as before.
