@@ -275,8 +275,12 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         // Step 6: Set Features - Number of Queues, once, before any I/O queue.
         let want = c.cfg.io_queues.max(1);
         let cqe = c.admin_command(cmd::set_number_of_queues(want, want), None)?;
+        // A controller may allocate more queues than asked for (QEMU's
+        // allocates all it has): use only those asked for, as Linux does
+        // (nvme_set_queue_count). Doorbells, interrupt vectors and shadow
+        // doorbell slots were provided for that many.
         let (nsq, ncq) = cmd::number_of_queues_allocated(cqe.dw0);
-        c.io_queues_granted = nsq.min(ncq).min(u16::MAX as u32 - 1) as u16;
+        c.io_queues_granted = nsq.min(ncq).min(want as u32) as u16;
         c.qids_in_use = vec![false; c.io_queues_granted as usize + 1];
         c.qids_in_use[0] = true;
 

@@ -751,3 +751,17 @@ fn the_smallest_queues_and_a_cap_mqes_below_the_minimum() {
     let e = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).err().expect("refused");
     assert!(e.to_string().contains("CAP.MQES is 0"), "{e}");
 }
+
+#[test]
+fn a_controller_granting_more_queues_than_asked_is_held_to_what_was_asked() {
+    // QEMU answers Number of Queues with every queue it has. The host
+    // provided doorbells (BAR0 mapping), vectors and shadow slots for what
+    // it asked: more queue ids than that must not be used.
+    let (_sim, mut ctrl) = bring_up(SimConfig { grants_every_queue: true, max_io_queues: 8, ..Default::default() }, 2);
+    assert_eq!(ctrl.io_queues_granted(), 2);
+    let a = ctrl.create_io_queue_pair(8).unwrap();
+    let b = ctrl.create_io_queue_pair(8).unwrap();
+    assert!(matches!(ctrl.create_io_queue_pair(8), Err(Error::NoQueues { granted: 2 })));
+    ctrl.delete_io_queue_pair(a).unwrap();
+    ctrl.delete_io_queue_pair(b).unwrap();
+}

@@ -117,7 +117,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let want = self.cfg.io_queues.max(1);
         let cqe = self.admin_command_within(cmd::set_number_of_queues(want, want), None, timeout)?;
         let (nsq, ncq) = cmd::number_of_queues_allocated(cqe.dw0);
-        let granted = nsq.min(ncq).min(u16::MAX as u32 - 1) as u16;
+        let granted = nsq.min(ncq).min(want as u32) as u16;
         if granted < self.io_queues_granted {
             return Err(Error::Unsupported(format!(
                 "after the reset the controller grants {granted} I/O queue pairs, {} before",
