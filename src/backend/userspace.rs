@@ -283,7 +283,7 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
             cq_doorbells: r.cq_doorbells + s.cq_doorbells,
             mmio_writes: r.mmio_writes + s.mmio_doorbells,
             syscalls: 0,
-            rejected_completions: r.rejected_completions + s.invalid_cid + s.wrong_sqid,
+            rejected_completions: r.rejected_completions + s.invalid_cid + s.stale_cid + s.wrong_sqid,
         }
     }
 
@@ -332,9 +332,14 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
             match ctrl.abort(qid, cid, timeout) {
                 Ok(nvme_driver::AbortOutcome::Aborted) => r.aborted += 1,
                 Ok(nvme_driver::AbortOutcome::NotAborted) => {}
+                // An Abort not answered resets the controller (the driver
+                // does it for any admin timeout); if that reset failed, the
+                // controller is given up: the run cannot go on.
+                Err(e) if ctrl.is_failed() => return Err(e.into()),
                 Err(e) => {
                     r.escalate = true;
-                    r.note = format!("Abort of CID {cid} on queue {qid} not answered ({e})");
+                    r.reset = ctrl.generation() != self.generation;
+                    r.note = format!("Abort of CID {cid:#x} on queue {qid} not answered ({e})");
                     break;
                 }
             }
@@ -355,7 +360,7 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
             ctrl.reset(timeout)?;
             r.reset = true;
         }
-        r.note = if r.reset { "controller reset, queue re-created" } else { "queue re-created after another thread's reset" }.into();
+        r.note = if r.reset { "controller reset, queue re-created" } else { "queue re-created after the controller's reset" }.into();
         self.recreate(ctrl, timeout, r).map(Some)
     }
 }
@@ -369,7 +374,7 @@ impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
         self.retired.sq_doorbells += s.sq_doorbells;
         self.retired.cq_doorbells += s.cq_doorbells;
         self.retired.mmio_writes += s.mmio_doorbells;
-        self.retired.rejected_completions += s.invalid_cid + s.wrong_sqid;
+        self.retired.rejected_completions += s.invalid_cid + s.stale_cid + s.wrong_sqid;
         let (qp, abandoned) = ctrl.recreate_io_queue_pair(old, timeout)?;
         self.qp = Some(qp);
         self.generation = ctrl.generation();

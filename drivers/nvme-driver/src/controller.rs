@@ -94,6 +94,9 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     /// Given up after a failed recovery: no more admin commands, only the
     /// register writes that hand the controller back.
     failed: bool,
+    /// A reset is in progress: an admin timeout now fails the reset
+    /// instead of starting another.
+    resetting: bool,
 }
 
 /// An I/O queue pair the host created: its memory, and what it takes to
@@ -265,6 +268,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             shadow: None,
             generation: 0,
             failed: false,
+            resetting: false,
         };
 
         // Step 5: Identify Controller: MDTS bounds every transfer.
@@ -407,7 +411,10 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
                 return Ok(cqe);
             }
             spins += 1;
-            if spins % 1024 == 0 {
+            // Look at CSTS and the clock every 1024 spins, and at every
+            // turn once sleeping: 1024 sleeps could overrun the timeout many
+            // times on a loaded machine.
+            if spins.is_multiple_of(1024) || spins > 4096 {
                 let csts = self.status();
                 if csts.into_bits() == u32::MAX {
                     return Err(Error::Gone);
@@ -416,8 +423,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
                     return Err(Error::Fatal { during: opcode });
                 }
                 if start.elapsed() > timeout {
-                    self.admin.abandon_outstanding();
-                    return Err(Error::CommandTimeout { opcode, timeout_ms: timeout.as_millis() as u64 });
+                    return Err(self.admin_timed_out(opcode, timeout));
                 }
             }
             if spins < 4096 {
@@ -425,6 +431,26 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             } else {
                 std::thread::sleep(Duration::from_micros(20));
             }
+        }
+    }
+
+    /// An admin command did not complete within `timeout`. Its CID must not
+    /// go to another command while the controller may still complete it, and
+    /// only a reset makes the controller forget it: reset now (Linux's
+    /// `nvme_timeout` disables and resets the controller for a timed-out
+    /// admin command). Returns the error for the caller: the timeout, with
+    /// the controller reset (I/O queue pairs gone), or the failed reset
+    /// (the controller given up and left disabled).
+    #[cold]
+    fn admin_timed_out(&mut self, opcode: &'static str, timeout: Duration) -> Error {
+        let timeout_ms = timeout.as_millis() as u64;
+        if self.resetting {
+            // The reset that issued this command fails, and says so.
+            return Error::CommandTimeout { opcode, timeout_ms, action: crate::TimeoutAction::DuringReset };
+        }
+        match self.reset(timeout) {
+            Ok(()) => Error::CommandTimeout { opcode, timeout_ms, action: crate::TimeoutAction::ControllerReset },
+            Err(e) => e,
         }
     }
 
@@ -530,8 +556,12 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             create_cq = create_cq.interrupt_vector(qid);
         }
         self.admin_command_within(create_cq.build(), None, timeout)?;
+        let generation = self.generation;
         if let Err(e) = self.admin_command_within(cmd::CreateIoSq::new(qid, q.entries, q.sq.iova(), qid).build(), None, timeout) {
-            let _ = self.admin_command_within(cmd::delete_io_cq(qid), None, timeout);
+            // After a reset (a timeout) the controller has no CQ to delete.
+            if self.generation == generation && !self.failed {
+                let _ = self.admin_command_within(cmd::delete_io_cq(qid), None, timeout);
+            }
             return Err(e);
         }
         Ok(qp)
@@ -545,13 +575,19 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let idx = self.live_index(&qp)?;
         let qid = qp.qid();
         drop(qp);
+        let mut result = Ok(());
         if self.live[idx].on_device && !self.failed {
-            self.admin_command(cmd::delete_io_sq(qid), None)?;
-            self.admin_command(cmd::delete_io_cq(qid), None)?;
+            result = self.admin_command(cmd::delete_io_sq(qid), None).and_then(|_| self.admin_command(cmd::delete_io_cq(qid), None).map(|_| ()));
+        }
+        // Forget the queue on the host side too, unless the controller may
+        // still hold it: a deletion that failed while the controller stayed
+        // up (not reset by a timeout, not given up) keeps its memory.
+        if result.is_err() && self.live[idx].on_device && !self.failed {
+            return result;
         }
         self.qids_in_use[qid as usize] = false;
         self.live.remove(idx);
-        Ok(())
+        result
     }
 
     /// Where `qp` is in `live`, or an error if it is not ours.
@@ -585,6 +621,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             if self.failed || fatal { vec![] } else { self.live.iter().filter(|q| q.on_device).map(|q| q.qid).collect() };
         for qid in live {
             for sqe in [cmd::delete_io_sq(qid), cmd::delete_io_cq(qid)] {
+                // A timeout resets the controller (it forgets every queue) or
+                // gives it up: then there is nothing left to delete.
+                if self.failed || !self.live.iter().any(|q| q.qid == qid && q.on_device) {
+                    break;
+                }
                 if let Err(e) = self.admin_command(sqe, None) {
                     first_err.get_or_insert(e);
                 }

@@ -28,6 +28,34 @@ pub use controller::{Controller, ControllerConfig, PAGE_SIZE};
 pub use controller::recovery::AbortOutcome;
 pub use qpair::{Completion, DataPtr, IoCmd, QueuePair, QueueStats, SubmitError};
 
+/// What the driver did about an admin command that did not complete in
+/// time. Its command identifier cannot be reused while the controller may
+/// still complete it (the next command would take that completion for its
+/// own), and only a reset makes the controller forget a command: so, as
+/// Linux's `nvme_timeout` does for the admin queue, the controller is
+/// disabled and initialised again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeoutAction {
+    /// The controller was reset and initialised again (NVMe 1.4c §7.3.2,
+    /// §7.6.1): every I/O queue pair made before is gone (re-create them);
+    /// [`Controller::generation`] counts it.
+    ControllerReset,
+    /// It timed out during a controller reset, which fails with it
+    /// ([`Error::ResetFailed`] follows).
+    DuringReset,
+}
+
+impl std::fmt::Display for TimeoutAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TimeoutAction::ControllerReset => f.write_str(
+                "; the controller was reset to get the command back, as Linux does for an admin command: its I/O queue pairs are gone (re-create them)",
+            ),
+            TimeoutAction::DuringReset => f.write_str(" (during a controller reset)"),
+        }
+    }
+}
+
 use nvme_spec::{Cqe, Status};
 
 /// Errors of the driver, each saying what happened and, where there is one,
@@ -46,9 +74,9 @@ pub enum Error {
     /// A command completed with an error status.
     #[error("{opcode} failed: {status} [{cqe}]")]
     Command { opcode: &'static str, status: Status, cqe: Cqe },
-    /// An admin command did not complete in time.
-    #[error("{opcode} did not complete within {timeout_ms} ms")]
-    CommandTimeout { opcode: &'static str, timeout_ms: u64 },
+    /// An admin command did not complete in time, and what was done about it.
+    #[error("{opcode} did not complete within {timeout_ms} ms{action}")]
+    CommandTimeout { opcode: &'static str, timeout_ms: u64, action: TimeoutAction },
     /// A namespace that is not active.
     #[error("namespace {nsid} is not active on this controller (it has {nn} namespace ids); pick one listed by `nvme-bypass info`")]
     InactiveNamespace { nsid: u32, nn: u32 },

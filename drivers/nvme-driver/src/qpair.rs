@@ -3,7 +3,7 @@
 //! every I/O queue are this type. It is the hot path of the vfio and sim
 //! backends: no allocation, lock or system call per command.
 
-use crate::cid::CidTable;
+use crate::cid::{cid_tag, CidTable};
 use crate::doorbell::ShadowSlot;
 use crate::prp::{build_prps, DmaPrpList, PrpError};
 use crate::queue::{CompletionQueue, SubmissionQueue};
@@ -114,6 +114,10 @@ pub struct QueueStats {
     pub cq_doorbells: u64,
     /// Completions whose CID was not outstanding (rejected).
     pub invalid_cid: u64,
+    /// Completions whose CID names a slot of this queue but another
+    /// generation of it: a late or repeated completion of an earlier
+    /// command there (rejected; see [`crate::cid`]).
+    pub stale_cid: u64,
     /// Completions naming another submission queue (rejected).
     pub wrong_sqid: u64,
     /// Doorbell writes that went to the MMIO register (with shadow
@@ -247,7 +251,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     pub fn stats(&self) -> QueueStats {
         self.stats
     }
-    /// The last completion rejected for an unknown CID or wrong SQ id.
+    /// The last completion rejected for an unknown or stale CID or a wrong SQ id.
     pub fn last_rejected(&self) -> Option<Cqe> {
         self.last_rejected
     }
@@ -521,7 +525,8 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             let tag = if sq_id == qid { cids.release(cid) } else { None };
             let Some(tag) = tag else {
                 let cqe = Cqe::from_dwords([dw0, ring.read_dw::<1>(slot), dw2, dw3]);
-                reject(&mut self.stats, &mut self.last_rejected, cqe, qid);
+                let stale = sq_id == qid && cids.is_stale(cid);
+                reject(&mut self.stats, &mut self.last_rejected, cqe, qid, stale);
                 continue;
             };
             f(n, Completion { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), dw0 });
@@ -547,7 +552,8 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         self.sq.update_head(cqe.sq_head);
         let tag = if cqe.sq_id == self.qid { self.cids.release(cqe.cid) } else { None };
         if tag.is_none() {
-            reject(&mut self.stats, &mut self.last_rejected, cqe, self.qid);
+            let stale = cqe.sq_id == self.qid && self.cids.is_stale(cqe.cid);
+            reject(&mut self.stats, &mut self.last_rejected, cqe, self.qid, stale);
         } else {
             self.stats.completed += 1;
         }
@@ -630,12 +636,15 @@ fn wrap_tail() -> usize {
 }
 
 /// Count and keep a completion that names another queue or a CID that is
-/// not outstanding (a protocol error: it is never delivered).
+/// not outstanding (a protocol error: it is never delivered). `stale`: the
+/// CID is of another generation of one of our slots.
 #[cold]
 #[inline(never)]
-fn reject(stats: &mut QueueStats, last: &mut Option<Cqe>, cqe: Cqe, qid: u16) {
+fn reject(stats: &mut QueueStats, last: &mut Option<Cqe>, cqe: Cqe, qid: u16, stale: bool) {
     if cqe.sq_id != qid {
         stats.wrong_sqid += 1;
+    } else if stale {
+        stats.stale_cid += 1;
     } else {
         stats.invalid_cid += 1;
     }
@@ -651,11 +660,13 @@ struct PrpLists<'a> {
 }
 
 impl PrpLists<'_> {
-    /// PRP1/PRP2 for `d`, writing command `cid`'s list pages when needed.
+    /// PRP1/PRP2 for `d`, writing command `cid`'s list pages (those of its
+    /// slot, the CID's tag) when needed.
     fn prps(&self, cid: u16, d: DataPtr) -> Result<(u64, u64), PrpError> {
         match self.mem {
             Some(mem) => {
-                let mut list = DmaPrpList { mem, offset: cid as usize * self.pages * self.page_size, pages: self.pages, page_size: self.page_size };
+                let offset = cid_tag(cid) * self.pages * self.page_size;
+                let mut list = DmaPrpList { mem, offset, pages: self.pages, page_size: self.page_size };
                 build_prps(d.iova, d.len, self.page_size, &mut list)
             }
             None => build_prps(d.iova, d.len, self.page_size, &mut NoList),

@@ -687,8 +687,11 @@ fn a_parked_controller_is_woken_by_the_first_new_entry() {
     ctrl.delete_io_queue_pair(qp).unwrap();
 }
 
-/// The queue sizes the simulator saw created, (qid, is CQ, entries).
-fn queue_events() -> (nvme_sim::EventHook, Arc<std::sync::Mutex<Vec<(u16, bool, u32)>>>) {
+/// Queues the simulator saw created: (qid, is CQ, entries).
+type Created = Arc<std::sync::Mutex<Vec<(u16, bool, u32)>>>;
+
+/// A hook recording the queues the simulator creates.
+fn queue_events() -> (nvme_sim::EventHook, Created) {
     let seen = Arc::new(std::sync::Mutex::new(vec![]));
     let s2 = seen.clone();
     let hook: nvme_sim::EventHook = Arc::new(move |e: &nvme_sim::SimEvent| {

@@ -58,7 +58,7 @@ pub struct Faults {
     /// handshakes (reset, shutdown) still work; admin commands do not.
     pub hang: AtomicBool,
     /// Post the completion of every Nth I/O command with a CID that was
-    /// never submitted (0 = off).
+    /// never submitted: the command's CID + 4000h (0 = off).
     pub corrupt_cid_every: AtomicU32,
     /// Post the completion of every Nth I/O command naming another
     /// submission queue (SQ id + 1), with an SQ Head that is not this
@@ -72,9 +72,9 @@ pub struct Faults {
     /// Before the next admin completion, post the previous admin completion
     /// once more (a stale duplicate); cleared when it trips.
     pub replay_admin: AtomicBool,
-    /// Post admin completions this many microseconds late, in the order
-    /// they fall due (other admin commands go on meanwhile); a reset drops
-    /// those not posted yet (0 = off).
+    /// Post the next admin command's completion this many microseconds
+    /// late (later admin commands go on meanwhile); a reset drops it if it
+    /// is not posted yet. Cleared when it trips (0 = off).
     pub admin_delay_us: AtomicU32,
     /// Execute every Nth I/O command but hold its completion until an Abort
     /// names it (then it completes with "Command Abort Requested") or a
@@ -811,7 +811,11 @@ impl Device {
         if replay {
             self.replay_last(cqid);
         }
-        let delay = if qid == 0 { self.faults.admin_delay_us.load(Ordering::Relaxed) } else { 0 };
+        let delay = if qid == 0 && self.faults.admin_delay_us.load(Ordering::Relaxed) != 0 {
+            self.faults.admin_delay_us.swap(0, Ordering::Relaxed)
+        } else {
+            0
+        };
         if delay != 0 {
             self.late.push(Late { due: Instant::now() + Duration::from_micros(delay as u64), cqe });
             return true;

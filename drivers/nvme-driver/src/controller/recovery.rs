@@ -75,7 +75,9 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         if self.failed {
             return Err(Error::GivenUp);
         }
+        self.resetting = true;
         let r = self.reset_inner(timeout);
+        self.resetting = false;
         if let Err(e) = r {
             self.failed = true;
             let cc = Cc::from_bits(self.regs.read32(offset::CC));
@@ -146,8 +148,16 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         drop(old);
         let q: LiveQueue = self.live[idx].clone();
         if q.on_device {
-            self.admin_command_within(cmd::delete_io_sq(q.qid), None, timeout)?;
-            self.admin_command_within(cmd::delete_io_cq(q.qid), None, timeout)?;
+            let deleted = self
+                .admin_command_within(cmd::delete_io_sq(q.qid), None, timeout)
+                .and_then(|_| self.admin_command_within(cmd::delete_io_cq(q.qid), None, timeout));
+            // A deletion that timed out reset the controller, which forgot
+            // the queue all the same: go on and create it again.
+            if let Err(e) = deleted {
+                if self.live[idx].on_device || self.failed {
+                    return Err(e);
+                }
+            }
             self.live[idx].on_device = false;
         }
         // A zeroed ring: the new queue expects phase 1 from its first entry.
