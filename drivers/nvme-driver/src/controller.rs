@@ -25,7 +25,9 @@ pub struct ControllerConfig {
     pub io_queues: u16,
     /// Timeout for one admin command.
     pub admin_timeout: Duration,
-    /// Override of CAP.TO for enable/disable waits (None: use CAP.TO).
+    /// Override of the controller's ready timeouts for enable/disable
+    /// waits (None: CAP.TO, or for enabling CRTO.CRWMT when CAP.CRMS
+    /// reports it and it is longer).
     pub ready_timeout: Option<Duration>,
     /// Cap on the transfer size when the controller reports no MDTS.
     pub default_max_transfer: usize,
@@ -179,6 +181,63 @@ fn admin_queue_pair<R: RegisterWindow + ?Sized>(
     })
 }
 
+/// How long CSTS.RDY may take to become 1 after CC.EN = 1 (CC.CRIME = 0):
+/// CAP.TO, or, when CAP.CRMS.CRWMS says the NVMe 2.0 CRTO register holds
+/// it, CRTO.CRWMT, whose 16 bits reach past CAP.TO's 127.5 s. As Linux
+/// (`nvme_enable_ctrl`), the larger of the two: some controllers report a
+/// CRWMT below CAP.TO.
+fn enable_timeout<R: RegisterWindow + ?Sized>(regs: &R, cap: Cap, cfg: &ControllerConfig) -> Duration {
+    if let Some(t) = cfg.ready_timeout {
+        return t;
+    }
+    let mut ms = cap.timeout_ms();
+    if cap.ready_with_media_timeout_reported() {
+        ms = ms.max(nvme_spec::regs::Crto::from_bits(regs.read32(offset::CRTO)).ready_with_media_ms());
+    }
+    Duration::from_millis(ms)
+}
+
+/// How long CSTS.RDY may take to become 0 after CC.EN = 0: CAP.TO.
+fn disable_timeout(cap: Cap, cfg: &ControllerConfig) -> Duration {
+    cfg.ready_timeout.unwrap_or(Duration::from_millis(cap.timeout_ms()))
+}
+
+/// Controller reset by CC.EN = 0, then wait for CSTS.RDY = 0 (within
+/// `disable_timeout`): NVMe 1.4c §3.1.5, §7.3.2. A controller found still
+/// enabling (CC.EN = 1, CSTS.RDY = 0) is first let finish, for at most
+/// `enable_wait`: clearing CC.EN before CSTS.RDY is 1 "has undefined
+/// results" (§3.1.5, CC.EN), and SPDK waits the same way
+/// (`nvme_ctrlr_process_init`), unless the controller reports fatal
+/// status, which asks for this reset. An error means the controller was
+/// not reset: it may still use the memory it was given (its admin queue),
+/// so the caller keeps that memory mapped.
+fn disable<R: RegisterWindow + ?Sized>(regs: &R, enable_wait: Duration, disable_timeout: Duration) -> Result<(), Error> {
+    let cc = Cc::from_bits(regs.read32(offset::CC));
+    let csts = Csts::from_bits(regs.read32(offset::CSTS));
+    if csts.into_bits() == u32::MAX {
+        return Err(Error::Gone);
+    }
+    if cc.en() && !csts.rdy() && !csts.cfs() {
+        wait_until(regs, enable_wait, "finish enabling (CSTS.RDY=1) so that it can be reset (CC.EN=0)", |s| s.rdy() || s.cfs())?;
+    }
+    if cc.en() {
+        regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
+    }
+    wait_until(regs, disable_timeout, "clear CSTS.RDY after CC.EN=0", |s| !s.rdy())?;
+    Ok(())
+}
+
+/// Keep `regions` mapped until the process ends: a controller that was
+/// not reset may still read or write them, and freed memory can be handed
+/// to the next allocation. (When the process ends, VFIO resets the function
+/// before its mappings go.) Only on the rare path of a controller that
+/// would not finish enabling or shutting down.
+fn keep_mapped(regions: impl IntoIterator<Item = DmaRegion>) {
+    for r in regions {
+        std::mem::forget(r);
+    }
+}
+
 fn wait_until<R: RegisterWindow + ?Sized>(
     regs: &R,
     timeout: Duration,
@@ -232,22 +291,27 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
                 cap.min_page_size()
             )));
         }
-        let ready_timeout = cfg.ready_timeout.unwrap_or(Duration::from_millis(cap.timeout_ms()));
+        let (enable_to, disable_to) = (enable_timeout(&*regs, cap, &cfg), disable_timeout(cap, &cfg));
 
-        // Step 1: reset. Clear CC.EN and wait for CSTS.RDY to follow (bounded by CAP.TO).
-        let cc = Cc::from_bits(regs.read32(offset::CC));
-        if cc.en() {
-            regs.write32(offset::CC, cc.with_en(false).into_bits());
-        }
-        wait_until(&*regs, ready_timeout, "clear CSTS.RDY after CC.EN=0", |s| !s.rdy())?;
+        // Step 1: reset. Clear CC.EN and wait for CSTS.RDY to follow; a
+        // controller the previous owner left enabling is let finish first.
+        disable(&*regs, enable_to, disable_to)?;
 
         // Steps 2-4: admin queues (AQA, ASQ, ACQ), CC, CC.EN = 1, then wait
-        // for CSTS.RDY = 1 (bounded by CAP.TO); CFS means it failed.
+        // for CSTS.RDY = 1 (bounded by the enable timeout); CFS means it failed.
         let aq = QueueEntries::clamped(cfg.admin_queue_entries as u64, QueueEntries::MIN, ADMIN_MAX);
         let asq = mem.alloc(aq.as_usize() * 64, PAGE_SIZE)?;
         let acq = mem.alloc(aq.as_usize() * 16, PAGE_SIZE)?;
         let admin = admin_queue_pair(regs.clone(), cap, asq.clone(), acq.clone(), aq)?;
-        enable_with_admin_queue(&*regs, aq, &asq, &acq, ready_timeout)?;
+        if let Err(e) = enable_with_admin_queue(&*regs, aq, &asq, &acq, enable_to) {
+            // The controller knows the admin queue's addresses. Reset it if
+            // that is defined now (ready after all, or fatal); else it is
+            // still enabling and keeps them: keep the memory too.
+            if disable(&*regs, Duration::ZERO, disable_to).is_err() {
+                keep_mapped([asq, acq]);
+            }
+            return Err(e);
+        }
         let scratch = mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?;
         let mut c = Controller {
             regs,
@@ -576,13 +640,17 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let qid = qp.qid();
         drop(qp);
         let mut result = Ok(());
-        if self.live[idx].on_device && !self.failed {
+        if self.live[idx].on_device {
+            if self.failed {
+                // Given up without a confirmed reset: no command, and the
+                // memory stays with `live` (shutdown decides about it).
+                return Ok(());
+            }
             result = self.admin_command(cmd::delete_io_sq(qid), None).and_then(|_| self.admin_command(cmd::delete_io_cq(qid), None).map(|_| ()));
         }
-        // Forget the queue on the host side too, unless the controller may
-        // still hold it: a deletion that failed while the controller stayed
-        // up (not reset by a timeout, not given up) keeps its memory.
-        if result.is_err() && self.live[idx].on_device && !self.failed {
+        // The host side goes once the controller has forgotten the queue (a
+        // timeout's reset counts); after any other failure it keeps its memory.
+        if result.is_err() && self.live[idx].on_device {
             return result;
         }
         self.qids_in_use[qid as usize] = false;
@@ -643,11 +711,15 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             let timeout = Duration::from_millis(self.cap.timeout_ms().max(5000));
             wait_until(&*self.regs, timeout, "report shutdown complete (CSTS.SHST)", |s| s.shst() == shst::COMPLETE || s.cfs())
         };
-        let cc = Cc::from_bits(self.regs.read32(offset::CC));
-        self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
-        let r2 = wait_until(&*self.regs, Duration::from_millis(self.cap.timeout_ms()), "clear CSTS.RDY", |s| !s.rdy());
-        // The controller is reset: it no longer references any queue memory
-        // (nor the shadow doorbell pages).
+        // A controller given up on may have been left enabling; waiting for
+        // it again is pointless.
+        let enable_wait = if self.failed { Duration::ZERO } else { self.enable_timeout() };
+        let r2 = disable(&*self.regs, enable_wait, self.disable_timeout());
+        if r2.is_err() {
+            self.keep_memory_mapped();
+        }
+        // The controller is reset (or its memory kept): it no longer
+        // references any queue memory (nor the shadow doorbell pages).
         self.live.clear();
         self.shadow = None;
         if let Err(e) = r.and(r2) {
@@ -657,6 +729,17 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+}
+
+impl<R: RegisterWindow + ?Sized> Controller<R> {
+    /// The controller could not be reset: keep every region it may still
+    /// read or write mapped (see [`keep_mapped`]).
+    fn keep_memory_mapped(&self) {
+        let (asq, acq) = self.admin.memory();
+        let queues = self.live.iter().flat_map(|q| [Some(q.sq.clone()), Some(q.cq.clone()), q.prp_lists.clone()]).flatten();
+        let shadow = self.shadow.iter().flat_map(|(d, e)| [d.clone(), e.clone()]);
+        keep_mapped([asq, acq, self.scratch.clone()].into_iter().chain(queues).chain(shadow));
     }
 }
 

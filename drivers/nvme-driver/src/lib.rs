@@ -63,7 +63,7 @@ use nvme_spec::{Cqe, Status};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A CSTS wait ran out of time.
-    #[error("controller did not {what} within {timeout_ms} ms (CAP.TO); CSTS={csts:#x}. The device may be hung: reset it (rebind to nvme, or power-cycle)")]
+    #[error("controller did not {what} within {timeout_ms} ms (its ready timeout: CAP.TO, or CRTO.CRWMT when CAP.CRMS reports it); CSTS={csts:#x}. The device may be hung: reset it (rebind to nvme, or power-cycle)")]
     Timeout { what: &'static str, timeout_ms: u64, csts: u32 },
     /// CSTS.CFS was set.
     #[error("controller reported fatal status (CSTS.CFS=1) during {during}; it needs a controller reset")]

@@ -6,6 +6,7 @@ use nvme_driver::{Controller, ControllerConfig, DataPtr, Error, QueuePair, Submi
 use nvme_hal::{DmaRegion, RegisterWindow};
 use nvme_sim::{DataMode, SimConfig, SimController, SimRegisters};
 use nvme_spec::status::{command_specific as cs, generic as gs};
+use nvme_spec::regs::Csts;
 use nvme_spec::{QueueEntries, Sqe, StatusCodeType};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -767,4 +768,68 @@ fn a_controller_granting_more_queues_than_asked_is_held_to_what_was_asked() {
     assert!(matches!(ctrl.create_io_queue_pair(8), Err(Error::NoQueues { granted: 2 })));
     ctrl.delete_io_queue_pair(a).unwrap();
     ctrl.delete_io_queue_pair(b).unwrap();
+}
+
+#[test]
+fn a_controller_found_enabling_is_let_become_ready_before_it_is_reset() {
+    // The previous owner set CC.EN = 1 and left; the controller takes 300 ms
+    // to become ready. Clearing CC.EN before CSTS.RDY = 1 has undefined
+    // results (NVMe 1.4c §3.1.5); this controller then reports fatal status.
+    use nvme_spec::regs::{offset, Aqa, Cc};
+    let sim = SimController::start(quiet(SimConfig { ready_delay: Duration::from_millis(300), ..Default::default() })).unwrap();
+    let regs = sim.registers();
+    let (asq, acq) = (sim.allocator().alloc(4096, 4096).unwrap(), sim.allocator().alloc(4096, 4096).unwrap());
+    regs.write32(offset::AQA, Aqa::new().with_asqs(7).with_acqs(7).into_bits());
+    regs.write64(offset::ASQ, asq.iova());
+    regs.write64(offset::ACQ, acq.iova());
+    regs.write32(offset::CC, Cc::new().with_iosqes(6).with_iocqes(4).with_en(true).into_bits());
+    assert_eq!(regs.read32(offset::CSTS) & 1, 0, "still enabling");
+    let t = Instant::now();
+    let mut ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).expect("taken over");
+    assert!(t.elapsed() >= Duration::from_millis(250), "waited for CSTS.RDY = 1 first: {:?}", t.elapsed());
+    assert!(!ctrl.status().cfs());
+    assert_eq!(sim.stats().resets.load(std::sync::atomic::Ordering::Relaxed), 1, "one clean reset");
+    assert_eq!(ctrl.identify().sn, "NVBSIM0001");
+    ctrl.create_io_queue_pair(8).map(|q| ctrl.delete_io_queue_pair(q)).unwrap().unwrap();
+}
+
+#[test]
+fn the_nvme_2_ready_timeout_crto_is_used_when_cap_crms_reports_it() {
+    // CAP.TO says 500 ms, CRTO.CRWMT 4 s; the controller needs 1.5 s.
+    let cfg = SimConfig {
+        timeout_500ms: 1,
+        ready_timeouts_500ms: Some((8, 1)),
+        ready_delay: Duration::from_millis(1500),
+        ..Default::default()
+    };
+    let sim = SimController::start(quiet(cfg)).unwrap();
+    let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default());
+    let ctrl = ctrl.unwrap_or_else(|e| panic!("waited CRTO.CRWMT, not CAP.TO: {e}"));
+    assert!(ctrl.cap().ready_with_media_timeout_reported());
+    drop(ctrl);
+    // A CRWMT below CAP.TO (seen on real devices) does not shorten the wait.
+    let cfg = SimConfig {
+        timeout_500ms: 4,
+        ready_timeouts_500ms: Some((1, 1)),
+        ready_delay: Duration::from_millis(1000),
+        ..Default::default()
+    };
+    let sim = SimController::start(quiet(cfg)).unwrap();
+    Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).expect("the larger of CAP.TO and CRWMT");
+}
+
+#[test]
+fn an_enable_that_times_out_does_not_leave_the_controller_enabled_over_freed_memory() {
+    use nvme_spec::regs::offset;
+    // Never ready within CAP.TO (500 ms).
+    let sim = SimController::start(quiet(SimConfig { timeout_500ms: 1, ready_delay: Duration::from_secs(3600), ..Default::default() })).unwrap();
+    let regs = sim.registers();
+    let e = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).err().expect("times out");
+    assert!(e.to_string().contains("set CSTS.RDY after CC.EN=1"), "{e}");
+    let (en, asq, acq) = (regs.read32(offset::CC) & 1, regs.read64(offset::ASQ), regs.read64(offset::ACQ));
+    let mapped = |iova| sim.memory().snapshot().translate(iova, 64).is_some();
+    // Either the controller was reset, or the admin queue it knows stays
+    // mapped: never CC.EN = 1 over memory the next allocation may get.
+    assert!(en == 0 || (mapped(asq) && mapped(acq)), "CC.EN = {en}, admin queue mapped: {} {}", mapped(asq), mapped(acq));
+    assert!(!Csts::from_bits(regs.read32(offset::CSTS)).cfs(), "CC.EN was not cleared while CSTS.RDY = 0");
 }

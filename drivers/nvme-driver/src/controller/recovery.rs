@@ -6,12 +6,11 @@
 //! timeout, the controller is reset and the queues re-created; if the reset
 //! fails, the controller is given up and left disabled for the next owner.
 
-use super::{admin_queue_pair, enable_with_admin_queue, wait_until, Controller, LiveQueue};
+use super::{admin_queue_pair, disable, disable_timeout, enable_timeout, enable_with_admin_queue, Controller, LiveQueue};
 use crate::qpair::QueuePair;
 use crate::Error;
 use nvme_hal::RegisterWindow;
 use nvme_spec::cmd;
-use nvme_spec::regs::{offset, shn, Cc};
 use std::time::Duration;
 
 /// What an Abort achieved. NVMe 1.4c §5.1: bit 0 of completion dword 0 is
@@ -80,31 +79,38 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         self.resetting = false;
         if let Err(e) = r {
             self.failed = true;
-            let cc = Cc::from_bits(self.regs.read32(offset::CC));
-            self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
-            let _ = wait_until(&*self.regs, self.ready_timeout(), "clear CSTS.RDY", |s| !s.rdy());
+            // Left disabled if that is defined now (not while it is still
+            // enabling: then the memory stays mapped, see shutdown_inner).
+            if disable(&*self.regs, Duration::ZERO, self.disable_timeout()).is_ok() {
+                self.forget_queues();
+            }
             return Err(Error::ResetFailed { source: Box::new(e) });
         }
         Ok(())
     }
 
-    fn ready_timeout(&self) -> Duration {
-        self.cfg.ready_timeout.unwrap_or(Duration::from_millis(self.cap.timeout_ms()))
+    /// The controller was reset: it no longer knows any I/O queue.
+    fn forget_queues(&mut self) {
+        for q in &mut self.live {
+            q.on_device = false;
+        }
+    }
+
+    pub(super) fn enable_timeout(&self) -> Duration {
+        enable_timeout(&*self.regs, self.cap, &self.cfg)
+    }
+
+    pub(super) fn disable_timeout(&self) -> Duration {
+        disable_timeout(self.cap, &self.cfg)
     }
 
     fn reset_inner(&mut self, timeout: Duration) -> Result<(), Error> {
         // Step 1: CC.EN = 0 and wait for CSTS.RDY to follow (CAP.TO). From
-        // the write on, the controller no longer owns any I/O queue memory.
-        let cc = Cc::from_bits(self.regs.read32(offset::CC));
-        self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
-        for q in &mut self.live {
-            q.on_device = false;
-        }
+        // then on the controller no longer owns any I/O queue memory. (Their
+        // memory stays with `live` until re-created or deleted.)
         self.generation += 1;
-        let csts = wait_until(&*self.regs, self.ready_timeout(), "clear CSTS.RDY after CC.EN=0 (reset)", |s| !s.rdy())?;
-        if csts.into_bits() == u32::MAX {
-            return Err(Error::Gone);
-        }
+        disable(&*self.regs, self.enable_timeout(), self.disable_timeout())?;
+        self.forget_queues();
 
         // Steps 2-4: the admin queue anew on the same memory, its completion
         // ring zeroed so that no old phase tag passes for a new entry.
@@ -113,7 +119,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         self.admin.abandon_outstanding();
         acq.fill(0, acq.len(), 0);
         self.admin = admin_queue_pair(self.regs.clone(), self.cap, asq.clone(), acq.clone(), entries)?;
-        enable_with_admin_queue(&*self.regs, entries, &asq, &acq, self.ready_timeout())?;
+        enable_with_admin_queue(&*self.regs, entries, &asq, &acq, self.enable_timeout())?;
 
         // Step 6: Number of Queues again (the reset forgot it); as many as before.
         let want = self.cfg.io_queues.max(1);
