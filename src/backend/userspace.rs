@@ -87,6 +87,17 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
         })
     }
 
+    /// Shut the controller down now (NVMe 1.4c §7.6.2) and say how it went;
+    /// queues still open find it gone. Dropping the target does the same and
+    /// prints a warning if it failed.
+    pub fn shutdown(&self) -> Result<(), BackendError> {
+        let ctrl = self.ctrl.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match ctrl {
+            Some(c) => c.shutdown().map_err(Into::into),
+            None => Ok(()),
+        }
+    }
+
     /// Run `f` with the controller (admin commands, identify).
     pub fn with_controller<T>(&self, f: impl FnOnce(&mut Controller<R>) -> T) -> Option<T> {
         self.ctrl.lock().unwrap().as_mut().map(f)
@@ -150,6 +161,16 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
             generation,
             retired: QueueCounters::default(),
         }))
+    }
+}
+
+impl<R: RegisterWindow + 'static> Drop for UserspaceTarget<R> {
+    fn drop(&mut self) {
+        // A shutdown that failed (one that did not complete within RTD3E,
+        // say) is the user's to know: the device was not handed back reset.
+        if let Err(e) = self.shutdown() {
+            eprintln!("nvme-bypass: warning: {}: shutting the controller down: {e}", self.name);
+        }
     }
 }
 
@@ -389,4 +410,22 @@ impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
 #[inline(never)]
 fn failed(c: nvme_driver::Completion) -> IoDone {
     IoDone { tag: c.tag, status: IoStatus::Nvme(c.status()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvme_driver::ControllerConfig;
+    use nvme_sim::{SimConfig, SimController};
+
+    #[test]
+    fn a_shutdown_that_times_out_reaches_the_user() {
+        let sim = SimController::start(SimConfig { shutdown_time: Duration::MAX, idle_spins: 2000, ..Default::default() }).unwrap();
+        let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+        let target = UserspaceTarget::new("sim", ctrl, 1).unwrap();
+        let e = target.shutdown().expect_err("reported, not swallowed");
+        assert!(e.to_string().contains("did not finish its shutdown"), "{e}");
+        assert!(target.open_queue(QueueParams { depth: 1, buf_size: 4096, batch: 0 }).is_err(), "the controller is gone");
+        drop(target);
+    }
 }

@@ -395,6 +395,15 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         Some((sq, cq))
     }
 
+    /// How long a normal shutdown may take: RTD3 Entry Latency (Identify
+    /// Controller RTD3E, microseconds: the time the controller says it
+    /// needs to get ready for power off) clamped to 5..=60 s, as Linux's
+    /// `nvme_init_ctrl_finish` sets `shutdown_timeout` (5 s when RTD3E is
+    /// not reported). CAP.TO bounds CSTS.RDY changes, not shutdown.
+    pub fn shutdown_timeout(&self) -> Duration {
+        Duration::from_micros(self.ident.rtd3e as u64).clamp(Duration::from_secs(5), Duration::from_secs(60))
+    }
+
     /// Controller Capabilities as read at bring-up.
     pub fn cap(&self) -> Cap {
         self.cap
@@ -669,9 +678,12 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     /// Normal shutdown, NVMe 1.4c §7.6.2: delete what is left of the I/O
-    /// queues, write CC.SHN = 01b, wait for CSTS.SHST = 10b, then clear
-    /// CC.EN so the next owner (the kernel's nvme driver) finds a
-    /// controller in reset, ready to be initialized.
+    /// queues, write CC.SHN = 01b, wait for CSTS.SHST = 10b (at most
+    /// [`shutdown_timeout`](Self::shutdown_timeout)), then clear CC.EN so
+    /// the next owner (the kernel's nvme driver) finds a controller in
+    /// reset, ready to be initialized. A shutdown that does not complete in
+    /// time is [`Error::ShutdownTimeout`]: the controller is then left
+    /// enabled rather than reset in the middle of it.
     pub fn shutdown(mut self) -> Result<(), Error> {
         self.shutdown_inner()
     }
@@ -704,12 +716,31 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         // (a failed reset left it disabled: nothing to shut down).
         let enabled = Cc::from_bits(self.regs.read32(offset::CC)).en() && self.status().rdy();
         let r = if fatal || !enabled {
-            Ok(self.status())
+            Ok(())
         } else {
             let cc = Cc::from_bits(self.regs.read32(offset::CC));
             self.regs.write32(offset::CC, cc.with_shn(shn::NORMAL).into_bits());
-            let timeout = Duration::from_millis(self.cap.timeout_ms().max(5000));
-            wait_until(&*self.regs, timeout, "report shutdown complete (CSTS.SHST)", |s| s.shst() == shst::COMPLETE || s.cfs())
+            let timeout = self.shutdown_timeout();
+            match wait_until(&*self.regs, timeout, "report shutdown complete (CSTS.SHST)", |s| s.shst() == shst::COMPLETE || s.cfs()) {
+                Ok(csts) if csts.cfs() => Err(Error::Fatal { during: "shutdown" }),
+                Ok(_) => Ok(()),
+                Err(Error::Timeout { csts, .. }) => {
+                    // Still shutting down (flushing its caches, perhaps):
+                    // a reset now could cut that short. Leave it enabled,
+                    // with the notification set, and its memory mapped; the
+                    // next owner resets it (Linux, too, leaves CC.EN alone
+                    // after a shutdown that timed out).
+                    self.keep_memory_mapped();
+                    self.live.clear();
+                    self.shadow = None;
+                    return Err(Error::ShutdownTimeout {
+                        timeout_ms: timeout.as_millis() as u64,
+                        rtd3e_us: self.ident.rtd3e,
+                        csts,
+                    });
+                }
+                Err(e) => Err(e),
+            }
         };
         // A controller given up on may have been left enabling; waiting for
         // it again is pointless.

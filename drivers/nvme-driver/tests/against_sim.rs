@@ -833,3 +833,40 @@ fn an_enable_that_times_out_does_not_leave_the_controller_enabled_over_freed_mem
     assert!(en == 0 || (mapped(asq) && mapped(acq)), "CC.EN = {en}, admin queue mapped: {} {}", mapped(asq), mapped(acq));
     assert!(!Csts::from_bits(regs.read32(offset::CSTS)).cfs(), "CC.EN was not cleared while CSTS.RDY = 0");
 }
+
+#[test]
+fn shutdown_waits_as_long_as_rtd3e_says() {
+    use nvme_spec::regs::offset;
+    // The controller needs 6 s to shut down and says so (RTD3E 20 s); CAP.TO is 2 s.
+    let cfg = SimConfig { timeout_500ms: 4, rtd3e_us: 20_000_000, shutdown_time: Duration::from_secs(6), ..Default::default() };
+    let (sim, ctrl) = bring_up(cfg, 1);
+    assert_eq!(ctrl.shutdown_timeout(), Duration::from_secs(20));
+    let regs = sim.registers();
+    let t = Instant::now();
+    ctrl.shutdown().expect("shut down within RTD3E");
+    assert!(t.elapsed() >= Duration::from_secs(6));
+    let csts = Csts::from_bits(regs.read32(offset::CSTS));
+    assert!(!csts.rdy() && !csts.cfs(), "reset after a complete shutdown: {csts:?}");
+}
+
+#[test]
+fn a_shutdown_that_does_not_complete_is_reported_and_the_controller_is_not_reset_under_it() {
+    use nvme_spec::regs::{offset, shst, Cc};
+    // Never completes; no RTD3E: Linux's default of 5 s.
+    let (sim, ctrl) = bring_up(SimConfig { shutdown_time: Duration::MAX, ..Default::default() }, 1);
+    assert_eq!(ctrl.shutdown_timeout(), Duration::from_secs(5));
+    let regs = sim.registers();
+    let asq = regs.read64(offset::ASQ);
+    let e = ctrl.shutdown().expect_err("timed out");
+    let msg = e.to_string();
+    assert!(msg.contains("did not finish its shutdown") && msg.contains("5000 ms") && msg.contains("RTD3E"), "{msg}");
+    let cc = Cc::from_bits(regs.read32(offset::CC));
+    assert!(cc.en(), "CC.EN not forced off in the middle of a shutdown");
+    assert_eq!(Csts::from_bits(regs.read32(offset::CSTS)).shst(), shst::OCCURRING);
+    assert!(sim.memory().snapshot().translate(asq, 64).is_some(), "the controller's admin queue stays mapped");
+    // RTD3E is clamped to 5..=60 s.
+    let (_s, c) = bring_up(SimConfig { rtd3e_us: 1_000, ..Default::default() }, 1);
+    assert_eq!(c.shutdown_timeout(), Duration::from_secs(5));
+    let (_s, c) = bring_up(SimConfig { rtd3e_us: 3_600_000_000, ..Default::default() }, 1);
+    assert_eq!(c.shutdown_timeout(), Duration::from_secs(60));
+}
