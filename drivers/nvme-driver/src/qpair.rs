@@ -518,9 +518,6 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             if head == entries {
                 (head, phase) = wrap(phase);
             }
-            // SQ Head Pointer: how far the controller has consumed the SQ
-            // (recorded once, after the pass: the last one is the newest).
-            sq_head = dw2 as u16;
             let (sq_id, cid) = ((dw2 >> 16) as u16, dw3 as u16);
             let tag = if sq_id == qid { cids.release(cid) } else { None };
             let Some(tag) = tag else {
@@ -529,6 +526,10 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
                 reject(&mut self.stats, &mut self.last_rejected, cqe, qid, stale);
                 continue;
             };
+            // SQ Head Pointer: how far the controller has consumed the SQ,
+            // from a completion that is ours (recorded once, after the
+            // pass: the last one is the newest).
+            sq_head = dw2 as u16;
             f(n, Completion { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), dw0 });
             n += 1;
         }
@@ -549,12 +550,13 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// [`ring_cq`](Self::ring_cq) after a batch (tracing, admin path).
     pub fn reap_raw(&mut self) -> Option<(Cqe, Option<u64>)> {
         let cqe = self.cq.pop()?;
-        self.sq.update_head(cqe.sq_head);
         let tag = if cqe.sq_id == self.qid { self.cids.release(cqe.cid) } else { None };
         if tag.is_none() {
             let stale = cqe.sq_id == self.qid && self.cids.is_stale(cqe.cid);
             reject(&mut self.stats, &mut self.last_rejected, cqe, self.qid, stale);
         } else {
+            // Only a completion that is ours says how far our SQ was consumed.
+            self.sq.update_head(cqe.sq_head);
             self.stats.completed += 1;
         }
         Some((cqe, tag))

@@ -425,3 +425,23 @@ fn a_stale_duplicate_io_completion_is_rejected_by_its_cid_generation() {
     assert_eq!(qp.last_rejected().unwrap().cid, a);
     ctrl.delete_io_queue_pair(qp).unwrap();
 }
+
+#[test]
+fn the_sq_head_of_a_rejected_completion_is_not_taken() {
+    let (sim, mut ctrl) = bring_up(SimConfig::default());
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    // A completion naming another queue, with that queue's SQ head (the
+    // controller consumed one entry of ours: its true head would be 1).
+    sim.faults().bad_sqid_every.store(1, Ordering::Relaxed);
+    read(&mut qp, 0, &buf, 1);
+    assert!(poll_one(&mut qp, WAIT).is_none());
+    sim.faults().bad_sqid_every.store(0, Ordering::Relaxed);
+    assert_eq!(qp.stats().wrong_sqid, 1);
+    assert_eq!(qp.last_rejected().unwrap().sq_head, 5, "another queue's head");
+    assert_eq!(qp.sq().head(), 0, "not taken from a completion that is not ours");
+    // A completion that is ours moves it.
+    read(&mut qp, 0, &buf, 2);
+    assert!(poll_one(&mut qp, WAIT).unwrap().status().is_success());
+    assert_eq!(qp.sq().head(), 2);
+}
