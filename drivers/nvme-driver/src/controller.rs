@@ -512,8 +512,8 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// only a reset makes the controller forget it: reset now (Linux's
     /// `nvme_timeout` disables and resets the controller for a timed-out
     /// admin command). Returns the error for the caller: the timeout, with
-    /// the controller reset (I/O queue pairs gone), or the failed reset
-    /// (the controller given up and left disabled).
+    /// the controller reset (I/O queue pairs gone), or with the reset that
+    /// failed (the controller given up and left disabled).
     #[cold]
     fn admin_timed_out(&mut self, opcode: &'static str, timeout: Duration) -> Error {
         let timeout_ms = timeout.as_millis() as u64;
@@ -523,7 +523,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         }
         match self.reset(timeout) {
             Ok(()) => Error::CommandTimeout { opcode, timeout_ms, action: crate::TimeoutAction::ControllerReset },
-            Err(e) => e,
+            Err(e) => Error::CommandTimeoutResetFailed { opcode, timeout_ms, source: Box::new(e) },
         }
     }
 

@@ -80,6 +80,16 @@ pub enum Error {
     /// An admin command did not complete in time, and what was done about it.
     #[error("{opcode} did not complete within {timeout_ms} ms{action}")]
     CommandTimeout { opcode: &'static str, timeout_ms: u64, action: TimeoutAction },
+    /// An admin command did not complete in time, and the controller reset
+    /// that followed failed (the source, [`Error::ResetFailed`]): the
+    /// controller is given up and left disabled.
+    #[error("{opcode} did not complete within {timeout_ms} ms, so the controller was reset: {source}")]
+    CommandTimeoutResetFailed {
+        opcode: &'static str,
+        timeout_ms: u64,
+        #[source]
+        source: Box<Error>,
+    },
     /// A namespace that is not active.
     #[error("namespace {nsid} is not active on this controller (it has {nn} namespace ids); pick one listed by `nvme-bypass info`")]
     InactiveNamespace { nsid: u32, nn: u32 },

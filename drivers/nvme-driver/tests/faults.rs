@@ -197,7 +197,7 @@ fn a_hung_controller_fails_cleanly_and_is_handed_back_disabled() {
         let t = Instant::now();
         let e = ctrl.abort(qp.qid(), cid, Duration::from_millis(200)).unwrap_err();
         let msg = e.to_string();
-        assert!(matches!(e, Error::ResetFailed { .. }), "{msg}");
+        assert!(matches!(e, Error::CommandTimeoutResetFailed { opcode: "Abort", timeout_ms: 200, .. }), "{msg}");
         assert!(msg.contains("controller reset failed") && msg.contains("did not complete") && msg.contains("unbind"), "{msg}");
         assert!(msg.contains("during a controller reset"), "{msg}");
         assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
