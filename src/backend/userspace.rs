@@ -304,7 +304,7 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
             cq_doorbells: r.cq_doorbells + s.cq_doorbells,
             mmio_writes: r.mmio_writes + s.mmio_doorbells,
             syscalls: 0,
-            rejected_completions: r.rejected_completions + s.invalid_cid + s.stale_cid + s.wrong_sqid,
+            rejected_completions: r.rejected_completions + s.rejected(),
         }
     }
 
@@ -395,7 +395,7 @@ impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
         self.retired.sq_doorbells += s.sq_doorbells;
         self.retired.cq_doorbells += s.cq_doorbells;
         self.retired.mmio_writes += s.mmio_doorbells;
-        self.retired.rejected_completions += s.invalid_cid + s.stale_cid + s.wrong_sqid;
+        self.retired.rejected_completions += s.rejected();
         let (qp, abandoned) = ctrl.recreate_io_queue_pair(old, timeout)?;
         self.qp = Some(qp);
         self.generation = ctrl.generation();

@@ -125,6 +125,14 @@ pub struct QueueStats {
     pub mmio_doorbells: u64,
 }
 
+impl QueueStats {
+    /// Completions rejected so far, for any reason.
+    #[inline(always)]
+    pub fn rejected(&self) -> u64 {
+        self.invalid_cid + self.stale_cid + self.wrong_sqid
+    }
+}
+
 /// One submission queue, its completion queue, and their commands.
 ///
 /// Aligned to 128 bytes (two cache lines: Intel's adjacent-line prefetcher
@@ -503,6 +511,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         let mut phase = (self.cq.cq_phase as u32) << 16;
         let mut cids = self.cids.batch();
         let mut sq_head = self.sq.head();
+        let rejected = self.stats.rejected();
         let mut n = 0;
         while n < max {
             // The dword holding the phase tag first (Acquire): the
@@ -518,6 +527,10 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             if head == entries {
                 (head, phase) = wrap(phase);
             }
+            // SQ Head Pointer: how far the controller has consumed the SQ
+            // (recorded once, after the pass: the last one is the newest;
+            // not at all from a pass that rejected a completion, below).
+            sq_head = dw2 as u16;
             let (sq_id, cid) = ((dw2 >> 16) as u16, dw3 as u16);
             let tag = if sq_id == qid { cids.release(cid) } else { None };
             let Some(tag) = tag else {
@@ -526,15 +539,17 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
                 reject(&mut self.stats, &mut self.last_rejected, cqe, qid, stale);
                 continue;
             };
-            // SQ Head Pointer: how far the controller has consumed the SQ,
-            // from a completion that is ours (recorded once, after the
-            // pass: the last one is the newest).
-            sq_head = dw2 as u16;
             f(n, Completion { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), dw0 });
             n += 1;
         }
         drop(cids);
-        self.sq.update_head(sq_head);
+        // The head of a completion that is not ours is not taken: a pass
+        // that rejected one keeps the head from before it (older is safe,
+        // the head only moves forward). Checked once per pass: tracking the
+        // last accepted head in the loop costs 2 instructions per completion.
+        if self.stats.rejected() == rejected {
+            self.sq.update_head(sq_head);
+        }
         self.cq.cq_head = head as u16;
         self.cq.cq_phase = phase != 0;
         if head != start && self.cq.unreported() >= self.cq_ring_every {
