@@ -98,6 +98,9 @@ pub struct SimArgs {
     /// Simulated MDTS (max transfer 4 KiB << MDTS).
     #[arg(long, default_value_t = 7)]
     pub sim_mdts: u8,
+    /// Simulated CAP.MQES, 0's based as in QEMU's `mqes=` option: queues of up to N + 1 entries (65535: 65536; 1: 2-entry queues).
+    #[arg(long, default_value_t = 2047)]
+    pub sim_mqes: u16,
     /// Run the simulated controller on the job's own thread, stepped at each MMIO doorbell write (so shadow doorbells are off), instead of on its own CPU. Timings then include the controller's work; it exists for repeatable instruction counts of the whole I/O loop (scripts/callgrind-driver.sh).
     #[arg(long)]
     pub sim_sync: bool,
@@ -384,7 +387,7 @@ fn sim_options(a: &SimArgs, queues: u16, cpu: Option<usize>) -> Result<SimOption
     if a.sim_size < a.sim_lba_size as u64 {
         return Err(CliError::usage("--sim-size is smaller than one block"));
     }
-    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, threaded: !a.sim_sync,
+    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, mqes: a.sim_mqes, threaded: !a.sim_sync,
         // A synchronous controller runs only when a register is written.
         shadow_doorbells: !a.sim_sync, streaming_sq: true })
 }

@@ -97,7 +97,7 @@ impl LatencyRun {
 
 /// Run the measurement.
 pub fn driver_cost(a: &CostArgs) -> Result<i32, CliError> {
-    let o = SimOptions { size: 1 << 30, lba_size: 512, null: true, queues: 1, cpu: None, mdts: 7, threaded: false, shadow_doorbells: false, streaming_sq: true };
+    let o = SimOptions { size: 1 << 30, lba_size: 512, null: true, queues: 1, cpu: None, mdts: 7, mqes: 2047, threaded: false, shadow_doorbells: false, streaming_sq: true };
     let target = SimTarget::open(&o)?;
     let lba = target.geometry().lba_size as u64;
     let blocks = (a.bs / lba) as u32;

@@ -454,7 +454,7 @@ fn run_sim(r: &mut Runner, label: &str, null: bool, settings: &[(Setting, Vec<Ax
     let a = r.args;
     let mut points: Vec<Point> = settings.iter().map(|(s, ax)| Point::new(label, *s, ax)).collect();
     let queues = settings.iter().map(|(s, _)| s.numjobs).max().unwrap_or(1).min(u16::MAX as usize) as u16;
-    let opts = SimOptions { size: a.sim_size, lba_size: 512, null, queues, cpu: sim_cpu, mdts: 7, threaded: true, shadow_doorbells: true, streaming_sq: true };
+    let opts = SimOptions { size: a.sim_size, lba_size: 512, null, queues, cpu: sim_cpu, mdts: 7, mqes: 2047, threaded: true, shadow_doorbells: true, streaming_sq: true };
     let target = match SimTarget::open(&opts) {
         Ok(t) => t,
         Err(e) => {

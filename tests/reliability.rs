@@ -444,3 +444,19 @@ fn a_memlock_limit_too_low_for_pinned_buffers_is_refused_saying_how_to_raise_it(
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_iodepth_no_queue_of_the_controller_holds_is_refused_naming_cap_mqes() {
+    // A controller with CAP.MQES = FFFFh (QEMU's mqes=65535): 40000 used to
+    // wrap the queue sizes and panic with the controller's lock held.
+    let base = ["bench", "--no-c2c", "--backend", "sim", "--sim-data", "null", "--sim-size", "64M", "--ios", "20000"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().chain(extra).copied().collect() };
+    refused(&with(&["--sim-mqes", "65535", "--iodepth", "40000"]), "CAP.MQES 65535");
+    refused(&with(&["--sim-mqes", "65535", "--iodepth", "40000"]), "use --iodepth 4095 or less");
+    refused(&with(&["--sim-mqes", "15", "--iodepth", "16"]), "CAP.MQES 15) and a ring of N entries holds N - 1 commands; use --iodepth 15 or less");
+    // The largest usable depth runs.
+    let r = run_cmd(&with(&["--sim-mqes", "65535", "--iodepth", "4095"]));
+    assert_eq!(r.code, 0, "{}", r.err);
+    let r = run_cmd(&with(&["--sim-mqes", "1", "--iodepth", "1"]));
+    assert_eq!(r.code, 0, "{}", r.err);
+}

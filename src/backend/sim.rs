@@ -22,6 +22,8 @@ pub struct SimOptions {
     pub cpu: Option<usize>,
     /// MDTS.
     pub mdts: u8,
+    /// CAP.MQES, 0's based (2047: 2048-entry queues; 65535: 65536).
+    pub mqes: u16,
     /// Controller on its own thread (true) or synchronous (false, see nvme_sim::SimConfig::threaded).
     pub threaded: bool,
     /// The driver uses shadow doorbells (the simulator offers them).
@@ -48,6 +50,7 @@ impl SimTarget {
             max_io_queues: o.queues.max(1),
             cpu: o.cpu,
             mdts: o.mdts,
+            max_queue_entries: o.mqes as u32 + 1,
             threaded: o.threaded,
             ..SimConfig::default().with_namespace(o.size, o.lba_size)
         };

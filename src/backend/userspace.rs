@@ -19,7 +19,10 @@ pub struct UserspaceTarget<R: RegisterWindow + 'static> {
     name: String,
     ctrl: Arc<Mutex<Option<Controller<R>>>>,
     geometry: Geometry,
-    queue_entries: u32,
+    /// Most commands one of our I/O queue pairs holds on this controller.
+    max_depth: usize,
+    /// Why no more: the controller's CAP.MQES, or our command identifiers.
+    depth_limit: String,
     facts: Vec<(String, String)>,
     /// Interrupt-driven completions: each queue's eventfd comes from here.
     irqs: Option<IrqSource>,
@@ -57,15 +60,36 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
             ("max transfer".into(), format!("{} KiB (MDTS {})", ctrl.max_transfer() >> 10, id.mdts)),
             ("queue pairs granted".into(), ctrl.io_queues_granted().to_string()),
         ];
-        let queue_entries = ctrl.max_queue_entries();
+        let (mqes, max_depth) = (ctrl.max_queue_entries(), ctrl.max_io_queue_depth());
+        let depth_limit = if ctrl.max_io_queue_entries() < mqes {
+            format!(
+                "the controller takes queues of up to {mqes} (CAP.MQES {}), but this driver's queues stop at {} (a command identifier names its command in 12 bits)",
+                mqes.zeros_based(),
+                ctrl.max_io_queue_entries()
+            )
+        } else {
+            format!("the controller's largest queue is {mqes} (CAP.MQES {}) and a ring of N entries holds N - 1 commands", mqes.zeros_based())
+        };
         Ok(UserspaceTarget {
             name: name.into(),
             ctrl: Arc::new(Mutex::new(Some(ctrl))),
             geometry,
-            queue_entries,
+            max_depth,
+            depth_limit,
             irqs: None,
             facts,
         })
+    }
+
+    /// Shut the controller down now (NVMe 1.4c §7.6.2) and say how it went;
+    /// queues still open find it gone. Dropping the target does the same and
+    /// prints a warning if it failed.
+    pub fn shutdown(&self) -> Result<(), BackendError> {
+        let ctrl = self.ctrl.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match ctrl {
+            Some(c) => c.shutdown().map_err(Into::into),
+            None => Ok(()),
+        }
     }
 
     /// Run `f` with the controller (admin commands, identify).
@@ -88,18 +112,20 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
         self.facts.clone()
     }
     fn open_queue(&self, p: QueueParams) -> Result<Box<dyn IoQueue>, BackendError> {
-        let mut guard = self.ctrl.lock().unwrap();
-        let ctrl = guard.as_mut().ok_or_else(|| BackendError::Invalid("controller already shut down".into()))?;
-        // A ring of N entries holds N-1 commands.
-        let entries = (p.depth as u32 + 1).min(self.queue_entries);
-        if entries < p.depth as u32 + 1 {
+        // Refused before any command reaches the controller.
+        if p.depth == 0 {
+            return Err(BackendError::Invalid("--iodepth must be at least 1".into()));
+        }
+        if p.depth > self.max_depth {
             return Err(BackendError::Invalid(format!(
-                "--iodepth {} is more than the controller's largest queue holds ({} entries, CAP.MQES); use --iodepth {} or less",
-                p.depth,
-                self.queue_entries,
-                self.queue_entries - 1
+                "--iodepth {} is more than one queue holds here: {}; use --iodepth {} or less",
+                p.depth, self.depth_limit, self.max_depth
             )));
         }
+        let mut guard = self.ctrl.lock().unwrap();
+        let ctrl = guard.as_mut().ok_or_else(|| BackendError::Invalid("controller already shut down".into()))?;
+        // A ring of N entries holds N-1 commands; max_depth + 1 fits a u32.
+        let entries = p.depth as u32 + 1;
         if p.buf_size > self.geometry.max_transfer {
             return Err(BackendError::Invalid(format!(
                 "--bs {} is above the controller's maximum transfer of {} bytes (MDTS); use --bs {} or less",
@@ -147,6 +173,16 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
             generation,
             retired: QueueCounters::default(),
         }))
+    }
+}
+
+impl<R: RegisterWindow + 'static> Drop for UserspaceTarget<R> {
+    fn drop(&mut self) {
+        // A shutdown that failed (one that did not complete within RTD3E,
+        // say) is the user's to know: the device was not handed back reset.
+        if let Err(e) = self.shutdown() {
+            eprintln!("nvme-bypass: warning: {}: shutting the controller down: {e}", self.name);
+        }
     }
 }
 
@@ -297,7 +333,7 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
             cq_doorbells: r.cq_doorbells + s.cq_doorbells,
             mmio_writes: r.mmio_writes + s.mmio_doorbells,
             syscalls: 0,
-            rejected_completions: r.rejected_completions + s.invalid_cid + s.wrong_sqid,
+            rejected_completions: r.rejected_completions + s.rejected(),
         }
     }
 
@@ -346,9 +382,14 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
             match ctrl.abort(qid, cid, timeout) {
                 Ok(nvme_driver::AbortOutcome::Aborted) => r.aborted += 1,
                 Ok(nvme_driver::AbortOutcome::NotAborted) => {}
+                // An Abort not answered resets the controller (the driver
+                // does it for any admin timeout); if that reset failed, the
+                // controller is given up: the run cannot go on.
+                Err(e) if ctrl.is_failed() => return Err(e.into()),
                 Err(e) => {
                     r.escalate = true;
-                    r.note = format!("Abort of CID {cid} on queue {qid} not answered ({e})");
+                    r.reset = ctrl.generation() != self.generation;
+                    r.note = format!("Abort of CID {cid:#x} on queue {qid} not answered ({e})");
                     break;
                 }
             }
@@ -369,7 +410,7 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
             ctrl.reset(timeout)?;
             r.reset = true;
         }
-        r.note = if r.reset { "controller reset, queue re-created" } else { "queue re-created after another thread's reset" }.into();
+        r.note = if r.reset { "controller reset, queue re-created" } else { "queue re-created after the controller's reset" }.into();
         self.recreate(ctrl, timeout, r).map(Some)
     }
 }
@@ -383,7 +424,7 @@ impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
         self.retired.sq_doorbells += s.sq_doorbells;
         self.retired.cq_doorbells += s.cq_doorbells;
         self.retired.mmio_writes += s.mmio_doorbells;
-        self.retired.rejected_completions += s.invalid_cid + s.wrong_sqid;
+        self.retired.rejected_completions += s.rejected();
         let (qp, abandoned) = ctrl.recreate_io_queue_pair(old, timeout)?;
         self.qp = Some(qp);
         self.generation = ctrl.generation();
@@ -434,11 +475,12 @@ mod tests {
     #[test]
     fn buffers_of_a_queue_whose_deletion_failed_are_not_freed_until_the_controller_stops() {
         // A read is in flight on a controller that stops answering admin
-        // commands: Delete SQ times out, so the controller may still write
-        // the read's data into the queue's buffer. Neither the buffer nor
-        // the queue's rings may go back to the allocator (which would hand
-        // them to the next allocation) until the controller has stopped.
-        let sim = SimController::start(SimConfig { idle_spins: 2000, ..SimConfig::default() }).unwrap();
+        // commands and ignores CC.EN = 0: Delete SQ times out, the reset
+        // that follows cannot stop it, so it may still write the read's
+        // data into the queue's buffer. Neither the buffer nor the queue's
+        // rings may go back to the allocator (which would hand them to the
+        // next allocation) until the controller has stopped.
+        let sim = SimController::start(SimConfig { idle_spins: 2000, timeout_500ms: 1, ..SimConfig::default() }).unwrap();
         let live = Arc::new(AtomicUsize::new(0));
         let mem = Arc::new(Counting { inner: sim.allocator(), live: live.clone() });
         let cfg = ControllerConfig { admin_timeout: Duration::from_millis(300), ..Default::default() };
@@ -447,14 +489,16 @@ mod tests {
         let mut q = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
         let before = live.load(Ordering::SeqCst);
         sim.faults().hang.store(true, Ordering::Relaxed);
+        sim.faults().ignore_disable.store(true, Ordering::Relaxed);
         let io = Io { op: Op::Read, lba: 0, blocks: 8, buf: 0, tag: 1 };
         assert_eq!(q.submit(&[io]).unwrap(), 1);
         let t = Instant::now();
         drop(q);
-        assert!(t.elapsed() < Duration::from_secs(5), "bounded by the admin timeout");
+        assert!(t.elapsed() < Duration::from_secs(5), "bounded by the admin and ready timeouts");
         assert_eq!(live.load(Ordering::SeqCst), before, "memory of the queue whose deletion failed was released");
-        // The controller stops at shutdown (CC.EN = 0, CSTS.RDY = 0): only
-        // then does the memory go, all of it.
+        // The controller stops at shutdown once it heeds CC.EN = 0 again
+        // (CSTS.RDY = 0): only then does the memory go, all of it.
+        sim.faults().ignore_disable.store(false, Ordering::Relaxed);
         drop(target);
         assert_eq!(live.load(Ordering::SeqCst), 0, "memory kept after the controller stopped");
     }
@@ -466,20 +510,33 @@ mod tests {
         let ctrl = Controller::new(sim.registers(), sim.allocator(), cfg).unwrap();
         let target = UserspaceTarget::new("sim", ctrl, 1).unwrap();
         let q = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
-        sim.faults().hang.store(true, Ordering::Relaxed);
+        // The controller refuses the deletion (SQ 1 was deleted behind the
+        // driver's back: Invalid Queue Identifier) and keeps CQ 1.
+        target.with_controller(|c| c.admin_command(nvme_spec::cmd::delete_io_sq(1), None)).unwrap().unwrap();
         let e = q.close().unwrap_err().to_string();
         assert!(e.contains("deleting I/O queue pair 1 failed") && e.contains("reset"), "{e}");
         assert!(target.with_controller(|c| c.quarantined_bytes()).unwrap() > 0);
-        // A healthy queue closes quietly, and its id is free again.
-        sim.faults().hang.store(false, Ordering::Relaxed);
+        // A healthy queue closes quietly.
         let q = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
         assert_eq!(q.describe(), "I/O queue pair qid 2 (5 entries)", "qid 1 is still the controller's");
         q.close().unwrap();
-        // A reset makes the controller forget the queue: quarantine over.
+        // A reset makes the controller forget the queue: quarantine over,
+        // and its id is free again.
         target.with_controller(|c| c.reset(Duration::from_secs(5))).unwrap().unwrap();
         assert_eq!(target.with_controller(|c| c.quarantined_bytes()), Some(0));
         let q = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
         assert_eq!(q.describe(), "I/O queue pair qid 1 (5 entries)");
         q.close().unwrap();
+    }
+
+    #[test]
+    fn a_shutdown_that_times_out_reaches_the_user() {
+        let sim = SimController::start(SimConfig { shutdown_time: Duration::MAX, idle_spins: 2000, ..Default::default() }).unwrap();
+        let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+        let target = UserspaceTarget::new("sim", ctrl, 1).unwrap();
+        let e = target.shutdown().expect_err("reported, not swallowed");
+        assert!(e.to_string().contains("did not finish its shutdown"), "{e}");
+        assert!(target.open_queue(QueueParams { depth: 1, buf_size: 4096, batch: 0 }).is_err(), "the controller is gone");
+        drop(target);
     }
 }

@@ -1,40 +1,83 @@
-//! Command identifiers: a free list of CIDs and what each outstanding one
-//! stands for. O(1) allocate and release, no allocation after creation.
-//! A completion whose CID is not outstanding is rejected, as the kernel's
-//! `nvme_handle_cqe` does ("invalid id completed").
+//! Command identifiers: a free list of command slots and what each
+//! outstanding command stands for. O(1) allocate and release, no
+//! allocation after creation. A completion whose CID is not outstanding is
+//! rejected, as the kernel's `nvme_handle_cqe` does ("invalid id completed").
 //!
-//! Layout: one array of 16-byte slots, indexed by CID. Slot `i` holds CID
-//! `i`'s state (tag, busy) and, in what would be padding, entry `i` of the
-//! LIFO stack of free CIDs (`slots[..top].free`). One array means one base
-//! address and one length for the hot loops to keep in registers, and one
-//! bounds check covers both uses. Its length is a power of two (CIDs past
-//! the capacity are never handed out), so an index masked with `len - 1`
-//! is in bounds without a check: the hot loops mask the free-stack top and
-//! the CIDs taken from the stack. A completion's CID is range-checked as
-//! the kernel's `nvme_handle_cqe` does, by the array's own bounds check:
-//! slots past the capacity are never busy, so their CIDs are rejected.
+//! A CID is a slot and a generation, as in Linux since 5.15 (`nvme_cid`,
+//! `nvme_genctr_mask`): the low 12 bits name the slot (the *tag*, so at
+//! most 4096 slots), the high 4 bits count the slot's uses. A slot's
+//! generation moves on each time its command is done (completed, cancelled
+//! or abandoned), so the next command in that slot carries another CID,
+//! and a completion that arrives late for the slot's previous command (one
+//! given up on, or a controller posting a completion twice) no longer
+//! matches: it is rejected and counted as stale (`QueueStats::stale_cid`)
+//! instead of being taken as the new command's. Sixteen generations, as in
+//! Linux: a completion sixteen uses late would pass, which is why a command
+//! is given up on only together with its queue (deletion) or the whole
+//! controller (reset), after which no completion for it can come.
+//!
+//! Layout: one array of 16-byte slots, one per tag (4096, 64 KiB). Slot
+//! `i` holds its command's state (tag, and `expect`: the CID in use, or
+//! above 16 bits the next one) and, in what would be padding, entry `i` of
+//! the LIFO stack of free slots (`slots[..top].free`). One array means one
+//! base address for the hot loops to keep in a register, and every index
+//! they use (the free-stack top, a slot taken from the stack, a
+//! completion's tag) is below 4096 by construction: no bounds check. Slots
+//! past the capacity are never handed out. A completion's CID is then
+//! checked whole against `expect` in one compare: the slot must be busy
+//! with exactly that generation; a free slot, or one past the capacity,
+//! never matches.
+
+/// Bits of a CID that name its slot (the tag); the 4 above them are the
+/// slot's generation.
+pub const CID_TAG_BITS: u32 = 12;
+/// Mask of the tag in a CID.
+pub const CID_TAG_MASK: u16 = (1 << CID_TAG_BITS) - 1;
+/// Most slots a table uses: every tag but the last (4095 commands, a
+/// 4096-entry queue), so no CID is FFFFh.
+pub const MAX_CIDS: usize = CID_TAG_MASK as usize;
+/// Slots in every table: one per tag. Slots past a table's capacity are
+/// never handed out; having all 4096 makes every tag a valid index.
+const SLOTS: usize = 1 << CID_TAG_BITS;
+/// One generation, in CID bits.
+const GENERATION: u32 = 1 << CID_TAG_BITS;
+/// In `CidSlot::expect`: values from this up are a free slot's (the next
+/// CID in the low 16 bits); below it, the outstanding command's CID.
+const FREE: u32 = 1 << 16;
+/// `CidSlot::expect` of a slot past the capacity: never busy, never a CID.
+const NEVER: u32 = u32::MAX;
+
+/// The slot a CID names (its low 12 bits).
+#[inline(always)]
+pub fn cid_tag(cid: u16) -> usize {
+    (cid & CID_TAG_MASK) as usize
+}
 
 /// Per-command state kept while the command is outstanding, plus one entry
-/// of the free-CID stack.
+/// of the free-slot stack.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CidSlot {
     /// The caller's tag, handed back with the completion.
     pub tag: u64,
-    /// Outstanding right now.
-    pub busy: bool,
-    /// Free-stack entry `i` (meaningful for `i < top`): a free CID.
+    /// The slot's CID (generation and slot index): the outstanding
+    /// command's (below `FREE`), or, at `FREE` and above, the next
+    /// command's in the low 16 bits. One compare in `release` checks busy,
+    /// slot and generation at once.
+    expect: u32,
+    /// Free-stack entry `i` (meaningful for `i < top`): a free slot.
     free: u16,
 }
 
-/// A fixed set of CIDs `0..n` with a LIFO free list (recently used CIDs are
-/// reused first, so their slot state stays in cache). A fixed-size array
-/// with an explicit top: no capacity checks or growth on the hot path.
+/// A fixed set of command slots `0..n` with a LIFO free list (recently
+/// used slots are reused first, so their state stays in cache). A
+/// fixed-size array with an explicit top: no capacity checks or growth on
+/// the hot path.
 pub struct CidTable {
-    /// A power of two of them, at least `cap`.
-    slots: Box<[CidSlot]>,
-    /// CIDs `0..cap` exist.
+    /// One per tag (4096): any CID's tag indexes it without a bounds check.
+    slots: Box<[CidSlot; SLOTS]>,
+    /// Slots `0..cap` exist.
     cap: usize,
-    /// Number of free CIDs: `slots[..top].free`.
+    /// Number of free slots: `slots[..top].free`.
     top: usize,
 }
 
@@ -43,58 +86,79 @@ pub struct CidTable {
 pub struct CidBatch<'a> {
     top: usize,
     table_top: &'a mut usize,
-    slots: &'a mut [CidSlot],
+    slots: &'a mut [CidSlot; SLOTS],
 }
 
 impl CidBatch<'_> {
     /// The CID the next [`pop`](Self::pop) returns, if any is free.
     #[inline(always)]
     pub fn peek(&self) -> Option<u16> {
-        self.top.checked_sub(1).map(|t| self.slot(t).free)
+        self.top.checked_sub(1).map(|t| self.slot(self.slot(t).free as usize).expect as u16)
     }
     /// Slot `i`, masked into the power-of-two array: never out of bounds.
     #[inline(always)]
     fn slot(&self, i: usize) -> &CidSlot {
-        &self.slots[i & (self.slots.len() - 1)]
+        &self.slots[i % SLOTS]
     }
     #[inline(always)]
     fn slot_mut(&mut self, i: usize) -> &mut CidSlot {
-        let mask = self.slots.len() - 1;
-        &mut self.slots[i & mask]
+        &mut self.slots[i % SLOTS]
     }
-    /// Take the next free CID for a command carrying `tag`. Only for a
-    /// caller that clamped its batch to [`CidTable::free`] (so one is free):
-    /// with none free it would hand out a CID that is in use (a logic error,
-    /// not memory unsafety), hence crate-private and checked in debug builds.
+    /// Take the next free slot for a command carrying `tag`; returns the
+    /// command's CID. Only for a caller that clamped its batch to
+    /// [`CidTable::free`] (so one is free): with none free it would hand out
+    /// a CID that is in use (a logic error, not memory unsafety), hence
+    /// crate-private and checked in debug builds.
     #[inline(always)]
     pub(crate) fn pop(&mut self, tag: u64) -> u16 {
         debug_assert!(self.top > 0, "no free CID");
         self.top = self.top.wrapping_sub(1);
-        let cid = self.slot(self.top).free;
-        let s = self.slot_mut(cid as usize);
-        debug_assert!(!s.busy);
-        s.busy = true;
+        let i = self.slot(self.top).free;
+        let s = self.slot_mut(i as usize);
+        debug_assert!(s.expect >= FREE && s.expect != NEVER);
+        let cid = s.expect as u16;
+        s.expect = cid as u32;
         s.tag = tag;
         cid
     }
     /// Give a CID back after its completion; returns its tag, or `None` when
-    /// the CID is out of range or not outstanding (a protocol error).
+    /// the CID is not outstanding: out of range, not busy, or of another
+    /// generation of its slot (a protocol error).
     #[inline(always)]
     pub fn release(&mut self, cid: u16) -> Option<u64> {
-        // Range check: slots past the capacity exist but are never handed
-        // out, so they are never busy and fail the check below.
-        let s = self.slots.get_mut(cid as usize)?;
-        if !s.busy {
+        let i = cid_tag(cid);
+        let s = &mut self.slots[i];
+        // Busy with exactly this CID: slot, generation and all.
+        if s.expect != cid as u32 {
             return None;
         }
-        s.busy = false;
+        // Free, and the slot's next command gets the next generation (a
+        // carry out of the 4 generation bits lands above FREE: the low 16
+        // bits wrap, as the generation should).
+        s.expect = cid as u32 + (FREE + GENERATION);
         let tag = s.tag;
-        // A busy CID exists, so top < cap and the stack has room for it.
+        // A busy slot exists, so top < cap and the stack has room for it.
         let top = self.top;
-        self.slot_mut(top).free = cid;
+        self.slot_mut(top).free = i as u16;
         self.top += 1;
         Some(tag)
     }
+    /// Would [`release`](Self::release) reject `cid` as *stale*: it names a
+    /// slot that exists, with a generation other than the one in use or
+    /// next (a late or repeated completion of an earlier command there)?
+    /// Otherwise a rejected CID is simply unknown.
+    pub fn is_stale(&self, cid: u16) -> bool {
+        let t = cid_tag(cid);
+        is_stale(&self.slots[..], t, cid)
+    }
+}
+
+/// See [`CidBatch::is_stale`]: `t` is `cid`'s slot, in `slots`.
+fn is_stale(slots: &[CidSlot], t: usize, cid: u16) -> bool {
+    let s = &slots[t];
+    // Past the capacity a slot never gets a CID (NEVER). Otherwise expect's
+    // low 16 bits are this slot's CID, in use or next.
+    s.expect != NEVER && (s.expect as u16 ^ cid) & !CID_TAG_MASK != 0
 }
 
 impl Drop for CidBatch<'_> {
@@ -105,10 +169,23 @@ impl Drop for CidBatch<'_> {
 }
 
 impl CidTable {
-    /// CIDs `0..n`, all free (CID 0 is handed out first).
+    /// Slots `0..n`, all free, each at generation 0 (so the first CIDs
+    /// handed out are 0, 1, 2...). `n` is at most [`MAX_CIDS`] (4095): a
+    /// queue pair is at most 4096 entries.
+    ///
+    /// # Panics
+    /// When `n` exceeds [`MAX_CIDS`]: the caller's sizes were not checked
+    /// (`QueuePair::new` checks them).
     pub fn new(n: u16) -> Self {
-        let len = (n as usize).next_power_of_two();
-        let slots = (0..len).map(|i| CidSlot { tag: 0, busy: false, free: (n as usize).saturating_sub(1 + i) as u16 }).collect();
+        assert!(n as usize <= MAX_CIDS, "{n} command slots: at most {MAX_CIDS} fit a 12-bit tag");
+        let slots: Vec<CidSlot> = (0..SLOTS)
+            .map(|i| CidSlot {
+                tag: 0,
+                expect: if i < n as usize { FREE | i as u32 } else { NEVER },
+                free: (n as usize).saturating_sub(1 + i) as u16,
+            })
+            .collect();
+        let slots = slots.into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!("SLOTS slots"));
         CidTable { slots, cap: n as usize, top: n as usize }
     }
     /// Total number of CIDs.
@@ -157,17 +234,21 @@ impl CidTable {
     pub fn cancel(&mut self, cid: u16) {
         let _ = self.release(cid);
     }
-    /// Is `cid` outstanding?
+    /// Is `cid` outstanding (its slot busy with exactly this generation)?
     pub fn is_busy(&self, cid: u16) -> bool {
-        self.slots[..self.cap].get(cid as usize).is_some_and(|s| s.busy)
+        self.tag(cid).is_some()
     }
     /// The tag of an outstanding CID.
     pub fn tag(&self, cid: u16) -> Option<u64> {
-        self.slots[..self.cap].get(cid as usize).filter(|s| s.busy).map(|s| s.tag)
+        self.slots[..self.cap].get(cid_tag(cid)).filter(|s| s.expect == cid as u32).map(|s| s.tag)
     }
     /// Outstanding CIDs (for timeout handling and teardown).
     pub fn busy_cids(&self) -> impl Iterator<Item = u16> + '_ {
-        self.slots[..self.cap].iter().enumerate().filter(|(_, s)| s.busy).map(|(i, _)| i as u16)
+        self.slots[..self.cap].iter().filter(|s| s.expect < FREE).map(|s| s.expect as u16)
+    }
+    /// Would `cid` be rejected as stale? See [`CidBatch::is_stale`].
+    pub fn is_stale(&self, cid: u16) -> bool {
+        self.slots[..self.cap].get(cid_tag(cid)).is_some() && is_stale(&self.slots[..], cid_tag(cid), cid)
     }
 }
 
@@ -189,9 +270,10 @@ mod tests {
         assert_eq!(t.release(2), Some(102));
         assert_eq!(t.release(2), None, "double completion is rejected");
         assert_eq!(t.release(77), None, "unknown CID is rejected");
-        assert_eq!(t.alloc(200), Some(2), "freed CID is reused");
-        assert_eq!(t.tag(2), Some(200));
-        for c in [0, 1, 2, 3] {
+        assert_eq!(t.alloc(200), Some(0x1002), "the freed slot is reused, in its next generation");
+        assert_eq!(t.tag(0x1002), Some(200));
+        assert_eq!(t.tag(2), None, "the slot's previous CID is not outstanding");
+        for c in [0, 1, 0x1002, 3] {
             assert!(t.release(c).is_some());
         }
         assert_eq!(t.outstanding(), 0);
@@ -200,25 +282,62 @@ mod tests {
 
     #[test]
     fn capacity_not_a_power_of_two() {
-        // 5 CIDs in an array of 8: CIDs 5..8 exist in memory but are never
-        // handed out, and a completion naming one is rejected.
+        // 5 slots in use of the 4096: slots 5.. exist in memory but are
+        // never handed out, and a completion naming one is rejected.
         let mut t = CidTable::new(5);
         let mut got: Vec<u16> = (0..5).map(|i| t.alloc(i).unwrap()).collect();
         assert_eq!(t.alloc(9), None);
         got.sort();
         assert_eq!(got, vec![0, 1, 2, 3, 4]);
-        for bad in [5u16, 6, 7, 8, 0xffff] {
-            assert_eq!(t.release(bad), None, "CID {bad} is out of range");
+        for bad in [5u16, 6, 7, 8, 0xffff, 0x0803, 0x1005] {
+            assert_eq!(t.release(bad), None, "CID {bad:#x} is out of range");
+            assert!(!t.is_stale(bad), "CID {bad:#x} is unknown, not stale");
         }
         assert_eq!(t.release(3), Some(3));
         let mut b = t.batch();
-        assert_eq!(b.peek(), Some(3));
-        assert_eq!(b.pop(42), 3);
+        assert_eq!(b.peek(), Some(0x1003));
+        assert_eq!(b.pop(42), 0x1003);
         assert_eq!(b.peek(), None);
         drop(b);
-        assert_eq!(t.tag(3), Some(42));
+        assert_eq!(t.tag(0x1003), Some(42));
         assert_eq!(t.outstanding(), 5);
         assert_eq!(t.busy_cids().count(), 5);
+    }
+
+    #[test]
+    fn a_late_completion_of_a_slots_previous_command_is_stale() {
+        let mut t = CidTable::new(4);
+        let first = t.alloc(1).unwrap();
+        assert_eq!(first, 0);
+        // The command is given up on (its queue deleted, say), and the
+        // slot goes to the next command: another CID.
+        assert_eq!(t.release(first), Some(1));
+        let second = t.alloc(2).unwrap();
+        assert_eq!((cid_tag(second), second >> CID_TAG_BITS), (0, 1), "same slot, generation 1");
+        // The first command's completion arrives now: not the second's.
+        assert!(t.is_stale(first));
+        assert_eq!(t.release(first), None);
+        assert_eq!(t.tag(second), Some(2), "the second command is still outstanding");
+        assert_eq!(t.release(second), Some(2));
+        assert!(t.is_stale(second), "a repeated completion of it is stale too");
+        assert!(!t.is_stale(0x2000), "slot 0's next CID is not stale, only not outstanding");
+        assert!(!t.is_stale(0x1004) && !t.is_stale(0x0fff), "a slot past the capacity is unknown");
+    }
+
+    #[test]
+    fn generations_wrap_after_sixteen_uses() {
+        let mut t = CidTable::new(1);
+        let cids: Vec<u16> = (0..17u64).map(|i| {
+            let c = t.alloc(i).unwrap();
+            assert_eq!(t.release(c), Some(i));
+            c
+        }).collect();
+        assert_eq!(&cids[..4], &[0x0000, 0x1000, 0x2000, 0x3000]);
+        assert_eq!(cids[15], 0xf000);
+        assert_eq!(cids[16], 0x0000, "4 bits of generation, as Linux's");
+        let full = CidTable::new(MAX_CIDS as u16);
+        assert_eq!(full.slots.len(), 4096);
+        assert!(full.busy_cids().next().is_none());
     }
 
     proptest::proptest! {
@@ -229,7 +348,7 @@ mod tests {
             for (i, alloc) in ops.into_iter().enumerate() {
                 if alloc {
                     if let Some(c) = t.alloc(i as u64) {
-                        proptest::prop_assert!(!live.contains(&c));
+                        proptest::prop_assert!(!live.iter().any(|&l| cid_tag(l) == cid_tag(c)), "one slot, two commands");
                         live.push(c);
                     } else {
                         proptest::prop_assert_eq!(live.len(), 7);

@@ -6,26 +6,28 @@
 pub mod recovery;
 
 use crate::prp::{list_pages_for, pages_spanned};
-use crate::qpair::{DataPtr, QueuePair, QueuePairParts};
+use crate::qpair::{DataPtr, QueuePair, QueuePairParts, MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
 use crate::Error;
 use nvme_hal::{DmaAllocator, DmaRegion, RegisterWindow};
 use nvme_spec::cmd;
 use nvme_spec::identify::{IdentifyController, IdentifyNamespace, IDENTIFY_SIZE};
 use nvme_spec::regs::{offset, shn, shst, Aqa, Cap, Cc, Csts, Vs};
-use nvme_spec::{AdminOpcode, Cqe, Sqe};
+use nvme_spec::{AdminOpcode, Cqe, QueueEntries, Sqe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Choices made at bring-up.
 #[derive(Clone, Debug)]
 pub struct ControllerConfig {
-    /// Entries in the admin queues.
+    /// Entries in the admin queues (clamped to 2..=4096, what AQA holds).
     pub admin_queue_entries: u16,
     /// How many I/O queue pairs to ask for (Set Features Number of Queues).
     pub io_queues: u16,
     /// Timeout for one admin command.
     pub admin_timeout: Duration,
-    /// Override of CAP.TO for enable/disable waits (None: use CAP.TO).
+    /// Override of the controller's ready timeouts for enable/disable
+    /// waits (None: CAP.TO, or for enabling CRTO.CRWMT when CAP.CRMS
+    /// reports it and it is longer).
     pub ready_timeout: Option<Duration>,
     /// Cap on the transfer size when the controller reports no MDTS.
     pub default_max_transfer: usize,
@@ -73,7 +75,10 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     mem: Arc<dyn DmaAllocator>,
     cap: Cap,
     vs: Vs,
+    /// CAP.MQES + 1, checked at bring-up to be at least 2.
+    mqes_entries: QueueEntries,
     admin: QueuePair<R>,
+    admin_entries: QueueEntries,
     /// The data page of Identify commands; taken away (quarantined) when a
     /// command using it may still be running, and made anew on next use.
     scratch: Option<DmaRegion>,
@@ -93,6 +98,9 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     /// it: released once CSTS.RDY reads 0 after CC.EN=0 (a reset, or the
     /// shutdown); kept until the process ends if that never happens.
     quarantine: Vec<Quarantined>,
+    /// Times the controller was seen to stop (CSTS.RDY = 0 after CC.EN = 0):
+    /// a command sent before this count moved on no longer runs.
+    stops: u64,
     cfg: ControllerConfig,
     shut_down: bool,
     /// Shadow doorbell and EventIdx pages, when Doorbell Buffer Config is on.
@@ -102,6 +110,9 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     /// Given up after a failed recovery: no more admin commands, only the
     /// register writes that hand the controller back.
     failed: bool,
+    /// A reset is in progress: an admin timeout now fails the reset
+    /// instead of starting another.
+    resetting: bool,
 }
 
 /// An I/O queue pair the host created: its memory, and what it takes to
@@ -116,9 +127,9 @@ struct LiveQueue {
     /// ([`Controller::alloc_queue_buffer`]).
     buffers: Vec<DmaRegion>,
     list_pages_per_cmd: usize,
-    entries: u16,
+    entries: QueueEntries,
     /// Completion ring entries (up to twice `entries`: see QueuePairParts::cq_entries).
-    cq_entries: u16,
+    cq_entries: QueueEntries,
     /// The controller knows this queue (false after a reset, until re-created).
     on_device: bool,
 }
@@ -154,12 +165,14 @@ fn settled(e: &Error) -> bool {
 /// CSTS.CFS instead means the controller failed to start.
 fn enable_with_admin_queue<R: RegisterWindow + ?Sized>(
     regs: &R,
-    entries: u16,
+    entries: QueueEntries,
     asq: &DmaRegion,
     acq: &DmaRegion,
     ready_timeout: Duration,
 ) -> Result<(), Error> {
-    regs.write32(offset::AQA, Aqa::new().with_asqs(entries - 1).with_acqs(entries - 1).into_bits());
+    // Admin queue sizes are 12-bit fields: `entries` is at most 4096 (see ADMIN_MAX).
+    let size = entries.min(ADMIN_MAX).zeros_based();
+    regs.write32(offset::AQA, Aqa::new().with_asqs(size).with_acqs(size).into_bits());
     regs.write64(offset::ASQ, asq.iova());
     regs.write64(offset::ACQ, acq.iova());
     let cc = Cc::new()
@@ -178,9 +191,21 @@ fn enable_with_admin_queue<R: RegisterWindow + ?Sized>(
     Ok(())
 }
 
+/// Largest admin queue: AQA.ASQS and ACQS are 12 bits, 0's based (NVMe 1.4c §3.1.8).
+const ADMIN_MAX: QueueEntries = match QueueEntries::new(nvme_spec::regs::MAX_ADMIN_QUEUE_ENTRIES) {
+    Some(e) => e,
+    None => unreachable!(),
+};
+
 /// The admin queue pair over `asq`/`acq`, in its initial state (tail 0,
 /// expecting phase 1): admin doorbells are always MMIO.
-fn admin_queue_pair<R: RegisterWindow + ?Sized>(regs: Arc<R>, cap: Cap, asq: DmaRegion, acq: DmaRegion, entries: u16) -> QueuePair<R> {
+fn admin_queue_pair<R: RegisterWindow + ?Sized>(
+    regs: Arc<R>,
+    cap: Cap,
+    asq: DmaRegion,
+    acq: DmaRegion,
+    entries: QueueEntries,
+) -> Result<QueuePair<R>, Error> {
     QueuePair::new(QueuePairParts {
         regs,
         qid: 0,
@@ -196,6 +221,64 @@ fn admin_queue_pair<R: RegisterWindow + ?Sized>(regs: Arc<R>, cap: Cap, asq: Dma
         shadow: None,
         streaming_sq: false,
     })
+}
+
+/// How long CSTS.RDY may take to become 1 after CC.EN = 1 (CC.CRIME = 0):
+/// CAP.TO, or, when CAP.CRMS.CRWMS says the NVMe 2.0 CRTO register holds
+/// it, CRTO.CRWMT, whose 16 bits reach past CAP.TO's 127.5 s. As Linux
+/// (`nvme_enable_ctrl`), the larger of the two: some controllers report a
+/// CRWMT below CAP.TO.
+fn enable_timeout<R: RegisterWindow + ?Sized>(regs: &R, cap: Cap, cfg: &ControllerConfig) -> Duration {
+    if let Some(t) = cfg.ready_timeout {
+        return t;
+    }
+    let mut ms = cap.timeout_ms();
+    if cap.ready_with_media_timeout_reported() {
+        ms = ms.max(nvme_spec::regs::Crto::from_bits(regs.read32(offset::CRTO)).ready_with_media_ms());
+    }
+    Duration::from_millis(ms)
+}
+
+/// How long CSTS.RDY may take to become 0 after CC.EN = 0: CAP.TO.
+fn disable_timeout(cap: Cap, cfg: &ControllerConfig) -> Duration {
+    cfg.ready_timeout.unwrap_or(Duration::from_millis(cap.timeout_ms()))
+}
+
+/// Controller reset by CC.EN = 0, then wait for CSTS.RDY = 0 (within
+/// `disable_timeout`): NVMe 1.4c §3.1.5, §7.3.2. A controller found still
+/// enabling (CC.EN = 1, CSTS.RDY = 0) is first let finish, for at most
+/// `enable_wait`: clearing CC.EN before CSTS.RDY is 1 "has undefined
+/// results" (§3.1.5, CC.EN), and SPDK waits the same way
+/// (`nvme_ctrlr_process_init`), unless the controller reports fatal
+/// status, which asks for this reset. An error means the controller was
+/// not reset: it may still use the memory it was given (its admin queue),
+/// so the caller keeps that memory mapped.
+fn disable<R: RegisterWindow + ?Sized>(regs: &R, enable_wait: Duration, disable_timeout: Duration) -> Result<(), Error> {
+    let cc = Cc::from_bits(regs.read32(offset::CC));
+    let csts = Csts::from_bits(regs.read32(offset::CSTS));
+    if csts.into_bits() == u32::MAX {
+        return Err(Error::Gone);
+    }
+    if cc.en() && !csts.rdy() && !csts.cfs() {
+        wait_until(regs, enable_wait, "finish enabling (CSTS.RDY=1) so that it can be reset (CC.EN=0)", |s| s.rdy() || s.cfs())?;
+    }
+    if cc.en() {
+        regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
+    }
+    wait_until(regs, disable_timeout, "clear CSTS.RDY after CC.EN=0", |s| !s.rdy())?;
+    Ok(())
+}
+
+/// Keep `regions` mapped until the process ends: a controller that was
+/// not seen to stop may still read or write them, and freed memory can be
+/// handed to the next allocation. (When the process ends, VFIO resets the
+/// function before its mappings go.) The end of quarantine for a controller
+/// that never stops: one that would not finish enabling, shutting down or
+/// resetting.
+fn keep_mapped(regions: impl IntoIterator<Item = DmaRegion>) {
+    for r in regions {
+        std::mem::forget(r);
+    }
 }
 
 fn wait_until<R: RegisterWindow + ?Sized>(
@@ -240,35 +323,47 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         if !cap.supports_nvm_command_set() {
             return Err(Error::Unsupported("controller does not support the NVM command set (CAP.CSS bit 0)".into()));
         }
+        let Some(mqes_entries) = cap.max_entries() else {
+            return Err(Error::Unsupported(
+                "CAP.MQES is 0 (one-entry queues), below the minimum of 1 (2 entries) the specification allows: the controller reports nonsense; update its firmware or use another".into(),
+            ));
+        };
         if cap.min_page_size() > PAGE_SIZE {
             return Err(Error::Unsupported(format!(
                 "controller's smallest page ({} bytes, CAP.MPSMIN) is larger than the host page of {PAGE_SIZE}",
                 cap.min_page_size()
             )));
         }
-        let ready_timeout = cfg.ready_timeout.unwrap_or(Duration::from_millis(cap.timeout_ms()));
+        let (enable_to, disable_to) = (enable_timeout(&*regs, cap, &cfg), disable_timeout(cap, &cfg));
 
-        // Step 1: reset. Clear CC.EN and wait for CSTS.RDY to follow (bounded by CAP.TO).
-        let cc = Cc::from_bits(regs.read32(offset::CC));
-        if cc.en() {
-            regs.write32(offset::CC, cc.with_en(false).into_bits());
-        }
-        wait_until(&*regs, ready_timeout, "clear CSTS.RDY after CC.EN=0", |s| !s.rdy())?;
+        // Step 1: reset. Clear CC.EN and wait for CSTS.RDY to follow; a
+        // controller the previous owner left enabling is let finish first.
+        disable(&*regs, enable_to, disable_to)?;
 
         // Steps 2-4: admin queues (AQA, ASQ, ACQ), CC, CC.EN = 1, then wait
-        // for CSTS.RDY = 1 (bounded by CAP.TO); CFS means it failed.
-        let aq = cfg.admin_queue_entries.clamp(2, 4096);
-        let asq = mem.alloc(aq as usize * 64, PAGE_SIZE)?;
-        let acq = mem.alloc(aq as usize * 16, PAGE_SIZE)?;
-        enable_with_admin_queue(&*regs, aq, &asq, &acq, ready_timeout)?;
-        let admin = admin_queue_pair(regs.clone(), cap, asq, acq, aq);
+        // for CSTS.RDY = 1 (bounded by the enable timeout); CFS means it failed.
+        let aq = QueueEntries::clamped(cfg.admin_queue_entries as u64, QueueEntries::MIN, ADMIN_MAX);
+        let asq = mem.alloc(aq.as_usize() * 64, PAGE_SIZE)?;
+        let acq = mem.alloc(aq.as_usize() * 16, PAGE_SIZE)?;
+        let admin = admin_queue_pair(regs.clone(), cap, asq.clone(), acq.clone(), aq)?;
+        if let Err(e) = enable_with_admin_queue(&*regs, aq, &asq, &acq, enable_to) {
+            // The controller knows the admin queue's addresses. Reset it if
+            // that is defined now (ready after all, or fatal); else it is
+            // still enabling and keeps them: keep the memory too.
+            if disable(&*regs, Duration::ZERO, disable_to).is_err() {
+                keep_mapped([asq, acq]);
+            }
+            return Err(e);
+        }
         let scratch = Some(mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?);
         let mut c = Controller {
             regs,
             mem,
             cap,
             vs,
+            mqes_entries,
             admin,
+            admin_entries: aq,
             scratch,
             ident: IdentifyController::default(),
             max_transfer: 0,
@@ -281,6 +376,8 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             generation: 0,
             failed: false,
             quarantine: vec![],
+            stops: 0,
+            resetting: false,
         };
 
         // Step 5: Identify Controller: MDTS bounds every transfer.
@@ -291,8 +388,12 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         // Step 6: Set Features - Number of Queues, once, before any I/O queue.
         let want = c.cfg.io_queues.max(1);
         let cqe = c.admin_command(cmd::set_number_of_queues(want, want), None)?;
+        // A controller may allocate more queues than asked for (QEMU's
+        // allocates all it has): use only those asked for, as Linux does
+        // (nvme_set_queue_count). Doorbells, interrupt vectors and shadow
+        // doorbell slots were provided for that many.
         let (nsq, ncq) = cmd::number_of_queues_allocated(cqe.dw0);
-        c.io_queues_granted = nsq.min(ncq).min(u16::MAX as u32 - 1) as u16;
+        c.io_queues_granted = nsq.min(ncq).min(want as u32) as u16;
         c.qids_in_use = vec![false; c.io_queues_granted as usize + 1];
         c.qids_in_use[0] = true;
 
@@ -345,6 +446,15 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         Some((sq, cq))
     }
 
+    /// How long a normal shutdown may take: RTD3 Entry Latency (Identify
+    /// Controller RTD3E, microseconds: the time the controller says it
+    /// needs to get ready for power off) clamped to 5..=60 s, as Linux's
+    /// `nvme_init_ctrl_finish` sets `shutdown_timeout` (5 s when RTD3E is
+    /// not reported). CAP.TO bounds CSTS.RDY changes, not shutdown.
+    pub fn shutdown_timeout(&self) -> Duration {
+        Duration::from_micros(self.ident.rtd3e as u64).clamp(Duration::from_secs(5), Duration::from_secs(60))
+    }
+
     /// Controller Capabilities as read at bring-up.
     pub fn cap(&self) -> Cap {
         self.cap
@@ -366,8 +476,18 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         self.io_queues_granted
     }
     /// Largest I/O queue the controller accepts, in entries (CAP.MQES + 1).
-    pub fn max_queue_entries(&self) -> u32 {
-        self.cap.max_queue_entries()
+    pub fn max_queue_entries(&self) -> QueueEntries {
+        self.mqes_entries
+    }
+    /// Largest I/O submission queue this driver creates on this controller:
+    /// CAP.MQES + 1, at most [`MAX_SQ_ENTRIES`].
+    pub fn max_io_queue_entries(&self) -> QueueEntries {
+        self.mqes_entries.min(MAX_SQ_ENTRIES)
+    }
+    /// Most commands an I/O queue pair of this controller can have in
+    /// flight: [`max_io_queue_entries`](Self::max_io_queue_entries) - 1.
+    pub fn max_io_queue_depth(&self) -> usize {
+        self.max_io_queue_entries().capacity() as usize
     }
     /// The register window.
     pub fn regs(&self) -> &Arc<R> {
@@ -388,9 +508,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
 
     /// Submit one admin command and wait for its completion. A failed
     /// status comes back as [`Error::Command`] with the decoded status.
-    /// After any other error (no completion in time, above all) the command
-    /// may still run: `data`'s memory must then be kept until the controller
-    /// has been reset or shut down, as the controller's own data pages are.
+    /// A command that does not complete in time resets the controller (see
+    /// [`TimeoutAction`](crate::TimeoutAction)). After any other error, or a
+    /// timeout whose reset failed, the command may still run: `data`'s
+    /// memory must then be kept until the controller has been reset or shut
+    /// down, as the controller's own data pages are.
     pub fn admin_command(&mut self, sqe: Sqe, data: Option<DataPtr>) -> Result<Cqe, Error> {
         self.admin_command_within(sqe, data, self.cfg.admin_timeout)
     }
@@ -418,7 +540,10 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
                 return Ok(cqe);
             }
             spins += 1;
-            if spins % 1024 == 0 {
+            // Look at CSTS and the clock every 1024 spins, and at every
+            // turn once sleeping: 1024 sleeps could overrun the timeout many
+            // times on a loaded machine.
+            if spins.is_multiple_of(1024) || spins > 4096 {
                 let csts = self.status();
                 if csts.into_bits() == u32::MAX {
                     return Err(Error::Gone);
@@ -427,8 +552,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
                     return Err(Error::Fatal { during: opcode });
                 }
                 if start.elapsed() > timeout {
-                    self.admin.abandon_outstanding();
-                    return Err(Error::CommandTimeout { opcode, timeout_ms: timeout.as_millis() as u64 });
+                    return Err(self.admin_timed_out(opcode, timeout));
                 }
             }
             if spins < 4096 {
@@ -439,19 +563,40 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         }
     }
 
+    /// An admin command did not complete within `timeout`. Its CID must not
+    /// go to another command while the controller may still complete it, and
+    /// only a reset makes the controller forget it: reset now (Linux's
+    /// `nvme_timeout` disables and resets the controller for a timed-out
+    /// admin command). Returns the error for the caller: the timeout, with
+    /// the controller reset (I/O queue pairs gone), or with the reset that
+    /// failed (the controller given up and left disabled).
+    #[cold]
+    fn admin_timed_out(&mut self, opcode: &'static str, timeout: Duration) -> Error {
+        let timeout_ms = timeout.as_millis() as u64;
+        if self.resetting {
+            // The reset that issued this command fails, and says so.
+            return Error::CommandTimeout { opcode, timeout_ms, action: crate::TimeoutAction::DuringReset };
+        }
+        match self.reset(timeout) {
+            Ok(()) => Error::CommandTimeout { opcode, timeout_ms, action: crate::TimeoutAction::ControllerReset },
+            Err(e) => Error::CommandTimeoutResetFailed { opcode, timeout_ms, source: Box::new(e) },
+        }
+    }
+
     fn identify_page(&mut self, sqe: Sqe) -> Result<Box<[u8; IDENTIFY_SIZE]>, Error> {
         let scratch = match self.scratch.take() {
             Some(s) => s,
             None => self.mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?,
         };
         scratch.fill(0, IDENTIFY_SIZE, 0);
+        let stops = self.stops;
         if let Err(e) = self.admin_command(sqe, Some(DataPtr::of(&scratch))) {
             // A command that may still run may still write the page: it
             // must not be the next Identify's (whose data it would corrupt).
-            if settled(&e) {
-                self.scratch = Some(scratch);
-            } else {
+            if self.may_still_run(&e, stops) {
                 self.quarantine(None, vec![scratch]);
+            } else {
+                self.scratch = Some(scratch);
             }
             return Err(e);
         }
@@ -504,27 +649,33 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     /// Create an I/O completion queue and submission queue of `entries`
-    /// entries each (clamped to CAP.MQES + 1) on the lowest free queue id,
-    /// polled, or with interrupts on vector `qid` when configured. NVMe 1.4c
-    /// §5.3 and §5.4: the CQ first, since the SQ names it.
+    /// entries each (clamped to 2..=[`max_io_queue_entries`](Self::max_io_queue_entries))
+    /// on the lowest free queue id, polled, or with interrupts on vector
+    /// `qid` when configured. NVMe 1.4c §5.3 and §5.4: the CQ first, since
+    /// the SQ names it.
     pub fn create_io_queue_pair(&mut self, entries: u32) -> Result<QueuePair<R>, Error> {
         let Some(qid) = self.qids_in_use.iter().position(|u| !u) else {
             return Err(Error::NoQueues { granted: self.io_queues_granted });
         };
+        // qids_in_use has io_queues_granted + 1 (at most 65535) entries.
         let qid = qid as u16;
-        let entries = entries.clamp(2, self.cap.max_queue_entries()) as u16;
+        let entries = QueueEntries::clamped(entries as u64, QueueEntries::MIN, self.max_io_queue_entries());
         // A completion ring twice the submission ring lets the completion
         // doorbell be rung once per `entries` completions instead of once
         // per pass (QueuePairParts::cq_entries); 16 bytes per entry is cheap.
-        let cq_entries =
-            if self.cfg.batch_cq_doorbells { (2 * entries as u32).min(self.cap.max_queue_entries()) as u16 } else { entries };
-        let sq_mem = self.mem.alloc(entries as usize * 64, PAGE_SIZE)?;
-        let cq_mem = self.mem.alloc(cq_entries as usize * 16, PAGE_SIZE)?;
+        // Never more than CAP.MQES allows, never less than the SQ.
+        let cq_entries = if self.cfg.batch_cq_doorbells {
+            QueueEntries::clamped(2 * entries.get() as u64, entries, self.mqes_entries.min(MAX_CQ_ENTRIES))
+        } else {
+            entries
+        };
+        let sq_mem = self.mem.alloc(entries.as_usize() * 64, PAGE_SIZE)?;
+        let cq_mem = self.mem.alloc(cq_entries.as_usize() * 16, PAGE_SIZE)?;
         // PRP list pages: enough per command for a max-size unaligned transfer.
         let list_entries = pages_spanned(4, self.max_transfer, PAGE_SIZE) - 1;
         let list_pages_per_cmd = if list_entries > 1 { list_pages_for(list_entries, PAGE_SIZE / 8) } else { 0 };
         let prp_lists = if list_pages_per_cmd > 0 {
-            Some(self.mem.alloc((entries as usize - 1) * list_pages_per_cmd * PAGE_SIZE, PAGE_SIZE)?)
+            Some(self.mem.alloc(entries.capacity() as usize * list_pages_per_cmd * PAGE_SIZE, PAGE_SIZE)?)
         } else {
             None
         };
@@ -547,34 +698,19 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     /// Create I/O CQ then SQ for `q` on the controller and return the host
-    /// side, in its initial state. On failure no half of it is left behind:
-    /// a CQ created before a refused SQ is deleted again; and when that
+    /// side, in its initial state. The host side is assembled first: parts
+    /// that do not fit are an error before any command is sent. On failure
+    /// no half of it is left behind: a CQ created before a refused SQ is
+    /// deleted again (a timeout's reset deletes it too); and when that
     /// cleanup fails, or a Create command may still be running (no
-    /// completion in time), the queue's memory and id go into quarantine,
-    /// since the controller may yet use them. The error returned is the
-    /// creation's.
+    /// completion, and the controller not seen to stop since), the queue's
+    /// memory and id go into quarantine, since the controller may yet use
+    /// them. The error returned is the creation's.
     fn create_on_device(&mut self, q: &LiveQueue, timeout: Duration) -> Result<QueuePair<R>, Error> {
-        let (qid, n, ncq) = (q.qid, q.entries as u32, q.cq_entries as u32);
+        let qid = q.qid;
         // Zero the queue's shadow slots before the controller learns of it.
         let shadow = self.shadow_slots(qid);
-        let mut create_cq = cmd::CreateIoCq::new(qid, ncq, q.cq.iova());
-        if self.cfg.interrupts {
-            create_cq = create_cq.interrupt_vector(qid);
-        }
-        if let Err(e) = self.admin_command_within(create_cq.build(), None, timeout) {
-            if !settled(&e) {
-                self.quarantine(Some(qid), q.memory());
-            }
-            return Err(e);
-        }
-        if let Err(e) = self.admin_command_within(cmd::CreateIoSq::new(qid, n, q.sq.iova(), qid).build(), None, timeout) {
-            let cleaned = settled(&e) && self.admin_command_within(cmd::delete_io_cq(qid), None, timeout).is_ok();
-            if !cleaned {
-                self.quarantine(Some(qid), q.memory());
-            }
-            return Err(e);
-        }
-        Ok(QueuePair::new(QueuePairParts {
+        let qp = QueuePair::new(QueuePairParts {
             regs: self.regs.clone(),
             qid,
             sq_mem: q.sq.clone(),
@@ -588,7 +724,33 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             max_transfer: self.max_transfer,
             shadow,
             streaming_sq: self.cfg.streaming_sq,
-        }))
+        })?;
+        let mut create_cq = cmd::CreateIoCq::new(qid, q.cq_entries, q.cq.iova());
+        if self.cfg.interrupts {
+            create_cq = create_cq.interrupt_vector(qid);
+        }
+        let stops = self.stops;
+        if let Err(e) = self.admin_command_within(create_cq.build(), None, timeout) {
+            if self.may_still_run(&e, stops) {
+                self.quarantine(Some(qid), q.memory());
+            }
+            return Err(e);
+        }
+        if let Err(e) = self.admin_command_within(cmd::CreateIoSq::new(qid, q.entries, q.sq.iova(), qid).build(), None, timeout) {
+            // A controller seen to stop since (a timeout's reset) has no CQ
+            // left to delete; after a refusal, the CQ is deleted again (and
+            // if that times out, its reset deletes it).
+            let mut cleaned = self.stops != stops;
+            if !cleaned && settled(&e) {
+                let deleted = self.admin_command_within(cmd::delete_io_cq(qid), None, timeout).is_ok();
+                cleaned = deleted || self.stops != stops;
+            }
+            if !cleaned {
+                self.quarantine(Some(qid), q.memory());
+            }
+            return Err(e);
+        }
+        Ok(qp)
     }
 
     /// Delete an I/O queue pair: the SQ first (the controller completes or
@@ -600,27 +762,40 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// and write completions and read data into its memory: the queue's
     /// rings, PRP lists and data buffers go into quarantine (kept, never
     /// reused) until the controller is reset or shut down, and the error
-    /// says so. A controller given up on gets no command; its queues stay
-    /// in quarantine unless it was seen to stop (CSTS.RDY = 0).
+    /// says so. A deletion that times out resets the controller, as any
+    /// admin timeout does: once that reset has seen it stop, the queue is
+    /// forgotten and goes as a deleted one would, and the timeout is the
+    /// error. A controller given up on gets no command; its queues stay in
+    /// quarantine unless it was seen to stop (CSTS.RDY = 0).
     pub fn delete_io_queue_pair(&mut self, qp: QueuePair<R>) -> Result<(), Error> {
         let idx = self.live_index(&qp)?;
         let qid = qp.qid();
         drop(qp);
+        let mut result = Ok(());
         if self.live[idx].on_device {
-            let deleted = if self.failed {
+            // Given up: no command (it would not be answered).
+            let given_up = self.failed;
+            let deleted = if given_up {
                 Err(Error::GivenUp)
             } else {
                 self.admin_command(cmd::delete_io_sq(qid), None).and_then(|_| self.admin_command(cmd::delete_io_cq(qid), None))
             };
             if let Err(e) = deleted {
-                let q = self.live.remove(idx);
-                self.quarantine(Some(qid), q.memory());
-                return if self.failed { Ok(()) } else { Err(Error::QueueDeletion { qid, source: Box::new(e) }) };
+                if self.live[idx].on_device {
+                    // Not seen to stop: it may still use the queue.
+                    let q = self.live.remove(idx);
+                    self.quarantine(Some(qid), q.memory());
+                    return if given_up { Ok(()) } else { Err(Error::QueueDeletion { qid, source: Box::new(e) }) };
+                }
+                // The reset that followed a timeout stopped the controller:
+                // it forgot the queue, whose memory can go; the caller still
+                // learns of the timeout and the reset.
+                result = Err(e);
             }
         }
         self.qids_in_use[qid as usize] = false;
         self.live.remove(idx);
-        Ok(())
+        result
     }
 
     /// `len` bytes of zeroed DMA memory for the data of `qp`'s commands,
@@ -648,6 +823,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// NVMe 1.4c §7.3.2): it forgot every I/O queue and command, so the
     /// memory in quarantine can go back, and its queue ids are free.
     fn controller_forgot_everything(&mut self) {
+        self.stops += 1;
         for q in &mut self.live {
             q.on_device = false;
         }
@@ -656,6 +832,14 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
                 self.qids_in_use[qid as usize] = self.live.iter().any(|l| l.qid == qid);
             }
         }
+    }
+
+    /// After error `e` of a command sent when `self.stops` was `stops`: may
+    /// the command still run on the controller? Not if it settled (see
+    /// `settled`), nor once the controller was seen to stop since (as the
+    /// reset after an admin timeout does).
+    fn may_still_run(&self, e: &Error, stops: u64) -> bool {
+        !settled(e) && self.stops == stops
     }
 
     /// Bytes of DMA memory in quarantine now (see `Controller::quarantine`).
@@ -674,9 +858,12 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     /// Normal shutdown, NVMe 1.4c §7.6.2: delete what is left of the I/O
-    /// queues, write CC.SHN = 01b, wait for CSTS.SHST = 10b, then clear
-    /// CC.EN so the next owner (the kernel's nvme driver) finds a
-    /// controller in reset, ready to be initialized.
+    /// queues, write CC.SHN = 01b, wait for CSTS.SHST = 10b (at most
+    /// [`shutdown_timeout`](Self::shutdown_timeout)), then clear CC.EN so
+    /// the next owner (the kernel's nvme driver) finds a controller in
+    /// reset, ready to be initialized. A shutdown that does not complete in
+    /// time is [`Error::ShutdownTimeout`]: the controller is then left
+    /// enabled rather than reset in the middle of it.
     pub fn shutdown(mut self) -> Result<(), Error> {
         self.shutdown_inner()
     }
@@ -694,6 +881,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             if self.failed || fatal { vec![] } else { self.live.iter().filter(|q| q.on_device).map(|q| q.qid).collect() };
         for qid in live {
             for sqe in [cmd::delete_io_sq(qid), cmd::delete_io_cq(qid)] {
+                // A timeout resets the controller (it forgets every queue) or
+                // gives it up: then there is nothing left to delete.
+                if self.failed || !self.live.iter().any(|q| q.qid == qid && q.on_device) {
+                    break;
+                }
                 if let Err(e) = self.admin_command(sqe, None) {
                     first_err.get_or_insert(e);
                 }
@@ -704,16 +896,35 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         // (a failed reset left it disabled: nothing to shut down).
         let enabled = Cc::from_bits(self.regs.read32(offset::CC)).en() && self.status().rdy();
         let r = if fatal || !enabled {
-            Ok(self.status())
+            Ok(())
         } else {
             let cc = Cc::from_bits(self.regs.read32(offset::CC));
             self.regs.write32(offset::CC, cc.with_shn(shn::NORMAL).into_bits());
-            let timeout = Duration::from_millis(self.cap.timeout_ms().max(5000));
-            wait_until(&*self.regs, timeout, "report shutdown complete (CSTS.SHST)", |s| s.shst() == shst::COMPLETE || s.cfs())
+            let timeout = self.shutdown_timeout();
+            match wait_until(&*self.regs, timeout, "report shutdown complete (CSTS.SHST)", |s| s.shst() == shst::COMPLETE || s.cfs()) {
+                Ok(csts) if csts.cfs() => Err(Error::Fatal { during: "shutdown" }),
+                Ok(_) => Ok(()),
+                Err(Error::Timeout { csts, .. }) => {
+                    // Still shutting down (flushing its caches, perhaps):
+                    // a reset now could cut that short. Leave it enabled,
+                    // with the notification set; not seen to stop, it keeps
+                    // all its memory for the rest of the process. The next
+                    // owner resets it (Linux, too, leaves CC.EN alone after
+                    // a shutdown that timed out).
+                    self.keep_devicememory_forever();
+                    return Err(Error::ShutdownTimeout {
+                        timeout_ms: timeout.as_millis() as u64,
+                        rtd3e_us: self.ident.rtd3e,
+                        csts,
+                    });
+                }
+                Err(e) => Err(e),
+            }
         };
-        let cc = Cc::from_bits(self.regs.read32(offset::CC));
-        self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
-        let r2 = wait_until(&*self.regs, Duration::from_millis(self.cap.timeout_ms()), "clear CSTS.RDY", |s| !s.rdy());
+        // A controller given up on may have been left enabling; waiting for
+        // it again is pointless.
+        let enable_wait = if self.failed { Duration::ZERO } else { self.enable_timeout() };
+        let r2 = disable(&*self.regs, enable_wait, self.disable_timeout());
         if r2.is_ok() {
             // The controller is reset: it no longer references any queue
             // memory (nor the shadow doorbell buffers).
@@ -737,8 +948,9 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
 }
 
 impl<R: RegisterWindow + ?Sized> Controller<R> {
-    /// Every region the controller was ever given, kept alive (leaked) for
-    /// the rest of the process: for a controller that was not seen to stop.
+    /// Every region the controller was ever given, kept mapped for the rest
+    /// of the process (see [`keep_mapped`]): for a controller that was not
+    /// seen to stop, whose quarantine therefore never ends.
     fn keep_devicememory_forever(&mut self) {
         let (asq, acq) = self.admin.memory();
         let mut all = vec![asq, acq];
@@ -746,7 +958,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         all.extend(self.shadow.take().into_iter().flat_map(|(d, e)| [d, e]));
         all.extend(self.live.drain(..).flat_map(|q| q.memory()));
         all.extend(self.quarantine.drain(..).flat_map(|q| q.memory));
-        std::mem::forget(all);
+        keep_mapped(all);
     }
 }
 

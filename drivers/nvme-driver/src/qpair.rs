@@ -3,14 +3,30 @@
 //! every I/O queue are this type. It is the hot path of the vfio and sim
 //! backends: no allocation, lock or system call per command.
 
-use crate::cid::CidTable;
+use crate::cid::{cid_tag, CidTable};
 use crate::doorbell::ShadowSlot;
 use crate::prp::{build_prps, DmaPrpList, PrpError};
 use crate::queue::{CompletionQueue, SubmissionQueue};
 use nvme_hal::{DmaRegion, RegisterWindow};
 use nvme_spec::NvmOpcode;
-use nvme_spec::{Cqe, CqeStatus, Sqe, Status};
+use nvme_spec::{Cqe, CqeStatus, QueueEntries, Sqe, Status};
 use std::sync::Arc;
+
+/// Largest submission queue this driver makes: 4096 entries, so at most
+/// 4095 commands in flight. A command identifier carries the command's
+/// slot in 12 bits (see [`crate::cid`]); Linux stops its PCIe queues at
+/// 4095 entries (`NVME_PCI_MAX_QUEUE_SIZE`) for the same reason.
+pub const MAX_SQ_ENTRIES: QueueEntries = match QueueEntries::new(4096) {
+    Some(e) => e,
+    None => unreachable!(),
+};
+
+/// Largest completion queue this driver makes: twice the largest
+/// submission queue (see [`QueuePairParts::cq_entries`]).
+pub const MAX_CQ_ENTRIES: QueueEntries = match QueueEntries::new(2 * MAX_SQ_ENTRIES.get()) {
+    Some(e) => e,
+    None => unreachable!(),
+};
 
 /// A data buffer as the controller sees it: a bus address and a length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,11 +114,23 @@ pub struct QueueStats {
     pub cq_doorbells: u64,
     /// Completions whose CID was not outstanding (rejected).
     pub invalid_cid: u64,
+    /// Completions whose CID names a slot of this queue but another
+    /// generation of it: a late or repeated completion of an earlier
+    /// command there (rejected; see [`crate::cid`]).
+    pub stale_cid: u64,
     /// Completions naming another submission queue (rejected).
     pub wrong_sqid: u64,
     /// Doorbell writes that went to the MMIO register (with shadow
     /// doorbells, only those the EventIdx rule required).
     pub mmio_doorbells: u64,
+}
+
+impl QueueStats {
+    /// Completions rejected so far, for any reason.
+    #[inline(always)]
+    pub fn rejected(&self) -> u64 {
+        self.invalid_cid + self.stale_cid + self.wrong_sqid
+    }
 }
 
 /// One submission queue, its completion queue, and their commands.
@@ -140,13 +168,15 @@ pub struct QueuePairParts<R: RegisterWindow + ?Sized> {
     pub sq_mem: DmaRegion,
     /// Completion ring memory.
     pub cq_mem: DmaRegion,
-    /// Entries in the submission ring (at most `entries - 1` commands in flight).
-    pub entries: u16,
-    /// Entries in the completion ring. When it is larger than the
-    /// submission ring, the completion doorbell is rung only every
-    /// `cq_entries - entries` consumed entries (the controller can never find
-    /// it full): fewer doorbell writes, each an MMIO write or a VM exit.
-    pub cq_entries: u16,
+    /// Entries in the submission ring (at most `entries - 1` commands in
+    /// flight), at most [`MAX_SQ_ENTRIES`].
+    pub entries: QueueEntries,
+    /// Entries in the completion ring, from `entries` to [`MAX_CQ_ENTRIES`].
+    /// When it is larger than the submission ring, the completion doorbell
+    /// is rung only every `cq_entries - entries` consumed entries (the
+    /// controller can never find it full): fewer doorbell writes, each an
+    /// MMIO write or a VM exit.
+    pub cq_entries: QueueEntries,
     /// Doorbell stride exponent (CAP.DSTRD).
     pub dstrd: u8,
     /// PRP list pages, `list_pages_per_cmd` pages per CID, or `None` when
@@ -172,27 +202,31 @@ pub struct QueuePairParts<R: RegisterWindow + ?Sized> {
 
 impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// Assemble a queue pair. At most `entries - 1` commands are outstanding,
-    /// so neither ring can overflow.
-    pub fn new(p: QueuePairParts<R>) -> Self {
-        // MDTS is at least one memory page (NVMe 1.4c §5.15.2.1): the hot
-        // path relies on a one-page transfer never being too large.
-        assert!(p.max_transfer >= p.page_size, "maximum transfer below one page");
-        let mut sq = SubmissionQueue::new(p.sq_mem, p.entries, nvme_spec::regs::sq_tail_doorbell(p.qid, p.dstrd));
-        let mut cq = CompletionQueue::new(p.cq_mem, p.cq_entries, nvme_spec::regs::cq_head_doorbell(p.qid, p.dstrd));
+    /// so neither ring can overflow. Parts that do not fit together (rings
+    /// larger than this driver makes or than their memory, a completion
+    /// ring smaller than the submission ring, a maximum transfer below one
+    /// page) are an [`Error::Invalid`](crate::Error::Invalid), never a panic:
+    /// the sizes come from what a controller reported.
+    pub fn new(p: QueuePairParts<R>) -> Result<Self, crate::Error> {
+        check_parts(&p)?;
+        // Both sizes are at most MAX_CQ_ENTRIES (8192): they fit the rings' u16 indices.
+        let (entries, cq_entries) = (p.entries.get() as u16, p.cq_entries.get() as u16);
+        let mut sq = SubmissionQueue::new(p.sq_mem, entries, nvme_spec::regs::sq_tail_doorbell(p.qid, p.dstrd));
+        let mut cq = CompletionQueue::new(p.cq_mem, cq_entries, nvme_spec::regs::cq_head_doorbell(p.qid, p.dstrd));
         // Ring the CQ doorbell once this many consumed entries are unreported.
         // Occupancy the controller sees <= (entries - 1) uncompleted + unreported,
         // which stays below cq_entries - 1 while unreported < cq_entries - entries.
-        let cq_ring_every = p.cq_entries.saturating_sub(p.entries).max(1);
+        let cq_ring_every = cq_entries.saturating_sub(entries).max(1);
         if let Some((s, c)) = p.shadow {
             sq.set_shadow(Some(s));
             cq.set_shadow(Some(c));
         }
-        QueuePair {
+        Ok(QueuePair {
             regs: p.regs,
             qid: p.qid,
             sq,
             cq,
-            cids: CidTable::new(p.entries - 1),
+            cids: CidTable::new(entries - 1),
             prp_lists: p.prp_lists,
             list_pages_per_cmd: p.list_pages_per_cmd,
             page_size: p.page_size,
@@ -201,7 +235,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             last_rejected: None,
             cq_ring_every,
             streaming_sq: p.streaming_sq,
-        }
+        })
     }
 
     /// Queue identifier.
@@ -225,7 +259,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     pub fn stats(&self) -> QueueStats {
         self.stats
     }
-    /// The last completion rejected for an unknown CID or wrong SQ id.
+    /// The last completion rejected for an unknown or stale CID or a wrong SQ id.
     pub fn last_rejected(&self) -> Option<Cqe> {
         self.last_rejected
     }
@@ -477,6 +511,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         let mut phase = (self.cq.cq_phase as u32) << 16;
         let mut cids = self.cids.batch();
         let mut sq_head = self.sq.head();
+        let rejected = self.stats.rejected();
         let mut n = 0;
         while n < max {
             // The dword holding the phase tag first (Acquire): the
@@ -493,20 +528,28 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
                 (head, phase) = wrap(phase);
             }
             // SQ Head Pointer: how far the controller has consumed the SQ
-            // (recorded once, after the pass: the last one is the newest).
+            // (recorded once, after the pass: the last one is the newest;
+            // not at all from a pass that rejected a completion, below).
             sq_head = dw2 as u16;
             let (sq_id, cid) = ((dw2 >> 16) as u16, dw3 as u16);
             let tag = if sq_id == qid { cids.release(cid) } else { None };
             let Some(tag) = tag else {
                 let cqe = Cqe::from_dwords([dw0, ring.read_dw::<1>(slot), dw2, dw3]);
-                reject(&mut self.stats, &mut self.last_rejected, cqe, qid);
+                let stale = sq_id == qid && cids.is_stale(cid);
+                reject(&mut self.stats, &mut self.last_rejected, cqe, qid, stale);
                 continue;
             };
             f(n, Completion { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), dw0 });
             n += 1;
         }
         drop(cids);
-        self.sq.update_head(sq_head);
+        // The head of a completion that is not ours is not taken: a pass
+        // that rejected one keeps the head from before it (older is safe,
+        // the head only moves forward). Checked once per pass: tracking the
+        // last accepted head in the loop costs 2 instructions per completion.
+        if self.stats.rejected() == rejected {
+            self.sq.update_head(sq_head);
+        }
         self.cq.cq_head = head as u16;
         self.cq.cq_phase = phase != 0;
         if head != start && self.cq.unreported() >= self.cq_ring_every {
@@ -522,11 +565,13 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// [`ring_cq`](Self::ring_cq) after a batch (tracing, admin path).
     pub fn reap_raw(&mut self) -> Option<(Cqe, Option<u64>)> {
         let cqe = self.cq.pop()?;
-        self.sq.update_head(cqe.sq_head);
         let tag = if cqe.sq_id == self.qid { self.cids.release(cqe.cid) } else { None };
         if tag.is_none() {
-            reject(&mut self.stats, &mut self.last_rejected, cqe, self.qid);
+            let stale = cqe.sq_id == self.qid && self.cids.is_stale(cqe.cid);
+            reject(&mut self.stats, &mut self.last_rejected, cqe, self.qid, stale);
         } else {
+            // Only a completion that is ours says how far our SQ was consumed.
+            self.sq.update_head(cqe.sq_head);
             self.stats.completed += 1;
         }
         Some((cqe, tag))
@@ -559,6 +604,31 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     }
 }
 
+/// Why `p` cannot make a queue pair, if it cannot.
+fn check_parts<R: RegisterWindow + ?Sized>(p: &QueuePairParts<R>) -> Result<(), crate::Error> {
+    let bad = |what: String| Err(crate::Error::Invalid(format!("queue pair {}: {what}", p.qid)));
+    if p.entries > MAX_SQ_ENTRIES {
+        return bad(format!("a submission queue of {} is more than the {MAX_SQ_ENTRIES} this driver's command identifiers cover", p.entries));
+    }
+    if p.cq_entries < p.entries || p.cq_entries > MAX_CQ_ENTRIES {
+        return bad(format!("a completion queue of {} for a submission queue of {} (it needs {} to {MAX_CQ_ENTRIES})", p.cq_entries, p.entries, p.entries));
+    }
+    let fits = |mem: &DmaRegion, bytes: usize| mem.len() >= bytes && (mem.as_ptr() as usize).is_multiple_of(64);
+    if !fits(&p.sq_mem, p.entries.as_usize() * nvme_spec::sqe::SQE_SIZE) || !fits(&p.cq_mem, p.cq_entries.as_usize() * nvme_spec::cqe::CQE_SIZE) {
+        return bad("ring memory smaller than the ring, or not 64-byte aligned".into());
+    }
+    // MDTS is at least one memory page (NVMe 1.4c §5.15.2.1): the hot path
+    // relies on a one-page transfer never being too large.
+    if !p.page_size.is_power_of_two() || p.max_transfer < p.page_size {
+        return bad(format!("maximum transfer of {} bytes below one {}-byte page", p.max_transfer, p.page_size));
+    }
+    let list_bytes = p.entries.capacity() as usize * p.list_pages_per_cmd * p.page_size;
+    if p.prp_lists.as_ref().map_or(p.list_pages_per_cmd != 0, |l| l.len() < list_bytes) {
+        return bad("PRP list memory smaller than its pages".into());
+    }
+    Ok(())
+}
+
 /// True when PRP1 alone describes `d`: 1 to "rest of its first page" bytes
 /// (`page_mask` = memory page size - 1), dword aligned (NVMe 1.4c §4.3).
 #[inline(always)]
@@ -583,12 +653,15 @@ fn wrap_tail() -> usize {
 }
 
 /// Count and keep a completion that names another queue or a CID that is
-/// not outstanding (a protocol error: it is never delivered).
+/// not outstanding (a protocol error: it is never delivered). `stale`: the
+/// CID is of another generation of one of our slots.
 #[cold]
 #[inline(never)]
-fn reject(stats: &mut QueueStats, last: &mut Option<Cqe>, cqe: Cqe, qid: u16) {
+fn reject(stats: &mut QueueStats, last: &mut Option<Cqe>, cqe: Cqe, qid: u16, stale: bool) {
     if cqe.sq_id != qid {
         stats.wrong_sqid += 1;
+    } else if stale {
+        stats.stale_cid += 1;
     } else {
         stats.invalid_cid += 1;
     }
@@ -604,11 +677,13 @@ struct PrpLists<'a> {
 }
 
 impl PrpLists<'_> {
-    /// PRP1/PRP2 for `d`, writing command `cid`'s list pages when needed.
+    /// PRP1/PRP2 for `d`, writing command `cid`'s list pages (those of its
+    /// slot, the CID's tag) when needed.
     fn prps(&self, cid: u16, d: DataPtr) -> Result<(u64, u64), PrpError> {
         match self.mem {
             Some(mem) => {
-                let mut list = DmaPrpList { mem, offset: cid as usize * self.pages * self.page_size, pages: self.pages, page_size: self.page_size };
+                let offset = cid_tag(cid) * self.pages * self.page_size;
+                let mut list = DmaPrpList { mem, offset, pages: self.pages, page_size: self.page_size };
                 build_prps(d.iova, d.len, self.page_size, &mut list)
             }
             None => build_prps(d.iova, d.len, self.page_size, &mut NoList),

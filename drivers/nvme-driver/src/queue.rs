@@ -138,10 +138,14 @@ impl SubmissionQueue {
         cq.last_cq_head = cq.cq_head;
         (sq_mmio, Some(cq_mmio))
     }
-    /// Record the controller's head from a completion's SQ Head field.
+    /// Record the controller's head from a completion's SQ Head field. A
+    /// head outside the ring is the controller's error and is not taken
+    /// (`is_full` would never see the ring full again).
     #[inline(always)]
     pub fn update_head(&mut self, head: u16) {
-        self.sq_head = head;
+        if head < self.entries {
+            self.sq_head = head;
+        }
     }
 }
 
@@ -341,6 +345,18 @@ mod tests {
         cq.ring_doorbell(&regs);
         assert!(!cq.needs_doorbell());
         assert_eq!(regs.read32(0x1004), 5);
+    }
+
+    #[test]
+    fn an_sq_head_outside_the_ring_is_not_taken() {
+        let mem = HostMemory::plain().map(8 * SQE_SIZE).unwrap();
+        let mut sq = SubmissionQueue::new(mem, 8, 0x1008);
+        sq.update_head(7);
+        assert_eq!(sq.head(), 7);
+        for bad in [8, 9, 0xffff] {
+            sq.update_head(bad);
+            assert_eq!(sq.head(), 7, "head {bad} is outside a ring of 8");
+        }
     }
 
     #[test]

@@ -6,9 +6,14 @@ use nvme_driver::{Controller, ControllerConfig, DataPtr, Error, QueuePair, Submi
 use nvme_hal::{DmaRegion, RegisterWindow};
 use nvme_sim::{DataMode, SimConfig, SimController, SimRegisters};
 use nvme_spec::status::{command_specific as cs, generic as gs};
-use nvme_spec::{Sqe, StatusCodeType};
+use nvme_spec::regs::Csts;
+use nvme_spec::{QueueEntries, Sqe, StatusCodeType};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+fn entries(n: u32) -> QueueEntries {
+    QueueEntries::new(n).unwrap()
+}
 
 fn quiet(cfg: SimConfig) -> SimConfig {
     // Park soon when idle: many tests run side by side on two cores.
@@ -208,19 +213,22 @@ fn simulator_rejects_malformed_commands_with_the_right_status() {
     // Admin: creating a queue with id 0, an existing id, or beyond the grant.
     let mem = ctrl.allocator().alloc(4096, 4096).unwrap();
     for (qid, expect) in [(0u16, cs::INVALID_QUEUE_IDENTIFIER), (1, cs::INVALID_QUEUE_IDENTIFIER), (3, cs::INVALID_QUEUE_IDENTIFIER)] {
-        let e = ctrl.admin_command(nvme_spec::cmd::CreateIoCq::new(qid, 8, mem.iova()).build(), None).unwrap_err();
+        let e = ctrl.admin_command(nvme_spec::cmd::CreateIoCq::new(qid, entries(8), mem.iova()).build(), None).unwrap_err();
         match e {
             Error::Command { status, .. } => assert_eq!((status.sct, status.sc), (StatusCodeType::COMMAND_SPECIFIC, expect)),
             e => panic!("{e}"),
         }
     }
     // Queue size 1 (QSIZE 0) and above MQES: Invalid Queue Size.
-    for entries in [1u32, 4096] {
-        let e = ctrl.admin_command(nvme_spec::cmd::CreateIoCq::new(2, entries, mem.iova()).build(), None).unwrap_err();
-        assert!(matches!(e, Error::Command { status, .. } if status.sc == cs::INVALID_QUEUE_SIZE), "{entries}");
+    // (No QueueEntries describes one entry: QSIZE 0 is written by hand.)
+    let mut one = nvme_spec::cmd::CreateIoCq::new(2, entries(2), mem.iova()).build();
+    one.cdw10 &= 0xffff;
+    for (what, sqe) in [("QSIZE 0", one), ("4096 entries", nvme_spec::cmd::CreateIoCq::new(2, entries(4096), mem.iova()).build())] {
+        let e = ctrl.admin_command(sqe, None).unwrap_err();
+        assert!(matches!(e, Error::Command { status, .. } if status.sc == cs::INVALID_QUEUE_SIZE), "{what}");
     }
     // An SQ naming a CQ that does not exist.
-    let e = ctrl.admin_command(nvme_spec::cmd::CreateIoSq::new(2, 8, mem.iova(), 2).build(), None).unwrap_err();
+    let e = ctrl.admin_command(nvme_spec::cmd::CreateIoSq::new(2, entries(8), mem.iova(), 2).build(), None).unwrap_err();
     assert!(matches!(e, Error::Command { status, .. } if status.sc == cs::COMPLETION_QUEUE_INVALID));
     // Deleting a CQ that still has its SQ: Invalid Queue Deletion.
     let e = ctrl.admin_command(nvme_spec::cmd::delete_io_cq(1), None).unwrap_err();
@@ -718,4 +726,187 @@ fn a_parked_controller_is_woken_by_the_first_new_entry() {
         assert!(t.elapsed() < Duration::from_millis(50), "round {round}: a parked controller took {:?} to answer", t.elapsed());
     }
     ctrl.delete_io_queue_pair(qp).unwrap();
+}
+
+/// Queues the simulator saw created: (qid, is CQ, entries).
+type Created = Arc<std::sync::Mutex<Vec<(u16, bool, u32)>>>;
+
+/// A hook recording the queues the simulator creates.
+fn queue_events() -> (nvme_sim::EventHook, Created) {
+    let seen = Arc::new(std::sync::Mutex::new(vec![]));
+    let s2 = seen.clone();
+    let hook: nvme_sim::EventHook = Arc::new(move |e: &nvme_sim::SimEvent| {
+        if let nvme_sim::SimEvent::Queue { qid, cq, created: true, entries } = e {
+            s2.lock().unwrap().push((*qid, *cq, *entries));
+        }
+    });
+    (hook, seen)
+}
+
+#[test]
+fn cap_mqes_ffffh_gives_queues_that_fit_their_rings() {
+    // CAP.MQES = FFFFh: 65536-entry queues allowed. Asking for 40001
+    // entries (--iodepth 40000) used to wrap (65536 as u16 = 0) into a
+    // Create I/O CQ of QSIZE FFFFh over a one-page ring and a panic.
+    let (hook, seen) = queue_events();
+    let (_sim, mut ctrl) = bring_up(SimConfig { max_queue_entries: 65536, events: Some(hook), ..Default::default() }, 2);
+    assert_eq!(ctrl.max_queue_entries().get(), 65536);
+    assert_eq!(ctrl.max_io_queue_entries().get(), 4096, "12-bit command identifier tags");
+    assert_eq!(ctrl.max_io_queue_depth(), 4095);
+    let mut qp = ctrl.create_io_queue_pair(40001).expect("a queue, clamped");
+    assert_eq!(qp.depth(), 4095);
+    assert_eq!(*seen.lock().unwrap(), vec![(1, true, 8192), (1, false, 4096)], "CQ twice the SQ, both within CAP.MQES");
+    // Every CID works: fill the queue, complete it all, twice.
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    for _ in 0..2 {
+        for t in 0..4095u64 {
+            qp.read(1, t % 64, 1, DataPtr { iova: buf.iova(), len: 512 }, t).unwrap();
+        }
+        assert!(matches!(qp.read(1, 0, 1, DataPtr::of(&buf), 0), Err(SubmitError::QueueFull { .. })));
+        qp.ring();
+        wait_all(&mut qp, 4095);
+    }
+    ctrl.delete_io_queue_pair(qp).unwrap();
+    // The largest request there is: still clamped.
+    let qp = ctrl.create_io_queue_pair(u32::MAX).unwrap();
+    assert_eq!(qp.depth(), 4095);
+    ctrl.delete_io_queue_pair(qp).unwrap();
+}
+
+#[test]
+fn the_smallest_queues_and_a_cap_mqes_below_the_minimum() {
+    // MQES = 1: two-entry queues, one command in flight; the completion
+    // queue cannot be doubled past CAP.MQES.
+    let (hook, seen) = queue_events();
+    let (_sim, mut ctrl) = bring_up(SimConfig { max_queue_entries: 2, events: Some(hook), ..Default::default() }, 1);
+    let mut qp = ctrl.create_io_queue_pair(64).unwrap();
+    assert_eq!((qp.depth(), ctrl.max_io_queue_depth()), (1, 1));
+    assert_eq!(*seen.lock().unwrap(), vec![(1, true, 2), (1, false, 2)]);
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    for i in 0..5 {
+        assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::read(1, i, 1).build(), Some(DataPtr::of(&buf))).is_success());
+    }
+    ctrl.delete_io_queue_pair(qp).unwrap();
+    drop(ctrl);
+
+    // MQES = 0 (one-entry queues) is below the specification's minimum:
+    // refused at bring-up, saying so, rather than a panic when a queue is made.
+    let sim = SimController::start(quiet(SimConfig { max_queue_entries: 1, ..Default::default() })).unwrap();
+    let e = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).err().expect("refused");
+    assert!(e.to_string().contains("CAP.MQES is 0"), "{e}");
+}
+
+#[test]
+fn a_controller_granting_more_queues_than_asked_is_held_to_what_was_asked() {
+    // QEMU answers Number of Queues with every queue it has. The host
+    // provided doorbells (BAR0 mapping), vectors and shadow slots for what
+    // it asked: more queue ids than that must not be used.
+    let (_sim, mut ctrl) = bring_up(SimConfig { grants_every_queue: true, max_io_queues: 8, ..Default::default() }, 2);
+    assert_eq!(ctrl.io_queues_granted(), 2);
+    let a = ctrl.create_io_queue_pair(8).unwrap();
+    let b = ctrl.create_io_queue_pair(8).unwrap();
+    assert!(matches!(ctrl.create_io_queue_pair(8), Err(Error::NoQueues { granted: 2 })));
+    ctrl.delete_io_queue_pair(a).unwrap();
+    ctrl.delete_io_queue_pair(b).unwrap();
+}
+
+#[test]
+fn a_controller_found_enabling_is_let_become_ready_before_it_is_reset() {
+    // The previous owner set CC.EN = 1 and left; the controller takes 300 ms
+    // to become ready. Clearing CC.EN before CSTS.RDY = 1 has undefined
+    // results (NVMe 1.4c §3.1.5); this controller then reports fatal status.
+    use nvme_spec::regs::{offset, Aqa, Cc};
+    let sim = SimController::start(quiet(SimConfig { ready_delay: Duration::from_millis(300), ..Default::default() })).unwrap();
+    let regs = sim.registers();
+    let (asq, acq) = (sim.allocator().alloc(4096, 4096).unwrap(), sim.allocator().alloc(4096, 4096).unwrap());
+    regs.write32(offset::AQA, Aqa::new().with_asqs(7).with_acqs(7).into_bits());
+    regs.write64(offset::ASQ, asq.iova());
+    regs.write64(offset::ACQ, acq.iova());
+    regs.write32(offset::CC, Cc::new().with_iosqes(6).with_iocqes(4).with_en(true).into_bits());
+    assert_eq!(regs.read32(offset::CSTS) & 1, 0, "still enabling");
+    let t = Instant::now();
+    let mut ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).expect("taken over");
+    assert!(t.elapsed() >= Duration::from_millis(250), "waited for CSTS.RDY = 1 first: {:?}", t.elapsed());
+    assert!(!ctrl.status().cfs());
+    assert_eq!(sim.stats().resets.load(std::sync::atomic::Ordering::Relaxed), 1, "one clean reset");
+    assert_eq!(ctrl.identify().sn, "NVBSIM0001");
+    ctrl.create_io_queue_pair(8).map(|q| ctrl.delete_io_queue_pair(q)).unwrap().unwrap();
+}
+
+#[test]
+fn the_nvme_2_ready_timeout_crto_is_used_when_cap_crms_reports_it() {
+    // CAP.TO says 500 ms, CRTO.CRWMT 4 s; the controller needs 1.5 s.
+    let cfg = SimConfig {
+        timeout_500ms: 1,
+        ready_timeouts_500ms: Some((8, 1)),
+        ready_delay: Duration::from_millis(1500),
+        ..Default::default()
+    };
+    let sim = SimController::start(quiet(cfg)).unwrap();
+    let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default());
+    let ctrl = ctrl.unwrap_or_else(|e| panic!("waited CRTO.CRWMT, not CAP.TO: {e}"));
+    assert!(ctrl.cap().ready_with_media_timeout_reported());
+    drop(ctrl);
+    // A CRWMT below CAP.TO (seen on real devices) does not shorten the wait.
+    let cfg = SimConfig {
+        timeout_500ms: 4,
+        ready_timeouts_500ms: Some((1, 1)),
+        ready_delay: Duration::from_millis(1000),
+        ..Default::default()
+    };
+    let sim = SimController::start(quiet(cfg)).unwrap();
+    Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).expect("the larger of CAP.TO and CRWMT");
+}
+
+#[test]
+fn an_enable_that_times_out_does_not_leave_the_controller_enabled_over_freed_memory() {
+    use nvme_spec::regs::offset;
+    // Never ready within CAP.TO (500 ms).
+    let sim = SimController::start(quiet(SimConfig { timeout_500ms: 1, ready_delay: Duration::from_secs(3600), ..Default::default() })).unwrap();
+    let regs = sim.registers();
+    let e = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).err().expect("times out");
+    assert!(e.to_string().contains("set CSTS.RDY after CC.EN=1"), "{e}");
+    let (en, asq, acq) = (regs.read32(offset::CC) & 1, regs.read64(offset::ASQ), regs.read64(offset::ACQ));
+    let mapped = |iova| sim.memory().snapshot().translate(iova, 64).is_some();
+    // Either the controller was reset, or the admin queue it knows stays
+    // mapped: never CC.EN = 1 over memory the next allocation may get.
+    assert!(en == 0 || (mapped(asq) && mapped(acq)), "CC.EN = {en}, admin queue mapped: {} {}", mapped(asq), mapped(acq));
+    assert!(!Csts::from_bits(regs.read32(offset::CSTS)).cfs(), "CC.EN was not cleared while CSTS.RDY = 0");
+}
+
+#[test]
+fn shutdown_waits_as_long_as_rtd3e_says() {
+    use nvme_spec::regs::offset;
+    // The controller needs 6 s to shut down and says so (RTD3E 20 s); CAP.TO is 2 s.
+    let cfg = SimConfig { timeout_500ms: 4, rtd3e_us: 20_000_000, shutdown_time: Duration::from_secs(6), ..Default::default() };
+    let (sim, ctrl) = bring_up(cfg, 1);
+    assert_eq!(ctrl.shutdown_timeout(), Duration::from_secs(20));
+    let regs = sim.registers();
+    let t = Instant::now();
+    ctrl.shutdown().expect("shut down within RTD3E");
+    assert!(t.elapsed() >= Duration::from_secs(6));
+    let csts = Csts::from_bits(regs.read32(offset::CSTS));
+    assert!(!csts.rdy() && !csts.cfs(), "reset after a complete shutdown: {csts:?}");
+}
+
+#[test]
+fn a_shutdown_that_does_not_complete_is_reported_and_the_controller_is_not_reset_under_it() {
+    use nvme_spec::regs::{offset, shst, Cc};
+    // Never completes; no RTD3E: Linux's default of 5 s.
+    let (sim, ctrl) = bring_up(SimConfig { shutdown_time: Duration::MAX, ..Default::default() }, 1);
+    assert_eq!(ctrl.shutdown_timeout(), Duration::from_secs(5));
+    let regs = sim.registers();
+    let asq = regs.read64(offset::ASQ);
+    let e = ctrl.shutdown().expect_err("timed out");
+    let msg = e.to_string();
+    assert!(msg.contains("did not finish its shutdown") && msg.contains("5000 ms") && msg.contains("RTD3E"), "{msg}");
+    let cc = Cc::from_bits(regs.read32(offset::CC));
+    assert!(cc.en(), "CC.EN not forced off in the middle of a shutdown");
+    assert_eq!(Csts::from_bits(regs.read32(offset::CSTS)).shst(), shst::OCCURRING);
+    assert!(sim.memory().snapshot().translate(asq, 64).is_some(), "the controller's admin queue stays mapped");
+    // RTD3E is clamped to 5..=60 s.
+    let (_s, c) = bring_up(SimConfig { rtd3e_us: 1_000, ..Default::default() }, 1);
+    assert_eq!(c.shutdown_timeout(), Duration::from_secs(5));
+    let (_s, c) = bring_up(SimConfig { rtd3e_us: 3_600_000_000, ..Default::default() }, 1);
+    assert_eq!(c.shutdown_timeout(), Duration::from_secs(60));
 }

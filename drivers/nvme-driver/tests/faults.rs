@@ -6,7 +6,7 @@
 //! unknown CID or another queue's SQ id are rejected; injected statuses
 //! decode with their DNR bit. No hardware needed.
 
-use nvme_driver::{AbortOutcome, Controller, ControllerConfig, DataPtr, Error, QueuePair};
+use nvme_driver::{AbortOutcome, Controller, ControllerConfig, DataPtr, Error, QueuePair, TimeoutAction};
 use nvme_hal::{DmaRegion, RegisterWindow};
 use nvme_sim::{DataMode, SimConfig, SimController, SimRegisters};
 use nvme_spec::regs::offset;
@@ -191,17 +191,18 @@ fn a_hung_controller_fails_cleanly_and_is_handed_back_disabled() {
         s.faults().hang.store(true, Ordering::Relaxed);
         let cid = read(&mut qp, 0, &buf, 1);
         assert!(poll_one(&mut qp, WAIT).is_none());
-        // The Abort itself is not answered: bounded by its timeout.
+        // The Abort itself is not answered: bounded by its timeout. An admin
+        // command that times out resets the controller; CC.EN works, the
+        // admin queue does not answer after it either: the reset fails.
         let t = Instant::now();
         let e = ctrl.abort(qp.qid(), cid, Duration::from_millis(200)).unwrap_err();
-        assert!(matches!(e, Error::CommandTimeout { opcode: "Abort", timeout_ms: 200 }), "{e}");
-        assert!(t.elapsed() < Duration::from_secs(2));
-        // The reset: CC.EN works, the admin queue does not answer after it.
-        let e = ctrl.reset(Duration::from_millis(200)).unwrap_err();
         let msg = e.to_string();
-        assert!(matches!(e, Error::ResetFailed { .. }), "{msg}");
+        assert!(matches!(e, Error::CommandTimeoutResetFailed { opcode: "Abort", timeout_ms: 200, .. }), "{msg}");
         assert!(msg.contains("controller reset failed") && msg.contains("did not complete") && msg.contains("unbind"), "{msg}");
+        assert!(msg.contains("during a controller reset"), "{msg}");
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
         assert!(ctrl.is_failed());
+        assert!(matches!(ctrl.reset(Duration::from_millis(200)), Err(Error::GivenUp)));
         assert!(matches!(ctrl.identify_controller(), Err(Error::GivenUp)));
         assert_eq!(regs.read32(offset::CC) & 1, 0, "left disabled (CC.EN = 0)");
         // Tearing down costs no admin command (each would wait out a timeout).
@@ -249,7 +250,9 @@ fn completions_with_an_unknown_cid_or_another_queues_sq_id_are_rejected() {
     sim.faults().corrupt_cid_every.store(1, Ordering::Relaxed);
     let cid = read(&mut qp, 0, &buf, 21);
     assert!(poll_one(&mut qp, WAIT).is_none(), "never delivered");
-    assert_eq!(qp.stats().invalid_cid, 1);
+    // CID + 4000h: the command's slot (the low 12 bits) in another
+    // generation, which no command outstanding has: stale.
+    assert_eq!((qp.stats().stale_cid, qp.stats().invalid_cid), (1, 0));
     assert_eq!(qp.last_rejected().unwrap().cid, cid.wrapping_add(0x4000));
     sim.faults().corrupt_cid_every.store(0, Ordering::Relaxed);
 
@@ -342,9 +345,11 @@ fn corrupted_read_data_is_delivered_as_is() {
 
 #[test]
 fn the_data_page_of_a_timed_out_identify_is_not_reused() {
-    // An Identify that timed out may still run and write its page later:
-    // the next Identify must get another page, and the old one is kept
-    // (quarantine) until the controller has stopped.
+    // An Identify that timed out may still run and write its page later,
+    // until the controller is seen to stop. The timeout resets the
+    // controller: once that reset has seen it stop (CSTS.RDY = 0), the page
+    // may serve the next Identify; a controller that does not stop keeps
+    // the page (quarantine), and no other command gets it.
     let pages = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
     let seen = pages.clone();
     let hook: nvme_sim::EventHook = std::sync::Arc::new(move |e: &nvme_sim::SimEvent| {
@@ -354,17 +359,29 @@ fn the_data_page_of_a_timed_out_identify_is_not_reused() {
             }
         }
     });
-    let s = sim(SimConfig { events: Some(hook), ..Default::default() });
+    let s = sim(SimConfig { events: Some(hook), timeout_500ms: 1, ..Default::default() });
     let cfg = ControllerConfig { admin_timeout: Duration::from_millis(300), ..Default::default() };
     let mut ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
-    s.faults().hang.store(true, Ordering::Relaxed);
-    assert!(matches!(ctrl.identify_controller(), Err(Error::CommandTimeout { .. })));
-    s.faults().hang.store(false, Ordering::Relaxed);
-    let id = ctrl.identify_controller().unwrap();
-    assert_eq!(id.sn, "NVBSIM0001");
+    // Answered too late: the reset stops the controller (and drops the
+    // late completion), so the page is free again.
+    s.faults().admin_delay_us.store(1_000_000, Ordering::Relaxed);
+    let e = ctrl.identify_controller().unwrap_err();
+    assert!(matches!(e, Error::CommandTimeout { opcode: "Identify", action: TimeoutAction::ControllerReset, .. }), "{e}");
+    assert_eq!(ctrl.quarantined_bytes(), 0, "kept although the controller was seen to stop");
+    assert_eq!(ctrl.identify_controller().unwrap().sn, "NVBSIM0001");
     let pages = pages.lock().unwrap().clone();
-    assert_eq!(pages.len(), 3, "bring-up's, the timed-out one (fetched late), the new one: {pages:x?}");
-    assert_ne!(pages[2], pages[1], "the timed-out command's page was reused");
+    assert_eq!(pages.len(), 3, "bring-up's, the timed-out one, the next one: {pages:x?}");
+    assert_eq!(pages[2], pages[1], "the page of a command the controller forgot serves again");
+    // Hung, and deaf to CC.EN = 0: the reset fails without seeing it stop.
+    // The page stays the controller's, and no command follows.
+    s.faults().hang.store(true, Ordering::Relaxed);
+    s.faults().ignore_disable.store(true, Ordering::Relaxed);
+    let e = ctrl.identify_controller().unwrap_err();
+    assert!(matches!(e, Error::CommandTimeoutResetFailed { opcode: "Identify", .. }), "{e}");
+    assert!(ctrl.quarantined_bytes() >= 4096, "{}", ctrl.quarantined_bytes());
+    assert!(matches!(ctrl.identify_controller(), Err(Error::GivenUp)));
+    s.faults().ignore_disable.store(false, Ordering::Relaxed);
+    s.faults().hang.store(false, Ordering::Relaxed);
 }
 
 #[test]
@@ -394,14 +411,15 @@ fn a_queue_whose_deletion_failed_stays_quarantined_until_a_reset() {
     let mut ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
     let qp = ctrl.create_io_queue_pair(8).unwrap();
     let buf = ctrl.alloc_queue_buffer(&qp, 8192).unwrap();
-    s.faults().hang.store(true, Ordering::Relaxed);
+    // The controller refuses the deletion (its SQ 1 was deleted behind the
+    // driver's back: Invalid Queue Identifier) and keeps CQ 1.
+    ctrl.admin_command(nvme_spec::cmd::delete_io_sq(1), None).unwrap();
     let e = ctrl.delete_io_queue_pair(qp).unwrap_err();
     assert!(matches!(e, Error::QueueDeletion { qid: 1, .. }), "{e}");
     assert!(e.to_string().contains("stays allocated"), "{e}");
     drop(buf);
     // Rings, PRP lists and the buffer are all kept.
     assert!(ctrl.quarantined_bytes() >= 8192 + 8 * 64 + 16 * 16, "{}", ctrl.quarantined_bytes());
-    s.faults().hang.store(false, Ordering::Relaxed);
     let other = ctrl.create_io_queue_pair(8).unwrap();
     assert_eq!(other.qid(), 2, "qid 1 may still be the controller's");
     ctrl.reset(Duration::from_secs(5)).unwrap();
@@ -412,4 +430,143 @@ fn a_queue_whose_deletion_failed_stays_quarantined_until_a_reset() {
     ctrl.delete_io_queue_pair(again).unwrap();
     ctrl.delete_io_queue_pair(other).unwrap();
     ctrl.shutdown().unwrap();
+}
+
+#[test]
+fn a_queue_whose_deletion_timed_out_is_freed_only_once_the_controller_is_seen_to_stop() {
+    // A Delete that times out resets the controller. If the reset sees the
+    // controller stop, it has forgotten the queue: the memory goes at once
+    // and the queue id is free. If it does not stop, the memory is kept
+    // until it does.
+    let s = sim(SimConfig { timeout_500ms: 1, ..Default::default() });
+    let mem = s.memory();
+    let cfg = ControllerConfig { io_queues: 2, admin_timeout: Duration::from_millis(300), ..Default::default() };
+    let mut ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
+    let before = mem.registered_bytes();
+    let qp = ctrl.create_io_queue_pair(8).unwrap();
+    drop(ctrl.alloc_queue_buffer(&qp, 8192).unwrap());
+    s.faults().admin_delay_us.store(1_000_000, Ordering::Relaxed);
+    let e = ctrl.delete_io_queue_pair(qp).unwrap_err();
+    assert!(matches!(e, Error::CommandTimeout { action: TimeoutAction::ControllerReset, .. }), "{e}");
+    assert_eq!((ctrl.quarantined_bytes(), mem.registered_bytes()), (0, before), "forgotten by the reset, yet kept");
+    let qp = ctrl.create_io_queue_pair(8).unwrap();
+    assert_eq!(qp.qid(), 1, "free after the reset");
+    drop(ctrl.alloc_queue_buffer(&qp, 8192).unwrap());
+    let held = mem.registered_bytes();
+    // Hung, and deaf to CC.EN = 0: the reset fails without seeing it stop.
+    s.faults().hang.store(true, Ordering::Relaxed);
+    s.faults().ignore_disable.store(true, Ordering::Relaxed);
+    let e = ctrl.delete_io_queue_pair(qp).unwrap_err();
+    assert!(matches!(e, Error::QueueDeletion { qid: 1, .. }), "{e}");
+    assert!(ctrl.is_failed());
+    assert_eq!(mem.registered_bytes(), held, "memory of a queue the controller may still use was freed");
+    assert!(ctrl.quarantined_bytes() >= 8192 + 8 * 64 + 16 * 16, "{}", ctrl.quarantined_bytes());
+    // Once it stops (the shutdown sees CSTS.RDY = 0), all of it goes.
+    s.faults().ignore_disable.store(false, Ordering::Relaxed);
+    s.faults().hang.store(false, Ordering::Relaxed);
+    ctrl.shutdown().unwrap();
+    assert_eq!(mem.registered_bytes(), 0);
+}
+
+/// Get Features of `fid`, waiting at most `timeout`: its completion dword 0.
+fn get_feature(ctrl: &mut Controller<SimRegisters>, fid: u8, timeout: Duration) -> Result<u32, Error> {
+    ctrl.admin_command_within(nvme_spec::cmd::get_features(fid), None, timeout).map(|c| c.dw0)
+}
+
+#[test]
+fn a_timed_out_admin_command_resets_the_controller_and_its_late_completion_is_never_taken_for_another() {
+    use nvme_spec::opcode::feature;
+    let (sim, mut ctrl) = bring_up(SimConfig::default());
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    write_pattern(&mut qp, 8, &buf, 0x77);
+    let queues = get_feature(&mut ctrl, feature::NUMBER_OF_QUEUES, WAIT).unwrap();
+    assert_eq!(queues, 1 | 1 << 16, "two queue pairs (0's based)");
+
+    // The controller takes 1.5 s over the next admin command; we wait 0.1 s.
+    sim.faults().admin_delay_us.store(1_500_000, Ordering::Relaxed);
+    let e = get_feature(&mut ctrl, feature::NUMBER_OF_QUEUES, Duration::from_millis(100)).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("Get Features did not complete within 100 ms") && msg.contains("controller was reset"), "{msg}");
+    assert_eq!((ctrl.generation(), sim.stats().resets.load(Ordering::Relaxed)), (1, 1), "reset, as Linux does");
+    // Had its CID simply been freed, the late completion (due now) would
+    // answer the next command, which would take NUMBER_OF_QUEUES' dword 0
+    // for its own.
+    std::thread::sleep(Duration::from_millis(1600));
+    assert_eq!(get_feature(&mut ctrl, feature::ARBITRATION, WAIT).unwrap(), 0, "its own completion");
+    assert_eq!(get_feature(&mut ctrl, feature::NUMBER_OF_QUEUES, WAIT).unwrap(), queues);
+    // The I/O queue died with the reset: re-created, it works, data intact.
+    let (mut qp, abandoned) = ctrl.recreate_io_queue_pair(qp, WAIT).unwrap();
+    assert!(abandoned.is_empty());
+    buf.fill(0, 4096, 0);
+    read(&mut qp, 8, &buf, 3);
+    assert!(poll_one(&mut qp, Duration::from_secs(5)).unwrap().status().is_success());
+    assert_eq!(first_byte(&buf), 0x77);
+    ctrl.delete_io_queue_pair(qp).unwrap();
+    ctrl.shutdown().unwrap();
+}
+
+#[test]
+fn a_stale_duplicate_admin_completion_is_rejected_by_its_cid_generation() {
+    use nvme_spec::opcode::feature;
+    let (sim, mut ctrl) = bring_up(SimConfig::default());
+    assert_eq!(get_feature(&mut ctrl, feature::NUMBER_OF_QUEUES, WAIT).unwrap(), 1 | 1 << 16);
+    // The controller posts that completion again before the next one. Admin
+    // commands take turns in one slot: without generations the copy has
+    // the next command's CID.
+    sim.faults().replay_admin.store(true, Ordering::Relaxed);
+    assert_eq!(get_feature(&mut ctrl, feature::ARBITRATION, WAIT).unwrap(), 0, "its own completion, not the copy");
+    assert!(!sim.faults().replay_admin.load(Ordering::Relaxed), "the copy was posted");
+    let s = ctrl.admin_queue().stats();
+    assert_eq!((s.stale_cid, s.invalid_cid), (1, 0), "counted as stale");
+    assert_eq!(ctrl.generation(), 0, "no reset needed");
+}
+
+#[test]
+fn a_stale_duplicate_io_completion_is_rejected_by_its_cid_generation() {
+    let (sim, mut ctrl) = bring_up(SimConfig::default());
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    let f = sim.faults();
+    // Command A fails (an injected media error) ...
+    f.status_sct.store(2, Ordering::Relaxed);
+    f.status_sc.store(0x81, Ordering::Relaxed);
+    f.status_every.store(1, Ordering::Relaxed);
+    let a = read(&mut qp, 0, &buf, 1);
+    assert!(!poll_one(&mut qp, WAIT).unwrap().status().is_success());
+    f.status_every.store(0, Ordering::Relaxed);
+    // ... then B, in A's slot, succeeds, but the controller first posts A's
+    // completion once more.
+    f.replay_every.store(1, Ordering::Relaxed);
+    let b = read(&mut qp, 0, &buf, 2);
+    assert_eq!(b & 0xfff, a & 0xfff, "B has A's slot");
+    assert_ne!(b, a, "in the next generation");
+    let c = poll_one(&mut qp, WAIT).expect("B completes");
+    f.replay_every.store(0, Ordering::Relaxed);
+    assert_eq!(c.tag, 2);
+    assert!(c.status().is_success(), "B's own status, not A's: {}", c.status());
+    assert!(poll_one(&mut qp, Duration::from_millis(50)).is_none(), "nothing more");
+    assert_eq!((qp.stats().stale_cid, qp.stats().invalid_cid), (1, 0));
+    assert_eq!(qp.last_rejected().unwrap().cid, a);
+    ctrl.delete_io_queue_pair(qp).unwrap();
+}
+
+#[test]
+fn the_sq_head_of_a_rejected_completion_is_not_taken() {
+    let (sim, mut ctrl) = bring_up(SimConfig::default());
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    // A completion naming another queue, with that queue's SQ head (the
+    // controller consumed one entry of ours: its true head would be 1).
+    sim.faults().bad_sqid_every.store(1, Ordering::Relaxed);
+    read(&mut qp, 0, &buf, 1);
+    assert!(poll_one(&mut qp, WAIT).is_none());
+    sim.faults().bad_sqid_every.store(0, Ordering::Relaxed);
+    assert_eq!(qp.stats().wrong_sqid, 1);
+    assert_eq!(qp.last_rejected().unwrap().sq_head, 5, "another queue's head");
+    assert_eq!(qp.sq().head(), 0, "not taken from a completion that is not ours");
+    // A completion that is ours moves it.
+    read(&mut qp, 0, &buf, 2);
+    assert!(poll_one(&mut qp, WAIT).unwrap().status().is_success());
+    assert_eq!(qp.sq().head(), 2);
 }

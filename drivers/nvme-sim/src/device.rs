@@ -8,7 +8,7 @@ use nvme_hal::{CqRing, DmaRegion, DmaWord, SqRing};
 use nvme_spec::cmd::DsmRange;
 use nvme_spec::identify::{IdentifyController, IdentifyNamespace, LbaFormat, IDENTIFY_SIZE};
 use nvme_spec::opcode::{cns, feature, log_page, AdminOpcode, NvmOpcode};
-use nvme_spec::regs::{offset, shn, shst, Aqa, Cap, Cc, Csts, Vs};
+use nvme_spec::regs::{offset, shn, shst, Aqa, Cap, Cc, Crto, Csts, Vs};
 use nvme_spec::status::{command_specific as cs, generic as gs, Status};
 use nvme_spec::{Cdw0, Cqe, Sqe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -38,7 +38,8 @@ pub struct SimStats {
 
 /// Fault injection switches, set by tests while the controller runs.
 /// "Every Nth" counts I/O commands (NVM command set) fetched since start;
-/// the admin queue is never faulted except by `hang` and `fatal`.
+/// the admin queue is faulted only by `hang`, `fatal`, `admin_delay_us`
+/// and `replay_admin`.
 #[derive(Default, Debug)]
 pub struct Faults {
     /// Drop (never post) the completion of every Nth I/O command (0 = off).
@@ -61,11 +62,24 @@ pub struct Faults {
     /// handshakes (reset, shutdown) still work; admin commands do not.
     pub hang: AtomicBool,
     /// Post the completion of every Nth I/O command with a CID that was
-    /// never submitted (0 = off).
+    /// never submitted: the command's CID + 4000h (0 = off).
     pub corrupt_cid_every: AtomicU32,
     /// Post the completion of every Nth I/O command naming another
-    /// submission queue (SQ id + 1) (0 = off).
+    /// submission queue (SQ id + 1), with an SQ Head that is not this
+    /// queue's (half a ring away), as a completion meant for that other
+    /// queue would carry (0 = off).
     pub bad_sqid_every: AtomicU32,
+    /// Before the completion of every Nth I/O command, post the completion
+    /// this queue received last once more: a stale duplicate, naming a CID
+    /// the host has since given to another command (0 = off).
+    pub replay_every: AtomicU32,
+    /// Before the next admin completion, post the previous admin completion
+    /// once more (a stale duplicate); cleared when it trips.
+    pub replay_admin: AtomicBool,
+    /// Post the next admin command's completion this many microseconds
+    /// late (later admin commands go on meanwhile); a reset drops it if it
+    /// is not posted yet. Cleared when it trips (0 = off).
+    pub admin_delay_us: AtomicU32,
     /// Execute every Nth I/O command but hold its completion until an Abort
     /// names it (then it completes with "Command Abort Requested") or a
     /// reset drops it: a command the device sits on (0 = off).
@@ -91,6 +105,12 @@ struct Held {
     cqe: Cqe,
 }
 
+/// An admin completion held back by `Faults::admin_delay_us` until `due`.
+struct Late {
+    due: Instant,
+    cqe: Cqe,
+}
+
 impl Faults {
     /// Hung or about to report fatal status: fetch nothing more.
     fn halted(&self) -> bool {
@@ -106,6 +126,7 @@ impl Faults {
             || on(&self.status_every)
             || on(&self.corrupt_cid_every)
             || on(&self.bad_sqid_every)
+            || on(&self.replay_every)
             || on(&self.stall_every)
             || on(&self.fatal_after)
             || on(&self.hang_after)
@@ -140,13 +161,14 @@ pub enum SimEvent {
     Complete { cqid: u16, slot: u16, cqe: Cqe },
     /// A PRP list was walked.
     PrpList { list_iova: u64, entries: Vec<u64> },
-    /// A queue was created or deleted.
-    Queue { qid: u16, cq: bool, created: bool, entries: u16 },
+    /// A queue was created or deleted (entries: 2..=65536).
+    Queue { qid: u16, cq: bool, created: bool, entries: u32 },
 }
 
 struct Sq {
     ring: SqRing,
-    size: u16,
+    /// Entries, 2..=65536 (QSIZE + 1: a u16 would wrap at CAP.MQES = FFFFh).
+    size: u32,
     head: u16,
     cqid: u16,
     db: usize,
@@ -156,13 +178,16 @@ struct Sq {
 
 struct Cq {
     ring: CqRing,
-    size: u16,
+    /// Entries, 2..=65536.
+    size: u32,
     tail: u16,
     phase: bool,
     db: usize,
     /// Where the host's head is read: see [`Slot`].
     slot: Slot,
     sq_count: u16,
+    /// The completion posted last, for `Faults::replay_every`.
+    last: Option<Cqe>,
     /// The host's head doorbell as last read. The host only moves it
     /// forward, so a stale value can only make the queue look fuller than it
     /// is: it is read again only when the queue looks full (a real
@@ -170,10 +195,11 @@ struct Cq {
     head_seen: u32,
 }
 
-/// The slot after `i` in a ring of `size` entries.
+/// The slot after `i` in a ring of `size` entries (slots are 0..=65535,
+/// sizes up to 65536).
 #[inline(always)]
-fn next_slot(i: u16, size: u16) -> u16 {
-    if i + 1 == size {
+fn next_slot(i: u16, size: u32) -> u16 {
+    if i as u32 + 1 == size {
         0
     } else {
         i + 1
@@ -252,6 +278,8 @@ enum State {
     Disabled,
     Enabling(Instant),
     Ready,
+    /// CC.SHN seen at this instant; CSTS.SHST reads 01b until `shutdown_time` passes.
+    ShuttingDown(Instant),
     ShutDown,
     Fatal,
 }
@@ -278,6 +306,8 @@ pub(crate) struct Device {
     /// being executed is to be held.
     held: Vec<Held>,
     hold_this: bool,
+    /// Admin completions posted late (`Faults::admin_delay_us`).
+    late: Vec<Late>,
     posted: u64,
     /// True while the controller thread busy-polls: then it sees every
     /// shadow doorbell update without being told, and its EventIdx says so
@@ -317,8 +347,12 @@ impl Device {
             .with_dstrd(cfg.dstrd)
             .with_css(1)
             .with_mpsmin(0)
-            .with_mpsmax(4);
+            .with_mpsmax(4)
+            .with_crms(if cfg.ready_timeouts_500ms.is_some() { 0b11 } else { 0 });
         regs.dev_store64(offset::CAP, cap.into_bits());
+        if let Some((crwmt, crimt)) = cfg.ready_timeouts_500ms {
+            regs.dev_store(offset::CRTO, Crto::new().with_crwmt(crwmt).with_crimt(crimt).into_bits());
+        }
         regs.dev_store(offset::VS, Vs::new().with_mjr(1).with_mnr(4).into_bits());
 
         let mut namespaces = vec![];
@@ -346,6 +380,7 @@ impl Device {
             ieee: 0x525400,
             mdts: cfg.mdts,
             ver: 0x0001_0400,
+            rtd3e: cfg.rtd3e_us,
             cntrltype: 1,
             oacs: if cfg.shadow_doorbells { nvme_spec::identify::oacs::DOORBELL_BUFFER_CONFIG } else { 0 },
             acl: 3,
@@ -416,6 +451,7 @@ impl Device {
             io_count: 0,
             held: vec![],
             hold_this: false,
+            late: vec![],
             posted: 0,
             polling: false,
             ident_ctrl: ic.to_bytes(),
@@ -448,6 +484,9 @@ impl Device {
     /// between queues when threads share the controller).
     fn step_burst(&mut self, burst: usize) -> usize {
         let mut work = self.check_registers();
+        if !self.late.is_empty() && matches!(self.state, State::Ready) {
+            work += self.post_late();
+        }
         if matches!(self.state, State::Ready) {
             // Load first: a locked swap on every pass would cost more than the pass.
             if self.faults.fatal.load(Ordering::Relaxed) && self.faults.fatal.swap(false, Ordering::Relaxed) {
@@ -516,6 +555,15 @@ impl Device {
         }
         self.last_cc = cc_bits;
         if changed && last.en() && !cc.en() {
+            if matches!(self.state, State::Enabling(_)) {
+                // CC.EN 1 -> 0 while CSTS.RDY is still 0: undefined results
+                // (NVMe 1.4c §3.1.5). This controller fails: fatal status,
+                // until the host resets it from there (EN 1 -> 0 once more).
+                self.reset();
+                self.set_csts(Csts::new().with_cfs(true));
+                self.state = State::Fatal;
+                return 1;
+            }
             self.reset();
             return 1;
         }
@@ -537,10 +585,20 @@ impl Device {
                 1
             }
             State::Ready if cc.shn() != shn::NONE => {
-                self.set_csts(self.csts().with_shst(shst::COMPLETE));
-                self.state = State::ShutDown;
-                self.emit(|| SimEvent::ShutdownComplete);
+                if self.cfg.shutdown_time.is_zero() {
+                    self.shutdown_complete();
+                } else {
+                    self.set_csts(self.csts().with_shst(shst::OCCURRING));
+                    self.state = State::ShuttingDown(Instant::now());
+                }
                 1
+            }
+            State::ShuttingDown(t) => {
+                if t.elapsed() >= self.cfg.shutdown_time {
+                    self.shutdown_complete();
+                    return 1;
+                }
+                0
             }
             State::ShutDown if cc.shn() == shn::NONE && changed => {
                 // Leaving shutdown without a reset is not allowed; stay put.
@@ -548,6 +606,13 @@ impl Device {
             }
             _ => 0,
         }
+    }
+
+    /// Shutdown processing done: CSTS.SHST = 10b.
+    fn shutdown_complete(&mut self) {
+        self.set_csts(self.csts().with_shst(shst::COMPLETE));
+        self.state = State::ShutDown;
+        self.emit(|| SimEvent::ShutdownComplete);
     }
 
     fn enable(&mut self, cc: Cc) {
@@ -572,17 +637,18 @@ impl Device {
                 let d = self.cfg.dstrd;
                 self.cqs[0] = Some(Cq {
                     ring: CqRing::new(cq_mem, acqs as usize),
-                    size: acqs as u16,
+                    size: acqs,
                     tail: 0,
                     phase: true,
                     db: nvme_spec::regs::cq_head_doorbell(0, d),
                     slot: Slot::Mmio,
                     sq_count: 1,
+                    last: None,
                     head_seen: 0,
                 });
                 self.sqs[0] = Some(Sq {
                     ring: SqRing::new(sq_mem, asqs as usize),
-                    size: asqs as u16,
+                    size: asqs,
                     head: 0,
                     cqid: 0,
                     db: nvme_spec::regs::sq_tail_doorbell(0, d),
@@ -613,6 +679,7 @@ impl Device {
         self.granted = None;
         self.aers.clear();
         self.held.clear();
+        self.late.clear();
         self.shadow = None;
         // Doorbells read as zero after a reset.
         let end = nvme_spec::regs::cq_head_doorbell(self.cfg.max_io_queues, self.cfg.dstrd);
@@ -728,7 +795,7 @@ impl Device {
     fn process_sq(&mut self, qid: u16, burst: usize) -> usize {
         let Some(sq) = self.sqs[qid as usize].as_ref() else { return 0 };
         let (Some(tail), shadow) = sq.slot.doorbell(&self.regs, sq.db) else { return 0 };
-        if tail >= sq.size as u32 {
+        if tail >= sq.size {
             self.stats.invalid_doorbell_writes.fetch_add(1, Ordering::Relaxed);
             return 0;
         }
@@ -795,7 +862,7 @@ impl Device {
         let slot = sq.head;
         let sqe = Sqe::from_dwords(sq.ring.read_dwords16(slot as usize));
         sq.head = next_slot(sq.head, sq.size);
-        let sq_head = sq.head;
+        let (mut sq_head, sq_size) = (sq.head, sq.size);
         self.emit(|| SimEvent::Fetch { qid, slot, sqe });
         let outcome = if qid == 0 { self.admin(&sqe) } else { self.nvm(&sqe) };
         let (status, dw0) = match outcome {
@@ -808,14 +875,67 @@ impl Device {
         if qid != 0 && corrupt != 0 && self.io_count % corrupt == 0 {
             cid = cid.wrapping_add(0x4000);
         }
-        let sq_id = if qid != 0 && Faults::every(&self.faults.bad_sqid_every, self.io_count) { qid + 1 } else { qid };
+        let bad_sqid = qid != 0 && Faults::every(&self.faults.bad_sqid_every, self.io_count);
+        if bad_sqid {
+            // Another queue's completion carries that queue's head, not ours.
+            sq_head = ((sq_head as u32 + sq_size / 2) % sq_size) as u16;
+        }
+        let sq_id = if bad_sqid { qid + 1 } else { qid };
         let cqe = Cqe { dw0, dw1: 0, sq_head, sq_id, cid, status: status.to_cqe_status(false) };
         if std::mem::take(&mut self.hold_this) {
             self.held.push(Held { cqid, cqe });
             return true;
         }
+        let replay = if qid == 0 {
+            self.faults.replay_admin.load(Ordering::Relaxed) && self.faults.replay_admin.swap(false, Ordering::Relaxed)
+        } else {
+            Faults::every(&self.faults.replay_every, self.io_count)
+        };
+        if replay {
+            self.replay_last(cqid);
+        }
+        let delay = if qid == 0 && self.faults.admin_delay_us.load(Ordering::Relaxed) != 0 {
+            self.faults.admin_delay_us.swap(0, Ordering::Relaxed)
+        } else {
+            0
+        };
+        if delay != 0 {
+            self.late.push(Late { due: Instant::now() + Duration::from_micros(delay as u64), cqe });
+            return true;
+        }
         self.post(cqid, cqe);
         true
+    }
+
+    /// Post the completion `cqid` received last once more (`Faults::replay_*`),
+    /// if the queue has room for it and the one that follows.
+    fn replay_last(&mut self, cqid: u16) {
+        let Some(cq) = self.cqs[cqid as usize].as_mut() else { return };
+        let Some(last) = cq.last else { return };
+        let (first, second) = (next_slot(cq.tail, cq.size), next_slot(next_slot(cq.tail, cq.size), cq.size));
+        if cq_full(&mut cq.head_seen, &cq.slot, cq.db, first, &self.regs)
+            || cq_full(&mut cq.head_seen, &cq.slot, cq.db, second, &self.regs)
+        {
+            return;
+        }
+        self.post(cqid, last);
+    }
+
+    /// Post the admin completions held by `Faults::admin_delay_us` that are
+    /// due, while the admin completion queue has room. Returns how many.
+    fn post_late(&mut self) -> usize {
+        let now = Instant::now();
+        let mut n = 0;
+        while let Some(i) = self.late.iter().position(|l| l.due <= now) {
+            let Some(cq) = self.cqs[0].as_mut() else { break };
+            if cq_full(&mut cq.head_seen, &cq.slot, cq.db, next_slot(cq.tail, cq.size), &self.regs) {
+                break;
+            }
+            let l = self.late.remove(i);
+            self.post(0, l.cqe);
+            n += 1;
+        }
+        n
     }
 
     /// With shadow doorbells, tell the host when it must also write the MMIO
@@ -832,13 +952,13 @@ impl Device {
         }
         if let (Some(_), Some(sq)) = (&self.shadow, self.sqs[qid as usize].as_ref()) {
             let ei = if !self.polling {
-                sq.head
+                sq.head as u32
             } else if sq.head == 0 {
                 sq.size - 1
             } else {
-                sq.head - 1
+                sq.head as u32 - 1
             };
-            sq.slot.set_event_idx(ei as u32);
+            sq.slot.set_event_idx(ei);
             if let (true, Some(cq)) = (self.polling, self.cqs[sq.cqid as usize].as_ref()) {
                 cq.slot.set_event_idx(cq.tail as u32);
             }
@@ -875,13 +995,14 @@ impl Device {
             let Some(cq) = self.cqs[sq.cqid as usize].as_ref() else { return false };
             let (Some(tail), Some(cq_head)) = (sq.slot.shadow_db(), cq.slot.shadow_db()) else { return false };
             let (tail, cq_head) = (tail.load_acquire(), cq_head.load_acquire());
-            tail < sq.size as u32 && tail != sq.head as u32 && next_slot(cq.tail, cq.size) as u32 != cq_head
+            tail < sq.size && tail != sq.head as u32 && next_slot(cq.tail, cq.size) as u32 != cq_head
         })
     }
 
     fn post(&mut self, cqid: u16, mut cqe: Cqe) {
         let Some(cq) = self.cqs[cqid as usize].as_mut() else { return };
         cqe.status.set_p(cq.phase);
+        cq.last = Some(cqe);
         let [d0, d1, d2, d3] = cqe.to_dwords();
         let ring = cq.ring.view();
         ring.write_dw012(cq.tail as usize, [d0, d1, d2]);
@@ -889,9 +1010,8 @@ impl Device {
         // of it makes the rest of the entry (and any read data) visible.
         ring.store_dw3_release(cq.tail as usize, d3);
         let slot = cq.tail;
-        cq.tail += 1;
-        if cq.tail == cq.size {
-            cq.tail = 0;
+        cq.tail = next_slot(cq.tail, cq.size);
+        if cq.tail == 0 {
             cq.phase = !cq.phase;
         }
         if !cqe.decoded_status().is_success() {
@@ -1071,12 +1191,14 @@ impl Device {
         Ok(r.sub(o, bytes))
     }
 
-    fn check_qsize(&self, qsize0: u32) -> Result<u16, Status> {
+    /// QSIZE (0's based, CDW10 bits 31:16) as entries: 2..=CAP.MQES + 1,
+    /// up to 65536 (kept in a u32: QSIZE FFFFh is 65536 entries, not 0).
+    fn check_qsize(&self, qsize0: u32) -> Result<u32, Status> {
         let entries = qsize0 + 1;
         if qsize0 == 0 || entries > self.cfg.max_queue_entries {
             return Err(cs_err(cs::INVALID_QUEUE_SIZE));
         }
-        Ok(entries as u16)
+        Ok(entries)
     }
 
     /// Create I/O Completion Queue, NVMe 1.4c §5.3.
@@ -1105,6 +1227,7 @@ impl Device {
             db,
             slot,
             sq_count: 0,
+            last: None,
             head_seen: 0,
         });
         self.emit(|| SimEvent::Queue { qid, cq: true, created: true, entries });
@@ -1146,7 +1269,7 @@ impl Device {
         let sq = self.sqs[qid as usize].take().unwrap();
         let tail = sq.slot.doorbell(&self.regs, sq.db).0.unwrap_or(sq.head as u32);
         let mut head = sq.head;
-        while tail < sq.size as u32 && head as u32 != tail {
+        while tail < sq.size && head as u32 != tail {
             let e = Sqe::from_dwords(sq.ring.read_dwords16(head as usize));
             head = next_slot(head, sq.size);
             let st = Status::generic(gs::ABORTED_SQ_DELETION).to_cqe_status(false);
@@ -1190,6 +1313,10 @@ impl Device {
                     return Err(err(gs::INVALID_FIELD));
                 }
                 let max = self.cfg.max_io_queues as u32;
+                if self.cfg.grants_every_queue {
+                    self.granted = Some(max as u16);
+                    return Ok((max - 1) | (max - 1) << 16);
+                }
                 let g = (nsqr + 1).min(ncqr + 1).min(max);
                 self.granted = Some(g as u16);
                 Ok((max.min(nsqr + 1) - 1) | (max.min(ncqr + 1) - 1) << 16)

@@ -88,7 +88,9 @@ pub struct SimConfig {
     pub data: DataMode,
     /// MDTS: max transfer `4 KiB << mdts` (0 = unlimited).
     pub mdts: u8,
-    /// Largest queue, in entries (CAP.MQES + 1), at most 65536.
+    /// Largest queue, in entries (CAP.MQES + 1), at most 65536 (MQES =
+    /// FFFFh). 1 (MQES = 0) is below the specification's minimum of 2 and
+    /// exists to show what a host does with a controller that reports it.
     pub max_queue_entries: u32,
     /// I/O queue pairs the controller can grant.
     pub max_io_queues: u16,
@@ -96,8 +98,24 @@ pub struct SimConfig {
     pub dstrd: u8,
     /// CAP.TO in 500 ms units.
     pub timeout_500ms: u8,
-    /// Time from CC.EN=1 to CSTS.RDY=1.
+    /// Time from CC.EN=1 to CSTS.RDY=1. Clearing CC.EN again before
+    /// CSTS.RDY is 1 has undefined results (NVMe 1.4c §3.1.5, CC.EN); this
+    /// controller then reports fatal status (CSTS.CFS) and stays failed
+    /// until a reset.
     pub ready_delay: Duration,
+    /// NVMe 2.0 ready timeouts (CAP.CRMS, CRTO register at 68h), in 500 ms
+    /// units: (CRWMT, CRIMT). `None`: a 1.4 controller (CRMS = 0, CRTO reads 0).
+    pub ready_timeouts_500ms: Option<(u16, u16)>,
+    /// RTD3 Entry Latency reported in Identify Controller, microseconds
+    /// (the time a normal shutdown may take; 0 = not reported).
+    pub rtd3e_us: u32,
+    /// Time from CC.SHN = 01b to CSTS.SHST = 10b (SHST reads 01b,
+    /// "occurring", meanwhile); `Duration::MAX`: the shutdown never completes.
+    pub shutdown_time: Duration,
+    /// Set Features Number of Queues grants every queue the controller has,
+    /// whatever was asked, as QEMU's emulated controller does (the
+    /// specification lets a controller allocate more than requested).
+    pub grants_every_queue: bool,
     /// Serial number (Identify SN).
     pub serial: String,
     /// Model number (Identify MN).
@@ -135,6 +153,10 @@ impl Default for SimConfig {
             dstrd: 0,
             timeout_500ms: 4,
             ready_delay: Duration::ZERO,
+            ready_timeouts_500ms: None,
+            rtd3e_us: 0,
+            shutdown_time: Duration::ZERO,
+            grants_every_queue: false,
             serial: "NVBSIM0001".into(),
             model: "nvme-bypass simulated controller".into(),
             firmware: "1.0".into(),
@@ -188,8 +210,8 @@ impl SimController {
         if config.namespaces.iter().all(|n| n.blocks == 0) {
             return Err(SimError::Config("at least one namespace needs blocks (0 blocks is an inactive NSID)".into()));
         }
-        if !(2..=65536).contains(&config.max_queue_entries) {
-            return Err(SimError::Config("max_queue_entries must be 2..=65536".into()));
+        if !(1..=65536).contains(&config.max_queue_entries) {
+            return Err(SimError::Config("max_queue_entries must be 1..=65536".into()));
         }
         if config.max_io_queues == 0 || config.max_io_queues > 1024 {
             return Err(SimError::Config("max_io_queues must be 1..=1024".into()));

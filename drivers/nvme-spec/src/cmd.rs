@@ -4,6 +4,7 @@
 //! are filled in by the queue that submits the command, because only it
 //! knows which CID is free and where the data lives.
 
+use crate::entries::QueueEntries;
 use crate::opcode::{cns, feature, AdminOpcode, NvmOpcode};
 use crate::sqe::{Cdw0, Sqe};
 
@@ -141,7 +142,7 @@ impl Identify {
 #[derive(Clone, Copy, Debug)]
 pub struct CreateIoCq {
     qid: u16,
-    entries: u32,
+    entries: QueueEntries,
     base: u64,
     vector: Option<u16>,
 }
@@ -149,7 +150,7 @@ pub struct CreateIoCq {
 impl CreateIoCq {
     /// A physically contiguous CQ of `entries` entries at bus address `base`,
     /// interrupts disabled (polled).
-    pub fn new(qid: u16, entries: u32, base: u64) -> Self {
+    pub fn new(qid: u16, entries: QueueEntries, base: u64) -> Self {
         CreateIoCq { qid, entries, base, vector: None }
     }
     /// Enable interrupts on MSI-X vector `v`.
@@ -161,7 +162,7 @@ impl CreateIoCq {
     pub fn build(self) -> Sqe {
         let mut s = sqe(AdminOpcode::CreateIoCq as u8, 0);
         s.prp1 = self.base;
-        s.cdw10 = self.qid as u32 | (self.entries - 1) << 16;
+        s.cdw10 = self.qid as u32 | (self.entries.zeros_based() as u32) << 16;
         s.cdw11 = 1 | match self.vector {
             Some(v) => 1 << 1 | (v as u32) << 16,
             None => 0,
@@ -175,7 +176,7 @@ impl CreateIoCq {
 #[derive(Clone, Copy, Debug)]
 pub struct CreateIoSq {
     qid: u16,
-    entries: u32,
+    entries: QueueEntries,
     base: u64,
     cqid: u16,
 }
@@ -183,14 +184,14 @@ pub struct CreateIoSq {
 impl CreateIoSq {
     /// A physically contiguous SQ of `entries` entries at `base`, whose
     /// completions go to CQ `cqid`.
-    pub fn new(qid: u16, entries: u32, base: u64, cqid: u16) -> Self {
+    pub fn new(qid: u16, entries: QueueEntries, base: u64, cqid: u16) -> Self {
         CreateIoSq { qid, entries, base, cqid }
     }
     /// The entry.
     pub fn build(self) -> Sqe {
         let mut s = sqe(AdminOpcode::CreateIoSq as u8, 0);
         s.prp1 = self.base;
-        s.cdw10 = self.qid as u32 | (self.entries - 1) << 16;
+        s.cdw10 = self.qid as u32 | (self.entries.zeros_based() as u32) << 16;
         s.cdw11 = 1 | (self.cqid as u32) << 16;
         s
     }
@@ -297,17 +298,21 @@ mod tests {
 
     #[test]
     fn queue_creation_fields() {
-        let cq = CreateIoCq::new(3, 1024, 0x10_0000).build();
+        let n = |e| QueueEntries::new(e).unwrap();
+        let cq = CreateIoCq::new(3, n(1024), 0x10_0000).build();
         assert_eq!(cq.opcode(), 0x05);
         assert_eq!(cq.cdw10, 3 | 1023 << 16);
         assert_eq!(cq.cdw11, 1);
         assert_eq!(cq.prp1, 0x10_0000);
-        let cqi = CreateIoCq::new(3, 2, 0).interrupt_vector(5).build();
+        let cqi = CreateIoCq::new(3, n(2), 0).interrupt_vector(5).build();
         assert_eq!(cqi.cdw11, 1 | 2 | 5 << 16);
-        let sq = CreateIoSq::new(3, 64, 0x20_0000, 3).build();
+        let sq = CreateIoSq::new(3, n(64), 0x20_0000, 3).build();
         assert_eq!(sq.opcode(), 0x01);
         assert_eq!(sq.cdw10, 3 | 63 << 16);
         assert_eq!(sq.cdw11, 1 | 3 << 16);
+        // 65536 entries (CAP.MQES = FFFFh) is QSIZE FFFFh, 2 entries QSIZE 1.
+        assert_eq!(CreateIoSq::new(1, QueueEntries::MAX, 0, 1).build().cdw10, 1 | 0xffff << 16);
+        assert_eq!(CreateIoCq::new(1, QueueEntries::MIN, 0).build().cdw10, 1 | 1 << 16);
         assert_eq!(delete_io_sq(3).opcode(), 0x00);
         assert_eq!(delete_io_cq(3).opcode(), 0x04);
     }

@@ -197,7 +197,7 @@ mod tests {
         let s = cmd::ReadWrite::read(1, 8, 4).build();
         let l = sqe_line(&s, false);
         assert!(l.contains("opcode=0x02 Read") && l.contains("slba=8") && l.contains("nlb=3 (4 blocks)"), "{l}");
-        let c = cmd::CreateIoCq::new(1, 4, 0x1000).build();
+        let c = cmd::CreateIoCq::new(1, crate::QueueEntries::new(4).unwrap(), 0x1000).build();
         assert!(sqe_line(&c, true).contains("qsize=3 (4 entries)"));
         assert_eq!(hex64(&s.to_bytes()).len(), 4);
     }

@@ -8,7 +8,7 @@
 //!
 //! This crate does no I/O. It describes bytes: the controller registers
 //! ([`regs`]), the 64-byte submission entry ([`sqe`]), the 16-byte completion
-//! entry and its status ([`cqe`], [`status`]), opcodes ([`opcode`]), the
+//! entry and its status ([`cqe`], [`status`]), queue sizes ([`entries`]), opcodes ([`opcode`]), the
 //! command builders ([`cmd`]) and the Identify pages ([`identify`]).
 //! The queue-pair driver (`nvme-driver`), the simulated controller
 //! (`nvme-sim`) and the io_uring passthrough backend all build on the same
@@ -19,6 +19,7 @@
 pub mod cmd;
 pub mod cqe;
 pub mod describe;
+pub mod entries;
 pub mod identify;
 pub mod opcode;
 pub mod regs;
@@ -26,6 +27,7 @@ pub mod sqe;
 pub mod status;
 
 pub use cqe::{Cqe, CqeStatus};
+pub use entries::QueueEntries;
 pub use opcode::{AdminOpcode, NvmOpcode};
 pub use sqe::{Cdw0, Sqe};
 pub use status::{Status, StatusCodeType};

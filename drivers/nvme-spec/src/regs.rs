@@ -4,6 +4,7 @@
 //! All registers are little-endian; 64-bit registers may be accessed as two
 //! 32-bit halves, low half first.
 
+use crate::entries::QueueEntries;
 use bitfield_struct::bitfield;
 
 /// Byte offsets of the controller registers in BAR0. NVMe 1.4c §3.1.
@@ -32,6 +33,10 @@ pub mod offset {
     pub const CMBLOC: usize = 0x38;
     /// Controller Memory Buffer Size. NVMe 1.4c §3.1.12.
     pub const CMBSZ: usize = 0x3C;
+    /// Controller Ready Timeouts, 32 bit, read only (new in NVMe 2.0:
+    /// NVMe Base 2.0c, property CRTO). Meaningful only when
+    /// CAP.CRMS reports it; reads as zero on 1.4 controllers.
+    pub const CRTO: usize = 0x68;
     /// First doorbell (Submission Queue 0 Tail). NVMe 1.4c §3.1.24.
     pub const DOORBELL_BASE: usize = 0x1000;
 }
@@ -94,14 +99,34 @@ pub struct Cap {
     pub pmrs: bool,
     /// Controller Memory Buffer Supported.
     pub cmbs: bool,
-    #[bits(6)]
+    /// NVM Subsystem Shutdown Supported (NVMe Base 2.0c; reserved in 1.4c).
+    pub nsss: bool,
+    /// Controller Ready Modes Supported (NVMe Base 2.0c; reserved in
+    /// 1.4c): bit 0 (CAP bit 59) Controller Ready With Media Support, bit 1
+    /// (CAP bit 60) Controller Ready Independent of Media Support. Either
+    /// set means the CRTO register holds the ready timeouts.
+    #[bits(2)]
+    pub crms: u8,
+    #[bits(3)]
     __: u8,
 }
 
 impl Cap {
-    /// Largest queue the controller accepts, in entries (MQES is 0's based).
+    /// Largest queue the controller accepts, in entries (MQES is 0's based):
+    /// 1..=65536, for printing. See [`Cap::max_entries`] for sizing queues.
     pub fn max_queue_entries(&self) -> u32 {
         self.mqes() as u32 + 1
+    }
+    /// Largest queue the controller accepts, as a size that cannot wrap;
+    /// `None` when MQES is 0 (one entry), below the 2 entries (MQES = 1) the
+    /// specification requires at least.
+    pub fn max_entries(&self) -> Option<QueueEntries> {
+        QueueEntries::from_zeros_based(self.mqes())
+    }
+    /// CAP.CRMS.CRWMS: CRTO.CRWMT is the time to wait for CSTS.RDY after
+    /// CC.EN = 1 with CC.CRIME = 0 (NVMe Base 2.0c).
+    pub fn ready_with_media_timeout_reported(&self) -> bool {
+        self.crms() & 1 != 0
     }
     /// CAP.TO in milliseconds (500 ms units). A TO of 0 is treated as 500 ms.
     pub fn timeout_ms(&self) -> u64 {
@@ -122,6 +147,26 @@ impl Cap {
     /// True when the NVM command set is supported (CSS bit 0).
     pub fn supports_nvm_command_set(&self) -> bool {
         self.css() & 1 != 0
+    }
+}
+
+/// Controller Ready Timeouts (CRTO), offset 68h, NVMe Base 2.0c (not in
+/// 1.4c). Both in 500 ms units, like CAP.TO, but 16 bits wide: CAP.TO's 8
+/// bits stop at 127.5 s, which large drives need more than to become ready.
+#[bitfield(u32)]
+#[derive(PartialEq, Eq)]
+pub struct Crto {
+    /// Controller Ready With Media Timeout: worst case from CC.EN = 1 (with
+    /// CC.CRIME = 0) to CSTS.RDY = 1, in 500 ms units.
+    pub crwmt: u16,
+    /// Controller Ready Independent of Media Timeout (with CC.CRIME = 1).
+    pub crimt: u16,
+}
+
+impl Crto {
+    /// CRWMT in milliseconds.
+    pub fn ready_with_media_ms(&self) -> u64 {
+        self.crwmt() as u64 * 500
     }
 }
 
@@ -285,6 +330,22 @@ mod tests {
         assert_eq!(cap.min_page_size(), 4096);
         assert_eq!(cap.max_page_size(), 65536);
         assert!(!cap.cmbs());
+        assert_eq!(cap.crms(), 0);
+        assert!(!cap.ready_with_media_timeout_reported());
+        assert_eq!(cap.max_entries().unwrap().get(), 2048);
+    }
+
+    #[test]
+    fn cap_mqes_extremes_and_crms() {
+        assert_eq!(Cap::new().with_mqes(0xffff).max_entries().unwrap().get(), 65536);
+        assert_eq!(Cap::new().with_mqes(0).max_entries(), None, "MQES = 0 is below the minimum");
+        // CRMS is CAP bits 60:59 (NVMe Base 2.0c), NSSS bit 58.
+        assert!(Cap::from_bits(1 << 59).ready_with_media_timeout_reported());
+        assert_eq!(Cap::from_bits(1 << 60).crms(), 2);
+        assert!(Cap::from_bits(1 << 58).nsss());
+        let crto = Crto::from_bits(0x0003_0014);
+        assert_eq!((crto.crwmt(), crto.crimt(), crto.ready_with_media_ms()), (20, 3, 10_000));
+        assert_eq!(offset::CRTO, 0x68);
     }
 
     #[test]

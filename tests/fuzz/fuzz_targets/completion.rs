@@ -9,7 +9,7 @@
 use libfuzzer_sys::fuzz_target;
 use nvme_driver::qpair::{DataPtr, QueuePair, QueuePairParts};
 use nvme_hal::{HostMemory, MemRegisters};
-use nvme_spec::Cqe;
+use nvme_spec::{Cqe, QueueEntries};
 use std::sync::Arc;
 
 const ENTRIES: u16 = 8;
@@ -36,8 +36,8 @@ fuzz_target!(|data: &[u8]| {
         qid: 1,
         sq_mem: sq,
         cq_mem: cq.clone(),
-        entries: ENTRIES,
-        cq_entries: ENTRIES,
+        entries: QueueEntries::new(ENTRIES as u32).unwrap(),
+        cq_entries: QueueEntries::new(ENTRIES as u32).unwrap(),
         dstrd: 0,
         prp_lists: None,
         list_pages_per_cmd: 0,
@@ -45,7 +45,8 @@ fuzz_target!(|data: &[u8]| {
         max_transfer: 8192,
         shadow: None,
         streaming_sq: false,
-    });
+    })
+    .unwrap();
     let n_cmds = n_cmds as usize % ENTRIES as usize;
     for tag in 0..n_cmds as u64 {
         qp.read(1, tag, 1, DataPtr { iova: buf.iova(), len: 512 }, 100 + tag).unwrap();

@@ -6,12 +6,11 @@
 //! timeout, the controller is reset and the queues re-created; if the reset
 //! fails, the controller is given up and left disabled for the next owner.
 
-use super::{admin_queue_pair, enable_with_admin_queue, wait_until, Controller, LiveQueue};
+use super::{admin_queue_pair, disable, disable_timeout, enable_timeout, enable_with_admin_queue, Controller, LiveQueue};
 use crate::qpair::QueuePair;
 use crate::Error;
 use nvme_hal::RegisterWindow;
 use nvme_spec::cmd;
-use nvme_spec::regs::{offset, shn, Cc};
 use std::time::Duration;
 
 /// What an Abort achieved. NVMe 1.4c §5.1: bit 0 of completion dword 0 is
@@ -75,14 +74,17 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         if self.failed {
             return Err(Error::GivenUp);
         }
+        self.resetting = true;
         let r = self.reset_inner(timeout);
+        self.resetting = false;
         if let Err(e) = r {
             self.failed = true;
-            let cc = Cc::from_bits(self.regs.read32(offset::CC));
-            self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
-            // Only a controller seen to stop lets its memory go back; the
-            // reset's own error is the one to report.
-            if wait_until(&*self.regs, self.ready_timeout(), "clear CSTS.RDY", |s| !s.rdy()).is_ok() {
+            // Left disabled if that is defined now (not while it is still
+            // enabling). Only a controller seen to stop lets its memory go
+            // back; else it stays with `live` and quarantine, and is kept
+            // for good at the shutdown. The reset's own error is the one to
+            // report.
+            if disable(&*self.regs, Duration::ZERO, self.disable_timeout()).is_ok() {
                 self.controller_forgot_everything();
             }
             return Err(Error::ResetFailed { source: Box::new(e) });
@@ -90,37 +92,38 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         Ok(())
     }
 
-    fn ready_timeout(&self) -> Duration {
-        self.cfg.ready_timeout.unwrap_or(Duration::from_millis(self.cap.timeout_ms()))
+    pub(super) fn enable_timeout(&self) -> Duration {
+        enable_timeout(&*self.regs, self.cap, &self.cfg)
+    }
+
+    pub(super) fn disable_timeout(&self) -> Duration {
+        disable_timeout(self.cap, &self.cfg)
     }
 
     fn reset_inner(&mut self, timeout: Duration) -> Result<(), Error> {
-        // Step 1: CC.EN = 0 and wait for CSTS.RDY to follow (CAP.TO). Once
-        // it has, the controller no longer owns any I/O queue memory; until
+        // Step 1: CC.EN = 0 and wait for CSTS.RDY to follow (CAP.TO; a
+        // controller still enabling is let finish first). Once it has, the
+        // controller no longer owns any I/O queue memory (which stays with
+        // `live` until re-created or deleted) and quarantine ends; until
         // then it may (queue memory stays on_device, quarantine stays shut).
-        let cc = Cc::from_bits(self.regs.read32(offset::CC));
-        self.regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
         self.generation += 1;
-        let csts = wait_until(&*self.regs, self.ready_timeout(), "clear CSTS.RDY after CC.EN=0 (reset)", |s| !s.rdy())?;
-        if csts.into_bits() == u32::MAX {
-            return Err(Error::Gone);
-        }
+        disable(&*self.regs, self.enable_timeout(), self.disable_timeout())?;
         self.controller_forgot_everything();
 
         // Steps 2-4: the admin queue anew on the same memory, its completion
         // ring zeroed so that no old phase tag passes for a new entry.
         let (asq, acq) = self.admin.memory();
-        let entries = self.admin.depth() as u16 + 1;
+        let entries = self.admin_entries;
         self.admin.abandon_outstanding();
         acq.fill(0, acq.len(), 0);
-        self.admin = admin_queue_pair(self.regs.clone(), self.cap, asq.clone(), acq.clone(), entries);
-        enable_with_admin_queue(&*self.regs, entries, &asq, &acq, self.ready_timeout())?;
+        self.admin = admin_queue_pair(self.regs.clone(), self.cap, asq.clone(), acq.clone(), entries)?;
+        enable_with_admin_queue(&*self.regs, entries, &asq, &acq, self.enable_timeout())?;
 
         // Step 6: Number of Queues again (the reset forgot it); as many as before.
         let want = self.cfg.io_queues.max(1);
         let cqe = self.admin_command_within(cmd::set_number_of_queues(want, want), None, timeout)?;
         let (nsq, ncq) = cmd::number_of_queues_allocated(cqe.dw0);
-        let granted = nsq.min(ncq).min(u16::MAX as u32 - 1) as u16;
+        let granted = nsq.min(ncq).min(want as u32) as u16;
         if granted < self.io_queues_granted {
             return Err(Error::Unsupported(format!(
                 "after the reset the controller grants {granted} I/O queue pairs, {} before",
@@ -147,10 +150,12 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// new queue pair and the tags of the commands `old` still had
     /// outstanding: they will never complete (resubmit or fail them).
     ///
-    /// On failure `old` is gone: if its deletion failed, its memory (and
-    /// its data buffers) go into quarantine, as in
-    /// [`delete_io_queue_pair`](Self::delete_io_queue_pair); if only the
-    /// creation failed, see `create_on_device`.
+    /// A deletion that times out resets the controller (as any admin
+    /// timeout does), which forgets the queue: it is then created again.
+    /// On failure `old` is gone: if its deletion failed and the controller
+    /// was not seen to stop, its memory (and its data buffers) go into
+    /// quarantine, as in [`delete_io_queue_pair`](Self::delete_io_queue_pair);
+    /// if only the creation failed, see `create_on_device`.
     pub fn recreate_io_queue_pair(&mut self, old: QueuePair<R>, timeout: Duration) -> Result<(QueuePair<R>, Vec<u64>), Error> {
         let idx = self.live_index(&old)?;
         let mut old = old;
@@ -162,9 +167,21 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
                 .admin_command_within(cmd::delete_io_sq(q.qid), None, timeout)
                 .and_then(|_| self.admin_command_within(cmd::delete_io_cq(q.qid), None, timeout));
             if let Err(e) = deleted {
-                self.live.remove(idx);
-                self.quarantine(Some(q.qid), q.memory());
-                return Err(Error::QueueDeletion { qid: q.qid, source: Box::new(e) });
+                if self.live[idx].on_device {
+                    // Not seen to stop: the controller may still use the
+                    // queue, so its memory goes into quarantine.
+                    self.live.remove(idx);
+                    self.quarantine(Some(q.qid), q.memory());
+                    return Err(Error::QueueDeletion { qid: q.qid, source: Box::new(e) });
+                }
+                // The deletion timed out and the reset that followed stopped
+                // the controller, which forgot the queue all the same: go on
+                // and create it again, unless the reset failed.
+                if self.failed {
+                    self.live.remove(idx);
+                    self.qids_in_use[q.qid as usize] = false;
+                    return Err(e);
+                }
             }
             self.live[idx].on_device = false;
         }
