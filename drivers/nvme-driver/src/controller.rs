@@ -346,6 +346,9 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let asq = mem.alloc(aq.as_usize() * 64, PAGE_SIZE)?;
         let acq = mem.alloc(aq.as_usize() * 16, PAGE_SIZE)?;
         let admin = admin_queue_pair(regs.clone(), cap, asq.clone(), acq.clone(), aq)?;
+        // Allocated before CC.EN = 1: a failure after it would free the
+        // admin queue under an enabled controller.
+        let scratch = Some(mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?);
         if let Err(e) = enable_with_admin_queue(&*regs, aq, &asq, &acq, enable_to) {
             // The controller knows the admin queue's addresses. Reset it if
             // that is defined now (ready after all, or fatal); else it is
@@ -355,7 +358,6 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             }
             return Err(e);
         }
-        let scratch = Some(mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?);
         let mut c = Controller {
             regs,
             mem,

@@ -875,6 +875,41 @@ fn an_enable_that_times_out_does_not_leave_the_controller_enabled_over_freed_mem
 }
 
 #[test]
+fn every_allocation_of_the_bring_up_failing_leaves_no_controller_enabled_over_freed_memory() {
+    use nvme_hal::{DmaAllocator, DmaError};
+    use nvme_spec::regs::offset;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    /// The simulator's allocator, failing its `fail_at`th allocation.
+    struct FailingAt {
+        inner: Arc<dyn DmaAllocator>,
+        count: AtomicUsize,
+        fail_at: usize,
+    }
+    impl DmaAllocator for FailingAt {
+        fn alloc(&self, len: usize, align: usize) -> Result<DmaRegion, DmaError> {
+            if self.count.fetch_add(1, Ordering::SeqCst) + 1 == self.fail_at {
+                return Err(DmaError::Exhausted { asked: len, left: 0, hint: "injected by the test" });
+            }
+            self.inner.alloc(len, align)
+        }
+    }
+    // Bring-up allocates the admin queues, the Identify page and the shadow
+    // doorbell buffers; whichever fails, the error comes back and the
+    // controller is not left enabled over memory that went back to the
+    // allocator.
+    for fail_at in 1..=5 {
+        let sim = SimController::start(quiet(SimConfig::default())).unwrap();
+        let regs = sim.registers();
+        let mem = Arc::new(FailingAt { inner: sim.allocator(), count: AtomicUsize::new(0), fail_at });
+        let e = Controller::new(sim.registers(), mem, ControllerConfig::default()).err().expect("an allocation fails");
+        assert!(matches!(e, Error::Dma(_)), "allocation {fail_at}: {e}");
+        let (en, asq, acq) = (regs.read32(offset::CC) & 1, regs.read64(offset::ASQ), regs.read64(offset::ACQ));
+        let mapped = |iova| sim.memory().snapshot().translate(iova, 64).is_some();
+        assert!(en == 0 || (mapped(asq) && mapped(acq)), "allocation {fail_at}: CC.EN = 1 over a freed admin queue");
+    }
+}
+
+#[test]
 fn shutdown_waits_as_long_as_rtd3e_says() {
     use nvme_spec::regs::offset;
     // The controller needs 6 s to shut down and says so (RTD3E 20 s); CAP.TO is 2 s.
