@@ -99,6 +99,19 @@ pci_driver() {
   fi
 }
 
+# wait_open PID: wait until PID has a VFIO group open (so it is past
+# installing its signal handlers: a background job of this non-interactive
+# shell starts with SIGINT ignored, and a static binary loaded over 9p under
+# emulation can take a second to get that far).
+wait_open() {
+  _wo_i=0
+  while ! ls -l /proc/"$1"/fd 2>/dev/null | grep -q '/dev/vfio/[0-9]'; do
+    kill -0 "$1" 2>/dev/null || return 1
+    [ "$_wo_i" -lt 300 ] || return 1
+    sleep 0.1; _wo_i=$((_wo_i + 1))
+  done
+}
+
 # iommu_group BDF: the device's IOMMU group number (status 1 if it has none)
 iommu_group() {
   _g=$(readlink "/sys/bus/pci/devices/$1/iommu_group" 2>/dev/null) || return 1

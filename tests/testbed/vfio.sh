@@ -229,9 +229,11 @@ info "randread-qd32 without --verify: read iops $(json_after '"read": {' '"iops"
 
 # unbind must refuse while a process has the VFIO group open.
 nvme-bypass bench --backend vfio --device "$BDF" --rw randread --bs 4k --iodepth 4 --size $REGION \
-  --runtime 4 > "$NVB_RESULTS/bench-background.log" 2>&1 &
+  --runtime 8 > "$NVB_RESULTS/bench-background.log" 2>&1 &
 BG=$!
-sleep 2
+# Not a fixed sleep: under a loaded host the bench can take seconds to
+# reach the point where it holds the group.
+wait_open "$BG" || fail "the background vfio bench never opened the device: $(tail -n 3 "$NVB_RESULTS/bench-background.log")"
 expect_fail unbind-busy "still open by" nvme-bypass unbind "$BDF"
 wait "$BG" || fail "the background vfio bench failed: $(tail -n 3 "$NVB_RESULTS/bench-background.log")"
 [ "$(pci_driver "$BDF")" = vfio-pci ] || fail "a refused unbind moved the controller"
