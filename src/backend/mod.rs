@@ -16,14 +16,10 @@
 //! [`IoQueue::buf_read`] (the buffers are device-visible memory: no Rust
 //! references into them).
 
-pub mod block;
 pub mod kernel;
 pub mod multi;
 pub mod namespace;
-pub mod passthru;
-pub mod sim;
 pub mod userspace;
-pub mod vfio;
 
 use nvme_spec::Status;
 use std::time::Duration;

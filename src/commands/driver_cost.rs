@@ -11,11 +11,11 @@
 //! shows the cost without any cross-core traffic (the controller runs on
 //! the same core, between the host's passes).
 
-use crate::backend::sim::{SimOptions, SimTarget};
+use crate::backend::userspace::sim::{SimOptions, SimTarget};
 use crate::backend::{Io, IoDone, IoQueue, Op, QueueParams, Target};
-use crate::cli::{exit, CliError};
-use crate::clock::Clock;
-use crate::stats::new_histogram;
+use crate::error::{exit, Error};
+use crate::measure::clock::Clock;
+use crate::measure::stats::{new_histogram, LatencyRun};
 use hdrhistogram::Histogram;
 
 /// Options of `driver-cost`.
@@ -28,7 +28,7 @@ pub struct CostArgs {
     #[arg(long, default_value_t = 64)]
     pub iodepth: usize,
     /// Block size.
-    #[arg(long, default_value = "4k", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "4k", value_parser = crate::cli::parse::parse_size)]
     pub bs: u64,
 }
 
@@ -63,40 +63,8 @@ pub fn host_complete_pass(q: &mut dyn IoQueue, done: &mut [IoDone], ts: &[u64], 
     n
 }
 
-/// A run of completions with the same submit timestamp (hence the same
-/// latency, in one completion pass), recorded in the histogram at once.
-#[derive(Default, Clone, Copy)]
-pub struct LatencyRun {
-    ts: u64,
-    count: u64,
-}
-
-impl LatencyRun {
-    /// Count one completion submitted at `ts`; a new timestamp records the
-    /// previous run (`lat` turns a submit timestamp into nanoseconds).
-    #[inline]
-    pub fn add(&mut self, hist: &mut Histogram<u64>, ts: u64, lat: impl Fn(u64) -> u64) {
-        // (A run of count 0 with the same timestamp just starts counting.)
-        if ts == self.ts {
-            self.count += 1;
-            return;
-        }
-        self.flush(hist, &lat);
-        self.ts = ts;
-        self.count = 1;
-    }
-    /// Record the pending run.
-    #[inline]
-    pub fn flush(&mut self, hist: &mut Histogram<u64>, lat: impl Fn(u64) -> u64) {
-        if self.count > 0 {
-            let _ = hist.record_n(lat(self.ts).min(hist.high()), self.count);
-            self.count = 0;
-        }
-    }
-}
-
 /// Run the measurement.
-pub fn driver_cost(a: &CostArgs) -> Result<i32, CliError> {
+pub fn driver_cost(a: &CostArgs) -> Result<i32, Error> {
     let o = SimOptions { size: 1 << 30, lba_size: 512, null: true, queues: 1, cpu: None, mdts: 7, mqes: 2047, threaded: false, shadow_doorbells: false, streaming_sq: true };
     let target = SimTarget::open(&o)?;
     let lba = target.geometry().lba_size as u64;
@@ -106,7 +74,7 @@ pub fn driver_cost(a: &CostArgs) -> Result<i32, CliError> {
     let clock = Clock::calibrate();
     let mut ios: Vec<Io> = (0..a.iodepth).map(|i| Io { op: Op::Read, lba: 0, blocks, buf: i as u32, tag: i as u64 }).collect();
     // Precomputed pseudo-random offsets (a power of two of them).
-    let mut rng = crate::workload::Rng::new(7);
+    let mut rng = crate::engine::workload::Rng::new(7);
     let units = (1u64 << 30) / a.bs;
     let lbas: Vec<u64> = (0..4096).map(|_| rng.below(units) * blocks as u64).collect();
     let mut done = vec![IoDone::default(); a.iodepth];
@@ -114,7 +82,7 @@ pub fn driver_cost(a: &CostArgs) -> Result<i32, CliError> {
     let mut hist = new_histogram();
     let mut next = 0usize;
     let rounds = a.ios.div_ceil(a.iodepth as u64);
-    let cpu0 = crate::stats::CpuTime::thread_total_ns();
+    let cpu0 = crate::measure::stats::CpuTime::thread_total_ns();
     let (mut host_ticks, mut total) = (0u64, 0u64);
     for _ in 0..rounds {
         let t0 = clock.now();
@@ -130,7 +98,7 @@ pub fn driver_cost(a: &CostArgs) -> Result<i32, CliError> {
         host_ticks += (t1 - t0) + (t3 - t2);
         total += c as u64;
     }
-    let cpu = crate::stats::CpuTime::thread_total_ns() - cpu0;
+    let cpu = crate::measure::stats::CpuTime::thread_total_ns() - cpu0;
     // Teardown's admin commands (Delete I/O SQ/CQ) need a stepping
     // controller: without this they waited out the admin timeout (~37 s).
     target.sim.set_auto_step(true);
@@ -153,36 +121,4 @@ pub fn driver_cost(a: &CostArgs) -> Result<i32, CliError> {
 
 fn q_counters_note() -> &'static str {
     "host_ns_per_io: time in host_submit_batch + host_complete_pass per I/O (includes 2 clock reads per round and the histogram record); count instructions with scripts/callgrind-driver.sh"
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn runs_record_the_same_histogram_as_one_by_one() {
-        // The second sequence starts at the empty run's own timestamp (0).
-        for ts in [&[5u64, 5, 5, 7, 7, 5, 9, 9, 9, 9, 1][..], &[0, 0, 3, 0, 0, 0][..]] {
-            one_sequence(ts);
-        }
-    }
-
-    fn one_sequence(ts: &[u64]) {
-        let lat = |s: u64| 1000 - s * 10;
-        let mut a = new_histogram();
-        for &t in ts {
-            a.saturating_record(lat(t));
-        }
-        let mut b = new_histogram();
-        let mut run = LatencyRun::default();
-        for &t in ts {
-            run.add(&mut b, t, lat);
-        }
-        run.flush(&mut b, lat);
-        assert_eq!(a.len(), b.len());
-        for q in [0.0, 0.25, 0.5, 0.9, 1.0] {
-            assert_eq!(a.value_at_quantile(q), b.value_at_quantile(q));
-        }
-        assert_eq!(a.mean(), b.mean());
-    }
 }

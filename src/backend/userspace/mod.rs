@@ -2,7 +2,10 @@
 //! register window and DMA allocator. The `sim` and `vfio` backends are this
 //! type over the simulated controller and over a VFIO device.
 
-use super::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Recovery, Target};
+pub mod sim;
+pub mod vfio;
+
+use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Recovery, Target};
 use nvme_driver::{Controller, DataPtr, IoCmd, QueuePair};
 use nvme_spec::NvmOpcode;
 use nvme_hal::{DmaRegion, RegisterWindow};
@@ -39,7 +42,7 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
 
     /// Wrap a brought-up controller; `nsid` must be active.
     pub fn new(name: &str, mut ctrl: Controller<R>, nsid: u32) -> Result<Self, BackendError> {
-        let ns = super::namespace::usable(&mut ctrl, nsid)?;
+        let ns = crate::backend::namespace::usable(&mut ctrl, nsid)?;
         let geometry = Geometry { nsid, lba_size: ns.lba_size(), blocks: ns.nsze, max_transfer: ctrl.max_transfer() };
         // Identify data is the device's word: refuse what would break the
         // arithmetic later (block sizes are 512 B..64 KiB in practice).

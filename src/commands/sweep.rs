@@ -27,15 +27,16 @@
 //! charts: `iops_per_core_vs_qd.svg`, `latency_percentiles.svg`,
 //! `throughput_vs_bs.svg`.
 
-use crate::backend::sim::{SimOptions, SimTarget};
+use crate::backend::userspace::sim::{SimOptions, SimTarget};
 use crate::backend::Target;
-use crate::cli::{exit, CliError, OutputFormat};
-use crate::clock::Clock;
-use crate::compare::{PathKind, Variant};
+use crate::error::{exit, Error};
+use crate::report::OutputFormat;
+use crate::measure::clock::Clock;
+use crate::commands::compare::{PathKind, Variant};
 use crate::engine::{self, JobSpec};
 use crate::report::RunSummary;
-use crate::topology::{self, Topology};
-use crate::workload::Rw;
+use crate::measure::topology::{self, Topology};
+use crate::engine::workload::Rw;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -68,7 +69,7 @@ pub struct SweepArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,32,64")]
     pub iodepth: Vec<usize>,
     /// Block sizes, comma separated: the bs sweep (at the largest --iodepth, the first --numjobs); the other sweeps run at the first.
-    #[arg(long, value_delimiter = ',', default_value = "4k,16k,64k,128k", value_parser = crate::cli::parse_size)]
+    #[arg(long, value_delimiter = ',', default_value = "4k,16k,64k,128k", value_parser = crate::cli::parse::parse_size)]
     pub bs: Vec<u64>,
     /// Thread counts, comma separated: the numjobs sweep (at the first --bs, the largest --iodepth); the other sweeps run at the first.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
@@ -80,25 +81,25 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 50)]
     pub rwmixread: u8,
     /// Measured time per point.
-    #[arg(long, default_value = "2", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "2", value_parser = crate::cli::parse::parse_duration)]
     pub runtime: Duration,
     /// Warm-up per point (not measured).
-    #[arg(long, default_value = "0.5", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "0.5", value_parser = crate::cli::parse::parse_duration)]
     pub ramp_time: Duration,
     /// First byte of the region.
-    #[arg(long, default_value = "0", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "0", value_parser = crate::cli::parse::parse_size)]
     pub offset: u64,
     /// Bytes of the region (default: the whole namespace from --offset).
-    #[arg(long, value_parser = crate::cli::parse_size)]
+    #[arg(long, value_parser = crate::cli::parse::parse_size)]
     pub size: Option<u64>,
     /// Pin job threads to these CPUs, round robin (simulator default: every CPU but the controller's).
-    #[arg(long, value_parser = crate::cli::parse_cpus)]
-    pub cpus: Option<crate::cli::CpuList>,
+    #[arg(long, value_parser = crate::cli::parse::parse_cpus)]
+    pub cpus: Option<crate::cli::parse::CpuList>,
     /// Simulated namespace size (sim paths).
-    #[arg(long, default_value = "1G", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "1G", value_parser = crate::cli::parse::parse_size)]
     pub sim_size: u64,
     /// CPU of the simulated controller's thread (default: one the job threads do not use).
-    #[arg(long, value_parser = crate::cli::parse_cpu)]
+    #[arg(long, value_parser = crate::cli::parse::parse_cpu)]
     pub sim_cpu: Option<usize>,
     /// Allow writing to the device (needed for write patterns; the simulator needs no permission).
     #[arg(long)]
@@ -232,7 +233,7 @@ impl Point {
         self.lat_p999_ns = Some(s.lat_ns.p(99.9));
         self.cores_busy = s.system.as_ref().map(|y| y.cores_busy);
         self.iops_per_busy_core = s.system.as_ref().map(|y| y.iops_per_busy_core);
-        self.useful_ceiling_iops = crate::compare::useful_ceiling(&s);
+        self.useful_ceiling_iops = crate::commands::compare::useful_ceiling(&s);
         self.cpu_ns_per_io = Some(s.cpu.cpu_ns_per_io);
         self.useful_cpu_ns_per_io = Some(s.cpu.useful_cpu_ns_per_io);
         self.emulated = s.emulated;
@@ -269,7 +270,7 @@ pub struct Sweep {
     pub core_to_core_ns: Option<(Option<f64>, Option<f64>)>,
     /// Simulator: whether the two CPUs were separate cores, right after the
     /// simulator points (`c2c::core_share`).
-    pub core_share: Option<crate::c2c::CoreShare>,
+    pub core_share: Option<crate::measure::c2c::CoreShare>,
     /// Controller driver before and after (with --device).
     pub driver_before: Option<String>,
     /// Driver after.
@@ -307,14 +308,14 @@ fn dedup<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {
 }
 
 /// Check the options; returns (sim paths, device row names), in the order given.
-fn check(a: &SweepArgs) -> Result<(Vec<&'static str>, Vec<String>), CliError> {
+fn check(a: &SweepArgs) -> Result<(Vec<&'static str>, Vec<String>), Error> {
     let paths: Vec<String> = match &a.paths {
         Some(p) => p.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
         None if a.device.is_some() => DEFAULT_DEVICE_PATHS.iter().map(|s| s.to_string()).collect(),
         None => SIM_PATHS.iter().map(|s| s.to_string()).collect(),
     };
     if paths.is_empty() {
-        return Err(CliError::usage("--paths is empty; name at least one path, e.g. --paths sim,sim-null"));
+        return Err(Error::usage("--paths is empty; name at least one path, e.g. --paths sim,sim-null"));
     }
     let mut sim = vec![];
     let mut device = vec![];
@@ -328,7 +329,7 @@ fn check(a: &SweepArgs) -> Result<(Vec<&'static str>, Vec<String>), CliError> {
                 device.push(p.clone());
             }
         } else {
-            return Err(CliError::usage(format!(
+            return Err(Error::usage(format!(
                 "unknown path '{p}' in --paths; use {} (simulator) or, with --device, {}",
                 SIM_PATHS.join(", "),
                 DEVICE_PATHS.join(", ")
@@ -336,32 +337,32 @@ fn check(a: &SweepArgs) -> Result<(Vec<&'static str>, Vec<String>), CliError> {
         }
     }
     if !device.is_empty() && a.device.is_none() {
-        return Err(CliError::usage(format!(
+        return Err(Error::usage(format!(
             "--paths {} needs --device (a PCI address such as 0000:01:00.0, or /dev/nvme0n1); without hardware use --paths sim,sim-null",
             device.join(",")
         )));
     }
     if !device.is_empty() && a.rw.writes() && !a.allow_write {
-        return Err(CliError::usage(format!(
+        return Err(Error::usage(format!(
             "--rw {} writes to {}, destroying its data; add --allow-write if it holds nothing you need",
             a.rw.as_str(),
             a.device.as_deref().unwrap_or("the device")
         )));
     }
     if let Some(&q) = a.iodepth.iter().find(|&&q| q == 0 || q > 65535) {
-        return Err(CliError::usage(format!("--iodepth {q} is out of range; use 1 to 65535")));
+        return Err(Error::usage(format!("--iodepth {q} is out of range; use 1 to 65535")));
     }
     if let Some(&b) = a.bs.iter().find(|&&b| b == 0 || b > u32::MAX as u64) {
-        return Err(CliError::usage(format!("--bs {b} is out of range; use e.g. 4k,16k,64k,128k")));
+        return Err(Error::usage(format!("--bs {b} is out of range; use e.g. 4k,16k,64k,128k")));
     }
     if a.numjobs.contains(&0) {
-        return Err(CliError::usage("--numjobs 0: every point needs at least one thread"));
+        return Err(Error::usage("--numjobs 0: every point needs at least one thread"));
     }
     if a.runtime.is_zero() {
-        return Err(CliError::usage("--runtime 0 measures nothing; give each point e.g. --runtime 2"));
+        return Err(Error::usage("--runtime 0 measures nothing; give each point e.g. --runtime 2"));
     }
     if !sim.is_empty() && a.sim_size < 4096 {
-        return Err(CliError::usage("--sim-size is smaller than one 4 KiB block"));
+        return Err(Error::usage("--sim-size is smaller than one 4 KiB block"));
     }
     Ok((sim, device))
 }
@@ -458,7 +459,7 @@ fn run_sim(r: &mut Runner, label: &str, null: bool, settings: &[(Setting, Vec<Ax
     let target = match SimTarget::open(&opts) {
         Ok(t) => t,
         Err(e) => {
-            let msg = CliError::from(e).msg;
+            let msg = crate::error::chain(&Error::from(e));
             for p in &mut points {
                 p.error = Some(format!("simulator did not start: {msg}"));
             }
@@ -475,7 +476,7 @@ fn run_sim(r: &mut Runner, label: &str, null: bool, settings: &[(Setting, Vec<Ax
         }
         let setting = Setting { bs: p.bs, iodepth: p.iodepth, numjobs: p.numjobs };
         r.progress.announce(label, setting);
-        let (cpus, _) = crate::cli::sim_placement(p.numjobs, a.cpus.as_deref(), sim_cpu);
+        let (cpus, _) = crate::commands::args::sim_placement(p.numjobs, a.cpus.as_deref(), sim_cpu);
         let spec = spec_for(a, setting, size, cpus);
         let run = engine::validate(&spec, &geo).and_then(|_| engine::run(&target, &spec, r.clock, r.status));
         match run {
@@ -485,7 +486,7 @@ fn run_sim(r: &mut Runner, label: &str, null: bool, settings: &[(Setting, Vec<Ax
                 s.emulated_note = Some(SIM_NOTE.into());
                 p.record(s);
             }
-            Err(e) => p.error = Some(CliError::from(e).msg),
+            Err(e) => p.error = Some(crate::error::chain(&Error::from(e))),
         }
     }
     points
@@ -502,9 +503,9 @@ fn run_device(r: &mut Runner, t: &Topology, paths: &[SweptPath], settings: &[(Se
     for p in paths {
         let SweptPath::Device(v) = p else { continue };
         if v.path == PathKind::Vfio && binding.is_none() && bind_error.is_none() && !engine::STOP.load(Ordering::Relaxed) {
-            match crate::bind::bind_guard(t.bdf.as_deref().unwrap_or("")) {
+            match crate::commands::bind::bind_guard(t.bdf.as_deref().unwrap_or("")) {
                 Ok(b) => binding = Some(b),
-                Err(e) => bind_error = Some(e),
+                Err(e) => bind_error = Some(crate::error::chain(&e)),
             }
         }
         for (s, axes) in settings {
@@ -517,17 +518,17 @@ fn run_device(r: &mut Runner, t: &Topology, paths: &[SweptPath], settings: &[(Se
             } else {
                 r.progress.announce(&v.label, *s);
                 let spec = spec_for(a, *s, a.size.unwrap_or(0), a.cpus.clone().unwrap_or_default());
-                match crate::compare::run_variant(v, t, &spec, r.clock, r.status) {
+                match crate::commands::compare::run_variant(v, t, &spec, r.clock, r.status) {
                     Ok((summary, _)) => pt.record(summary),
-                    Err(e) => pt.error = Some(e),
+                    Err(e) => pt.error = Some(crate::error::chain(&e)),
                 }
             }
             points.push(pt);
         }
     }
     if let Some(b) = binding.take() {
-        if let Err(e) = crate::bind::release_guard(b) {
-            eprintln!("nvme-bypass: warning: {e}");
+        if let Err(e) = crate::commands::bind::release_guard(b) {
+            eprintln!("nvme-bypass: warning: {}", crate::error::chain(&e));
         }
     }
     points
@@ -550,7 +551,7 @@ impl Progress {
 }
 
 /// Run the sweep.
-pub fn sweep(a: &SweepArgs) -> Result<i32, CliError> {
+pub fn sweep(a: &SweepArgs) -> Result<i32, Error> {
     let (sim_paths, device_paths) = check(a)?;
     let (iodepths, bss, numjobs) = (dedup(&a.iodepth), dedup(&a.bs), dedup(&a.numjobs));
     let settings = grid(&iodepths, &bss, &numjobs);
@@ -561,23 +562,23 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, CliError> {
     if !device_paths.is_empty() {
         let dev = a.device.as_deref().expect("checked: device paths need --device");
         if crate::sys::geteuid() != 0 {
-            return Err(CliError::usage("sweep on a device needs root: it opens /dev/nvme*, /dev/ng* and moves the controller to vfio-pci; run it with sudo (or sweep the simulator: --paths sim,sim-null)"));
+            return Err(Error::usage("sweep on a device needs root: it opens /dev/nvme*, /dev/ng* and moves the controller to vfio-pci; run it with sudo (or sweep the simulator: --paths sim,sim-null)"));
         }
-        let t = topology::resolve(dev, a.nsid).map_err(CliError::usage)?;
+        let t = topology::resolve(dev, a.nsid)?;
         if t.driver.as_deref() != Some("nvme") {
-            return Err(CliError::usage(format!(
+            return Err(Error::usage(format!(
                 "controller {} is bound to {}, not nvme: give it back first with `nvme-bypass unbind {}`",
                 t.bdf.as_deref().unwrap_or("?"),
                 t.driver.as_deref().unwrap_or("no driver"),
                 t.bdf.as_deref().unwrap_or("BDF")
             )));
         }
-        let (v, skipped) = crate::compare::plan_paths(Some(&device_paths), &t);
+        let (v, skipped) = crate::commands::compare::plan_paths(Some(&device_paths), &t);
         for s in &skipped {
             eprintln!("nvme-bypass: skipping {s}");
         }
         if v.is_empty() && sim_paths.is_empty() {
-            return Err(CliError::usage(format!("none of --paths {} applies to {dev}; see the lines above", device_paths.join(","))));
+            return Err(Error::usage(format!("none of --paths {} applies to {dev}; see the lines above", device_paths.join(","))));
         }
         variants = v;
         topo = Some(t);
@@ -594,7 +595,7 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, CliError> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         PathBuf::from(format!("results/sweep-{}", utc_stamp(now)))
     });
-    std::fs::create_dir_all(&out).map_err(|e| CliError::usage(format!("cannot create --out {}: {e}; pick a folder you can write", out.display())))?;
+    std::fs::create_dir_all(&out).map_err(|e| Error::usage(format!("cannot create --out {}: {e}; pick a folder you can write", out.display())))?;
     eprintln!(
         "nvme-bypass: sweeping {} point{} x {} path{} ({} each, {} warm-up) into {}",
         settings.len(),
@@ -620,17 +621,17 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, CliError> {
     let mut share = None;
     if !sim_paths.is_empty() {
         let max_jobs = numjobs.iter().copied().max().unwrap_or(1);
-        let (cpus, sim_cpu) = crate::cli::sim_placement(max_jobs, a.cpus.as_deref(), a.sim_cpu);
+        let (cpus, sim_cpu) = crate::commands::args::sim_placement(max_jobs, a.cpus.as_deref(), a.sim_cpu);
         let pair = cpus.first().copied().zip(sim_cpu);
-        let before = pair.and_then(|(x, y)| crate::c2c::measure(x, y, 20_000));
+        let before = pair.and_then(|(x, y)| crate::measure::c2c::measure(x, y, 20_000));
         for p in &paths {
             if let SweptPath::Sim { label, null } = p {
                 points.extend(run_sim(&mut r, label, *null, &settings, sim_cpu));
             }
         }
-        let after = pair.and_then(|(x, y)| crate::c2c::measure(x, y, 20_000));
+        let after = pair.and_then(|(x, y)| crate::measure::c2c::measure(x, y, 20_000));
         c2c = pair.map(|_| (before, after));
-        share = pair.and_then(|(x, y)| crate::c2c::core_share(x, y, std::time::Duration::from_millis(5)));
+        share = pair.and_then(|(x, y)| crate::measure::c2c::core_share(x, y, std::time::Duration::from_millis(5)));
     }
 
     // Device paths, kernel first, then vfio.
@@ -686,7 +687,7 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, CliError> {
     let text = table(&sw, &out);
     let json = serde_json::to_string_pretty(&sw).expect("serializable");
     let write = |name: &str, body: &str| {
-        std::fs::write(out.join(name), body).map_err(|e| CliError::usage(format!("cannot write {}: {e}", out.join(name).display())))
+        std::fs::write(out.join(name), body).map_err(|e| Error::usage(format!("cannot write {}: {e}", out.join(name).display())))
     };
     write("sweep.json", &json)?;
     write("table.txt", &text)?;
@@ -781,7 +782,7 @@ pub fn table(sw: &Sweep, out: &Path) -> String {
         o.push_str(&format!("simulator core-to-core latency: {} before, {} after (compare simulator figures only within one state)\n", f(b), f(a)));
     }
     if let Some(c) = sw.core_share {
-        o.push_str(&format!("simulator CPUs: {}\n", crate::c2c::describe_share(c)));
+        o.push_str(&format!("simulator CPUs: {}\n", crate::measure::c2c::describe_share(c)));
     }
     if sw.topology.is_some() {
         o.push_str(&format!(

@@ -75,20 +75,37 @@ pub fn emulation_of_bdf(bdf: &str) -> Option<String> {
         .then(|| "QEMU's emulated NVMe controller (PCI 1b36:0010) under TCG software emulation: use ratios between paths from one boot, never absolute speeds".to_string())
 }
 
+/// Why a device name could not be resolved to a controller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyError {
+    /// A PCI address with no device behind it.
+    #[error("no PCI device {0} (not in /sys/bus/pci/devices); list NVMe controllers with `lspci -d ::0108`")]
+    NoPciDevice(String),
+    /// An NVMe name whose controller number cannot be read.
+    #[error("cannot tell the controller of {0}")]
+    NoController(String),
+    /// An NVMe device node that does not exist.
+    #[error("{0} does not exist; list namespaces with `ls /dev/nvme* /dev/ng*`")]
+    NoDevice(String),
+    /// Neither a PCI address nor an NVMe device name.
+    #[error("{0} is neither a PCI address (0000:01:00.0) nor an NVMe device (/dev/nvme0n1, /dev/ng0n1)")]
+    NotNvme(String),
+}
+
 /// Find the other names of the namespace `nsid` from `device`.
-pub fn resolve(device: &str, nsid: u32) -> Result<Topology, String> {
+pub fn resolve(device: &str, nsid: u32) -> Result<Topology, TopologyError> {
     let mut t = Topology { nsid, ..Default::default() };
     let base = Path::new(device).file_name().and_then(|n| n.to_str()).unwrap_or(device).to_string();
     if is_bdf(device) {
         let bdf = canonical_bdf(device).expect("checked by is_bdf");
         let dir = Path::new("/sys/bus/pci/devices").join(&bdf);
         if !dir.exists() {
-            return Err(format!("no PCI device {bdf} (not in /sys/bus/pci/devices); list NVMe controllers with `lspci -d ::0108`"));
+            return Err(TopologyError::NoPciDevice(bdf));
         }
         t.controller = first_entry(&dir.join("nvme"), "nvme");
         t.bdf = Some(bdf);
     } else if base.starts_with("nvme") || base.starts_with("ng") {
-        let idx = ctrl_index(&base).ok_or_else(|| format!("cannot tell the controller of {device}"))?;
+        let idx = ctrl_index(&base).ok_or_else(|| TopologyError::NoController(device.to_string()))?;
         // A multipath head nvmeXnY names its paths nvmeXcZnY: take the first.
         let mp = Path::new("/sys/block").join(&base).join("multipath");
         let ctrl = match first_entry(&mp, "nvme") {
@@ -97,10 +114,10 @@ pub fn resolve(device: &str, nsid: u32) -> Result<Topology, String> {
         };
         t.controller = ctrl;
         if !Path::new(device).exists() {
-            return Err(format!("{device} does not exist; list namespaces with `ls /dev/nvme* /dev/ng*`"));
+            return Err(TopologyError::NoDevice(device.to_string()));
         }
     } else {
-        return Err(format!("{device} is neither a PCI address (0000:01:00.0) nor an NVMe device (/dev/nvme0n1, /dev/ng0n1)"));
+        return Err(TopologyError::NotNvme(device.to_string()));
     }
     if let Some(c) = &t.controller {
         let cdir = Path::new("/sys/class/nvme").join(c);
@@ -143,7 +160,7 @@ mod tests {
         assert!(canonical_bdf("01:00").is_none());
         assert!(!is_bdf("/dev/nvme0n1"));
         assert!(resolve("/dev/sda", 1).is_err());
-        assert!(resolve("0000:7f:1f.7", 1).unwrap_err().contains("no PCI device"));
-        assert!(resolve("9999:99:99.9", 1).unwrap_err().contains("neither a PCI address"));
+        assert!(resolve("0000:7f:1f.7", 1).unwrap_err().to_string().contains("no PCI device"));
+        assert!(resolve("9999:99:99.9", 1).unwrap_err().to_string().contains("neither a PCI address"));
     }
 }

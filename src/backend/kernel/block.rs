@@ -17,15 +17,15 @@
 //! (ext4 and xfs say 4096), else 4096 — a size O_DIRECT accepts on every
 //! common filesystem; the capacity is the file size rounded down to blocks.
 
-use super::kernel::aio::{AioContext, IoEvent, Iocb, IOCB_CMD_FSYNC, IOCB_CMD_PREAD, IOCB_CMD_PWRITE};
-use super::kernel::nvme_ioctl;
-use super::kernel::sys::{fdatasync, pread_pwrite, Dir};
-use super::kernel::uring::{self, Codec, FileRef, Ring, RingConfig, UringQueue};
-use super::kernel::{
+use super::aio::{AioContext, IoEvent, Iocb, IOCB_CMD_FSYNC, IOCB_CMD_PREAD, IOCB_CMD_PWRITE};
+use super::nvme_ioctl;
+use super::sys::{fdatasync, pread_pwrite, Dir};
+use super::uring::{self, Codec, FileRef, Ring, RingConfig, UringQueue};
+use super::{
     byte_count_status, check_io, file_name, open_rw, read_sys, read_sys_u64, require_poll_queues, stat_device, sysfs_block_dir,
     sysfs_block_dir_of, Buffers, FileKind, IoEngine, KernelOptions, Slots,
 };
-use super::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Target};
+use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Target};
 use io_uring::{cqueue, opcode, squeue, types};
 use std::collections::VecDeque;
 use std::fs::File;
@@ -51,7 +51,7 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
     let (kind, md) = stat_device(&o.device)?;
     let name = file_name(&o.device);
     if kind == FileKind::Char {
-        let hint = match super::kernel::parse_generic_name(&name) {
+        let hint = match super::parse_generic_name(&name) {
             Some((c, n)) => format!("use /dev/nvme{c}n{n} (the same namespace's block device), or keep it with --backend passthru"),
             None => "use a block device such as /dev/nvme0n1".into(),
         };

@@ -9,7 +9,9 @@
 //! the `struct nvme_uring_cmd` mirror), [`sys`] (pread/pwrite/fdatasync).
 
 pub mod aio;
+pub mod block;
 pub mod nvme_ioctl;
+pub mod passthru;
 pub mod sys;
 pub mod uring;
 

@@ -6,8 +6,8 @@
 //! [`nvme_vfio::Bar`] and a [`nvme_vfio::VfioDma`], plus the VFIO device
 //! kept open underneath.
 
-use super::userspace::UserspaceTarget;
-use super::{BackendError, Geometry, IoQueue, QueueParams, Target};
+use super::UserspaceTarget;
+use crate::backend::{BackendError, Geometry, IoQueue, QueueParams, Target};
 use nvme_driver::{Controller, ControllerConfig};
 use nvme_hal::{DmaAllocator, RegisterWindow};
 use nvme_spec::regs::{self, Cap};

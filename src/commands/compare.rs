@@ -11,12 +11,13 @@
 
 use crate::backend::kernel::{IoEngine, KernelOptions};
 use crate::backend::Target;
-use crate::cli::{exit, CliError, OutputFormat};
-use crate::clock::Clock;
+use crate::error::{exit, Error};
+use crate::report::OutputFormat;
+use crate::measure::clock::Clock;
 use crate::engine::{self, JobSpec, ThreadResult};
 use crate::report::RunSummary;
-use crate::topology::{self, Topology};
-use crate::workload::Rw;
+use crate::measure::topology::{self, Topology};
+use crate::engine::workload::Rw;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -66,7 +67,7 @@ pub struct CompareArgs {
     #[arg(long, value_enum, default_value = "randread")]
     pub rw: Rw,
     /// Block size.
-    #[arg(long, default_value = "4k", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "4k", value_parser = crate::cli::parse::parse_size)]
     pub bs: u64,
     /// I/Os in flight per thread.
     #[arg(long, default_value_t = 32)]
@@ -75,23 +76,23 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 50)]
     pub rwmixread: u8,
     /// Measured time per row.
-    #[arg(long, default_value = "5", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "5", value_parser = crate::cli::parse::parse_duration)]
     pub runtime: Duration,
     /// Warm-up per row.
-    #[arg(long, default_value = "1", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "1", value_parser = crate::cli::parse::parse_duration)]
     pub ramp_time: Duration,
     /// First byte of the region.
-    #[arg(long, default_value = "0", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "0", value_parser = crate::cli::parse::parse_size)]
     pub offset: u64,
     /// Bytes of the region (default: the whole namespace from --offset).
-    #[arg(long, value_parser = crate::cli::parse_size)]
+    #[arg(long, value_parser = crate::cli::parse::parse_size)]
     pub size: Option<u64>,
     /// Threads per row, each with its own queue pair or ring.
     #[arg(long, default_value_t = 1)]
     pub numjobs: usize,
     /// Pin threads to these CPUs.
-    #[arg(long, value_parser = crate::cli::parse_cpus)]
-    pub cpus: Option<crate::cli::CpuList>,
+    #[arg(long, value_parser = crate::cli::parse::parse_cpus)]
+    pub cpus: Option<crate::cli::parse::CpuList>,
     /// Allow writing to the device (needed for write patterns).
     #[arg(long)]
     pub allow_write: bool,
@@ -285,16 +286,16 @@ struct SchedulerGuard {
 }
 
 impl SchedulerGuard {
-    fn set(block: &Path, sched: &str) -> Result<Self, String> {
+    fn set(block: &Path, sched: &str) -> Result<Self, Error> {
         let name = block.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let file = PathBuf::from(format!("/sys/block/{name}/queue/scheduler"));
-        let cur = std::fs::read_to_string(&file).map_err(|e| format!("read {}: {e}", file.display()))?;
+        let cur = std::fs::read_to_string(&file).map_err(|e| Error::io(format!("read {}", file.display()), e))?;
         let old = cur
             .split_whitespace()
             .find(|w| w.starts_with('['))
             .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
             .unwrap_or_else(|| "none".into());
-        std::fs::write(&file, sched).map_err(|e| format!("set scheduler {sched} in {}: {e}", file.display()))?;
+        std::fs::write(&file, sched).map_err(|e| Error::io(format!("set scheduler {sched} in {}", file.display()), e))?;
         Ok(SchedulerGuard { file, old })
     }
 }
@@ -313,11 +314,11 @@ fn drop_caches() {
     let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
 }
 
-fn open_variant(v: &Variant, t: &Topology, numjobs: usize) -> Result<Box<dyn Target>, String> {
+fn open_variant(v: &Variant, t: &Topology, numjobs: usize) -> Result<Box<dyn Target>, Error> {
     let r = match v.path {
-        PathKind::Block => crate::backend::block::open(v.kernel.as_ref().unwrap()),
-        PathKind::Passthru => crate::backend::passthru::open(v.kernel.as_ref().unwrap()),
-        PathKind::Vfio => crate::backend::vfio::open(&crate::backend::vfio::VfioOptions {
+        PathKind::Block => crate::backend::kernel::block::open(v.kernel.as_ref().unwrap()),
+        PathKind::Passthru => crate::backend::kernel::passthru::open(v.kernel.as_ref().unwrap()),
+        PathKind::Vfio => crate::backend::userspace::vfio::open(&crate::backend::userspace::vfio::VfioOptions {
             bdf: t.bdf.clone().unwrap_or_default(),
             nsid: t.nsid,
             queues: numjobs as u16,
@@ -326,11 +327,11 @@ fn open_variant(v: &Variant, t: &Topology, numjobs: usize) -> Result<Box<dyn Tar
             streaming_sq: true,
         }),
     };
-    r.map_err(|e| CliError::from(e).msg)
+    Ok(r?)
 }
 
 /// Run one row: open its path, run `spec`, summarize (emulation carried from `t`).
-pub(crate) fn run_variant(v: &Variant, t: &Topology, spec: &JobSpec, clock: Clock, status: bool) -> Result<(RunSummary, Vec<ThreadResult>), String> {
+pub(crate) fn run_variant(v: &Variant, t: &Topology, spec: &JobSpec, clock: Clock, status: bool) -> Result<(RunSummary, Vec<ThreadResult>), Error> {
     let _sched = match (&v.scheduler, &t.block) {
         (Some(s), Some(b)) => Some(SchedulerGuard::set(b, s)?),
         _ => None,
@@ -344,8 +345,8 @@ pub(crate) fn run_variant(v: &Variant, t: &Topology, spec: &JobSpec, clock: Cloc
     if spec.size == 0 {
         spec.size = geo.bytes().saturating_sub(spec.offset);
     }
-    engine::validate(&spec, &geo).map_err(|e| e.to_string())?;
-    let threads = engine::run(&*target, &spec, clock, status).map_err(|e| CliError::from(e).msg)?;
+    engine::validate(&spec, &geo)?;
+    let threads = engine::run(&*target, &spec, clock, status)?;
     let mut s = RunSummary::new(v.label.clone(), target.describe(), &threads, clock.source());
     s.emulated = t.emulated.is_some();
     s.emulated_note = t.emulated.clone();
@@ -479,20 +480,20 @@ pub fn table(c: &Comparison) -> String {
 }
 
 /// Run the comparison.
-pub fn compare(a: &CompareArgs) -> Result<i32, CliError> {
+pub fn compare(a: &CompareArgs) -> Result<i32, Error> {
     if a.rw.writes() && !a.allow_write {
-        return Err(CliError::usage(format!(
+        return Err(Error::usage(format!(
             "--rw {} writes to {}, destroying its data; add --allow-write if it holds nothing you need",
             a.rw.as_str(),
             a.device
         )));
     }
     if crate::sys::geteuid() != 0 {
-        return Err(CliError::usage("compare needs root: it opens /dev/nvme*, /dev/ng* and moves the controller to vfio-pci; run it with sudo"));
+        return Err(Error::usage("compare needs root: it opens /dev/nvme*, /dev/ng* and moves the controller to vfio-pci; run it with sudo"));
     }
-    let t = topology::resolve(&a.device, a.nsid).map_err(CliError::usage)?;
+    let t = topology::resolve(&a.device, a.nsid)?;
     if t.driver.as_deref() != Some("nvme") {
-        return Err(CliError::usage(format!(
+        return Err(Error::usage(format!(
             "controller {} is bound to {}, not nvme: give it back first with `nvme-bypass unbind {}`",
             t.bdf.as_deref().unwrap_or("?"),
             t.driver.as_deref().unwrap_or("no driver"),
@@ -531,10 +532,10 @@ pub fn compare(a: &CompareArgs) -> Result<i32, CliError> {
             continue;
         }
         if v.path == PathKind::Vfio && binding.is_none() {
-            match crate::bind::bind_guard(t.bdf.as_deref().unwrap_or("")) {
+            match crate::commands::bind::bind_guard(t.bdf.as_deref().unwrap_or("")) {
                 Ok(b) => binding = Some(b),
                 Err(e) => {
-                    rows.push(Row { variant: v.clone(), summary: None, error: Some(e), iops_per_busy_core: None, useful_ceiling_iops: None, ratio_vs_baseline: None, useful_ratio_vs_baseline: None });
+                    rows.push(Row { variant: v.clone(), summary: None, error: Some(crate::error::chain(&e)), iops_per_busy_core: None, useful_ceiling_iops: None, ratio_vs_baseline: None, useful_ratio_vs_baseline: None });
                     continue;
                 }
             }
@@ -543,14 +544,14 @@ pub fn compare(a: &CompareArgs) -> Result<i32, CliError> {
         let r = run_variant(v, &t, &spec, clock, status);
         let (summary, error) = match r {
             Ok((s, _)) => (Some(s), None),
-            Err(e) => (None, Some(e)),
+            Err(e) => (None, Some(crate::error::chain(&e))),
         };
         rows.push(Row { variant: v.clone(), summary, error, iops_per_busy_core: None, useful_ceiling_iops: None, ratio_vs_baseline: None, useful_ratio_vs_baseline: None });
     }
     // Give the controller back (the guard also does it on unwinding).
     if let Some(b) = binding.take() {
-        if let Err(e) = crate::bind::release_guard(b) {
-            eprintln!("nvme-bypass: warning: {e}");
+        if let Err(e) = crate::commands::bind::release_guard(b) {
+            eprintln!("nvme-bypass: warning: {}", crate::error::chain(&e));
         }
     }
     let after = topology::resolve(t.bdf.as_deref().unwrap_or(&a.device), a.nsid).ok().and_then(|x| x.driver);
@@ -574,9 +575,9 @@ pub fn compare(a: &CompareArgs) -> Result<i32, CliError> {
     let text = table(&c);
     let json = serde_json::to_string_pretty(&c).unwrap();
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).map_err(|e| CliError::usage(format!("create {}: {e}", dir.display())))?;
-        std::fs::write(dir.join("table.txt"), &text).map_err(|e| CliError::usage(format!("write table: {e}")))?;
-        std::fs::write(dir.join("compare.json"), &json).map_err(|e| CliError::usage(format!("write json: {e}")))?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::usage(format!("create {}: {e}", dir.display())))?;
+        std::fs::write(dir.join("table.txt"), &text).map_err(|e| Error::usage(format!("write table: {e}")))?;
+        std::fs::write(dir.join("compare.json"), &json).map_err(|e| Error::usage(format!("write json: {e}")))?;
     }
     match a.output_format {
         OutputFormat::Normal => print!("{text}"),

@@ -2,8 +2,8 @@
 //! controller. No hardware, no root. In `null` data mode it measures the
 //! driver's own cost per I/O.
 
-use super::userspace::UserspaceTarget;
-use super::BackendError;
+use super::UserspaceTarget;
+use crate::backend::BackendError;
 use nvme_driver::{Controller, ControllerConfig};
 use nvme_sim::{DataMode, SimConfig, SimController, SimRegisters};
 
@@ -66,17 +66,17 @@ impl SimTarget {
     }
 }
 
-impl super::Target for SimTarget {
+impl crate::backend::Target for SimTarget {
     fn name(&self) -> String {
         self.target.name()
     }
-    fn geometry(&self) -> super::Geometry {
+    fn geometry(&self) -> crate::backend::Geometry {
         self.target.geometry()
     }
     fn polled(&self) -> bool {
         true
     }
-    fn open_queue(&self, p: super::QueueParams) -> Result<Box<dyn super::IoQueue>, BackendError> {
+    fn open_queue(&self, p: crate::backend::QueueParams) -> Result<Box<dyn crate::backend::IoQueue>, BackendError> {
         self.target.open_queue(p)
     }
     fn describe(&self) -> Vec<(String, String)> {

@@ -2,7 +2,7 @@
 //! nvme driver and vfio-pci, safely. The work (checks, sysfs writes, state
 //! file, hugepages) is in [`nvme_vfio::bind`]; this is the command line.
 
-use crate::cli::{exit, CliError};
+use crate::error::{exit, Error};
 use nvme_vfio::bind::{self, BindOptions};
 use nvme_vfio::{Bdf, Host};
 use std::time::Duration;
@@ -20,28 +20,15 @@ pub struct BindArgs {
     pub timeout: u64,
 }
 
-fn parse(a: &BindArgs) -> Result<Bdf, CliError> {
-    Bdf::parse(&a.bdf).map_err(|e| CliError::usage(e.to_string()))
-}
-
-fn bind_err(e: bind::BindError) -> CliError {
-    let mut msg = e.to_string();
-    let mut src = std::error::Error::source(&e);
-    while let Some(s) = src {
-        let t = s.to_string();
-        if !msg.contains(&t) {
-            msg.push_str(&format!(": {t}"));
-        }
-        src = s.source();
-    }
-    CliError::usage(msg)
+fn parse(a: &BindArgs) -> Result<Bdf, Error> {
+    Bdf::parse(&a.bdf).map_err(|e| Error::usage(e.to_string()))
 }
 
 /// Bind `bdf` to vfio-pci. Returns the process exit code.
-pub fn bind(a: &BindArgs) -> Result<i32, CliError> {
+pub fn bind(a: &BindArgs) -> Result<i32, Error> {
     let bdf = parse(a)?;
     let opts = BindOptions { hugepages: a.hugepages, timeout: Duration::from_secs(a.timeout) };
-    let binding = bind::to_vfio(&Host::system(), &bdf, &opts).map_err(bind_err)?;
+    let binding = bind::to_vfio(&Host::system(), &bdf, &opts)?;
     for line in binding.keep() {
         println!("{line}");
     }
@@ -50,9 +37,9 @@ pub fn bind(a: &BindArgs) -> Result<i32, CliError> {
 }
 
 /// Give `bdf` back to its original driver.
-pub fn unbind(a: &BindArgs) -> Result<i32, CliError> {
+pub fn unbind(a: &BindArgs) -> Result<i32, Error> {
     let bdf = parse(a)?;
-    let actions = bind::restore(&Host::system(), &bdf, Duration::from_secs(a.timeout)).map_err(bind_err)?;
+    let actions = bind::restore(&Host::system(), &bdf, Duration::from_secs(a.timeout))?;
     for line in actions {
         println!("{line}");
     }
@@ -62,9 +49,9 @@ pub fn unbind(a: &BindArgs) -> Result<i32, CliError> {
 /// For `compare`: move `bdf` to vfio-pci for the vfio rows, printing what
 /// was done to stderr. The returned guard gives the controller back when
 /// dropped (also on unwinding); [`release_guard`] does it with a report.
-pub fn bind_guard(bdf: &str) -> Result<bind::VfioBinding, String> {
-    let bdf = Bdf::parse(bdf).map_err(|e| e.to_string())?;
-    let binding = bind::to_vfio(&Host::system(), &bdf, &BindOptions::default()).map_err(|e| bind_err(e).msg)?;
+pub fn bind_guard(bdf: &str) -> Result<bind::VfioBinding, Error> {
+    let bdf = Bdf::parse(bdf).map_err(|e| Error::usage(e.to_string()))?;
+    let binding = bind::to_vfio(&Host::system(), &bdf, &BindOptions::default())?;
     for line in &binding.actions {
         eprintln!("nvme-bypass: {line}");
     }
@@ -72,8 +59,8 @@ pub fn bind_guard(bdf: &str) -> Result<bind::VfioBinding, String> {
 }
 
 /// Give back what [`bind_guard`] moved, printing what was done to stderr.
-pub fn release_guard(b: bind::VfioBinding) -> Result<(), String> {
-    for line in b.restore().map_err(|e| bind_err(e).msg)? {
+pub fn release_guard(b: bind::VfioBinding) -> Result<(), Error> {
+    for line in b.restore()? {
         eprintln!("nvme-bypass: {line}");
     }
     Ok(())

@@ -3,8 +3,8 @@
 //! controller's fault injection (`--sim-fault`), which the reliability
 //! tests (tests/reliability.rs, docs/reliability.md) drive through the CLI.
 
-use crate::cli::CliError;
-use crate::parse::{parse_duration, parse_sim_faults, SimFault};
+use crate::error::Error;
+use crate::cli::parse::{parse_duration, parse_sim_faults, SimFault};
 use nvme_sim::SimController;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -22,15 +22,15 @@ pub struct ReliabilityArgs {
 
 impl ReliabilityArgs {
     /// Check the values and hand them to the engine.
-    pub fn apply(&self) -> Result<(), CliError> {
+    pub fn apply(&self) -> Result<(), Error> {
         if self.io_timeout < Duration::from_millis(10) || self.io_timeout > Duration::from_secs(3600) {
-            return Err(CliError::usage(format!(
+            return Err(Error::usage(format!(
                 "--io-timeout {:?} is out of range: give 10ms to 1h (the Linux nvme driver uses 30s)",
                 self.io_timeout
             )));
         }
         if self.retries > 100 {
-            return Err(CliError::usage(format!("--retries {} is too many: give 0 to 100 (the Linux nvme driver uses 5)", self.retries)));
+            return Err(Error::usage(format!("--retries {} is too many: give 0 to 100 (the Linux nvme driver uses 5)", self.retries)));
         }
         crate::engine::set_reliability(crate::engine::Reliability { io_timeout: self.io_timeout, retries: self.retries });
         Ok(())

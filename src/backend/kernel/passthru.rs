@@ -13,14 +13,14 @@
 //! completion's `res` is 0, a positive NVMe status, or a negative errno;
 //! the big CQE's extra 16 bytes carry the command's result dwords.
 
-use super::kernel::nvme_ioctl::{self, NvmeUringCmd, PassthruResult, NVME_URING_CMD_IO};
-use super::kernel::uring::{self, Codec, FileRef, Ring, RingConfig, UringQueue};
-use super::kernel::{
+use super::nvme_ioctl::{self, NvmeUringCmd, PassthruResult, NVME_URING_CMD_IO};
+use super::uring::{self, Codec, FileRef, Ring, RingConfig, UringQueue};
+use super::{
     file_name, open_rw, parse_controller_name, parse_generic_name, parse_namespace_name, read_sys_u64, require_poll_queues, stat_device,
     Buffers, FileKind, KernelOptions,
 };
-use super::namespace::NamespaceInfo;
-use super::{BackendError, Geometry, Io, IoQueue, IoStatus, Op, QueueParams, Target};
+use crate::backend::namespace::NamespaceInfo;
+use crate::backend::{BackendError, Geometry, Io, IoQueue, IoStatus, Op, QueueParams, Target};
 use io_uring::{cqueue, opcode, squeue, types};
 use nvme_spec::cmd::{self, Identify, ReadWrite};
 use nvme_spec::identify::{csi, IdentifyController, IdentifyNamespace, NsDescriptors, IDENTIFY_SIZE};
@@ -132,7 +132,7 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
             if ns.is_inactive() {
                 return Err(BackendError::Invalid(format!("namespace {nsid} is not active (Identify Namespace is all zero)")));
             }
-            if let Some(why) = super::namespace::unusable(nsid, &ns, command_set(&file, nsid)) {
+            if let Some(why) = crate::backend::namespace::unusable(nsid, &ns, command_set(&file, nsid)) {
                 return Err(BackendError::Unsupported(why));
             }
             facts.push(("model".into(), ctrl.mn.clone()));

@@ -11,7 +11,8 @@
 //! accesses, so the story is the same every time, and host and controller
 //! steps interleave in causal order.
 
-use crate::cli::{exit, CliError, OutputFormat};
+use crate::error::{exit, Error};
+use crate::report::OutputFormat;
 use nvme_driver::{Controller, ControllerConfig, DataPtr, QueuePair};
 use nvme_hal::RegisterWindow;
 use nvme_sim::{SimConfig, SimController, SimEvent};
@@ -37,7 +38,7 @@ pub struct TraceArgs {
     pub commands: u32,
     /// Path: the simulator (default) or a controller bound to vfio-pci (--device BDF).
     #[arg(long, value_enum, default_value = "sim")]
-    pub backend: crate::cli::BackendKind,
+    pub backend: crate::commands::args::BackendKind,
     /// PCI address for --backend vfio.
     #[arg(long)]
     pub device: Option<String>,
@@ -227,9 +228,9 @@ fn controller_event(tr: &Tracer, hex: bool, e: &SimEvent) {
     }
 }
 
-fn post_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>, sqe: Sqe, data: Option<DataPtr>, tag: u64, hex: bool) -> Result<(), CliError> {
+fn post_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>, sqe: Sqe, data: Option<DataPtr>, tag: u64, hex: bool) -> Result<(), Error> {
     let tail_before = qp.sq().tail();
-    qp.submit(sqe, data, tag).map_err(|e| CliError::usage(e.to_string()))?;
+    qp.submit(sqe, data, tag).map_err(|e| Error::usage(e.to_string()))?;
     let slot = tail_before;
     let posted = Sqe::from_dwords(qp.sq().memory().read_dwords16(slot as usize * 64));
     let mut detail = vec![describe::sqe_line(&posted, false)];
@@ -303,14 +304,14 @@ fn report_cqe(tr: &Tracer, qid: u16, slot: u16, cqe: &Cqe, tag: Option<u64>) {
 }
 
 /// Run the story.
-pub fn trace(a: &TraceArgs) -> Result<i32, CliError> {
+pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
     if a.queue_entries < 2 || a.queue_entries > 64 {
-        return Err(CliError::usage("--queue-entries must be 2..=64 (small, so the story wraps the rings)"));
+        return Err(Error::usage("--queue-entries must be 2..=64 (small, so the story wraps the rings)"));
     }
     let print = a.output_format == OutputFormat::Normal;
     let tr = Tracer::new(print);
     match a.backend {
-        crate::cli::BackendKind::Sim => {
+        crate::commands::args::BackendKind::Sim => {
             let tr2 = tr.clone();
             let hex = a.hex;
             let cfg = SimConfig {
@@ -318,26 +319,26 @@ pub fn trace(a: &TraceArgs) -> Result<i32, CliError> {
                 events: Some(Arc::new(move |e: &SimEvent| controller_event(&tr2, hex, e))),
                 ..SimConfig::default().with_namespace(64 << 20, 512)
             };
-            let sim = SimController::start(cfg).map_err(|e| CliError::usage(e.to_string()))?;
+            let sim = SimController::start(cfg).map_err(|e| Error::usage(e.to_string()))?;
             let regs = Arc::new(TracedRegs { inner: sim.registers(), tr: tr.clone() });
             story(&tr, regs, sim.allocator(), a)?;
             drop(sim);
         }
-        crate::cli::BackendKind::Vfio => {
-            let bdf = a.device.as_deref().ok_or_else(|| CliError::usage("trace --backend vfio needs --device BDF"))?;
+        crate::commands::args::BackendKind::Vfio => {
+            let bdf = a.device.as_deref().ok_or_else(|| Error::usage("trace --backend vfio needs --device BDF"))?;
             if !a.allow_write {
-                return Err(CliError::usage(format!(
+                return Err(Error::usage(format!(
                     "the trace story writes {} blocks at the start of namespace 1 of {bdf}; add --allow-write if it holds nothing you need",
                     a.commands
                 )));
             }
-            let (regs, mem, dev) = crate::backend::vfio::open_raw(bdf)?;
+            let (regs, mem, dev) = crate::backend::userspace::vfio::open_raw(bdf)?;
             let traced = Arc::new(TracedRegs { inner: regs, tr: tr.clone() });
             story(&tr, traced, mem, a)?;
             drop(dev);
         }
         other => {
-            return Err(CliError::usage(format!(
+            return Err(Error::usage(format!(
                 "trace runs on --backend sim or vfio (our driver), not {}",
                 clap::ValueEnum::to_possible_value(&other).unwrap().get_name()
             )))
@@ -355,8 +356,8 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
     regs: Arc<R>,
     mem: Arc<dyn nvme_hal::DmaAllocator>,
     a: &TraceArgs,
-) -> Result<(), CliError> {
-    let err = |e: nvme_driver::Error| CliError::usage(e.to_string());
+) -> Result<(), Error> {
+    let err = |e: nvme_driver::Error| Error::usage(e.to_string());
     tr.story("bring-up, NVMe 1.4c §7.6.1: read CAP, disable, admin queues in AQA/ASQ/ACQ, CC with EN=1, wait for CSTS.RDY; then Identify and Set Features Number of Queues");
     // Shadow doorbells off: the story shows every doorbell as the register
     // write it is (docs/queues.md explains the shadow variant).
@@ -401,7 +402,7 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
             while got < batch as usize {
                 got += reap_and_print(tr, &mut qp);
                 if start.elapsed() > std::time::Duration::from_secs(10) {
-                    return Err(CliError::usage("the controller did not complete the story's commands within 10 s"));
+                    return Err(Error::usage("the controller did not complete the story's commands within 10 s"));
                 }
             }
             done += batch;
@@ -414,7 +415,7 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
     let start = std::time::Instant::now();
     while reap_and_print(tr, &mut qp) == 0 {
         if start.elapsed() > std::time::Duration::from_secs(10) {
-            return Err(CliError::usage("the 16 KiB write did not complete within 10 s"));
+            return Err(Error::usage("the 16 KiB write did not complete within 10 s"));
         }
     }
     tr.story("delete the I/O queue pair (SQ first, then CQ), then normal shutdown, NVMe 1.4c §7.6.2: CC.SHN=01b, wait for CSTS.SHST=10b, CC.EN=0");

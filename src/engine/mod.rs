@@ -3,12 +3,16 @@
 //! latency, verifies data when asked, and accounts for its CPU time,
 //! separating the polls that found nothing from useful work.
 
+pub mod progress;
+pub mod verify;
+pub mod workload;
+
 use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Target};
-use crate::clock::Clock;
-use crate::cost::LatencyRun;
-use crate::stats::{new_histogram, CpuTime};
-use crate::verify::{check_block, stamp_block};
-use crate::workload::{Rw, Workload};
+use crate::measure::clock::Clock;
+use crate::measure::stats::LatencyRun;
+use crate::measure::stats::{new_histogram, CpuTime};
+use crate::engine::verify::{check_block, stamp_block};
+use crate::engine::workload::{Rw, Workload};
 use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -135,7 +139,7 @@ pub struct ThreadResult {
     /// Stopped early by a signal.
     pub interrupted: bool,
     /// System-wide CPU over this thread's measured interval (thread 0 only).
-    pub system_cpu: Option<crate::stats::SystemCpu>,
+    pub system_cpu: Option<crate::measure::stats::SystemCpu>,
     /// Timeouts, Aborts, resets and retries (all phases).
     pub recovery: RecoveryCounters,
 }
@@ -286,7 +290,7 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
             })
             .collect();
         if status_line {
-            crate::progress::status_loop(spec, progress, &finished);
+            crate::engine::progress::status_loop(spec, progress, &finished);
         }
         handles.into_iter().map(|h| h.join().expect("worker panicked")).collect()
     });
@@ -383,7 +387,7 @@ fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<ThreadResult,
     // (written once, as fio does), so compressing devices see real data.
     if verifier.is_none() && spec.rw.writes() {
         let mut pattern = vec![0u8; spec.bs];
-        let mut rng = crate::workload::Rng::new(0xF10 + thread as u64);
+        let mut rng = crate::engine::workload::Rng::new(0xF10 + thread as u64);
         for c in pattern.chunks_mut(8) {
             c.copy_from_slice(&rng.next_u64().to_le_bytes()[..c.len()]);
         }
@@ -493,7 +497,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
     let mut counters0 = q.counters();
     // Thread 0 samples system-wide CPU (/proc/stat) around the measured interval.
     let sample_system = main && res.thread == 0;
-    let mut sys0 = if sample_system && measuring { crate::stats::SystemCpu::now() } else { None };
+    let mut sys0 = if sample_system && measuring { crate::measure::stats::SystemCpu::now() } else { None };
     let (mut polls, mut empty, mut empty_ticks, mut waits) = (0u64, 0u64, 0u64, 0u64);
     let mut read = DirResult::default();
     let mut write = DirResult::default();
@@ -518,7 +522,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
             cpu_ns0 = CpuTime::thread_total_ns();
             counters0 = q.counters();
             if sample_system {
-                sys0 = crate::stats::SystemCpu::now();
+                sys0 = crate::measure::stats::SystemCpu::now();
             }
             read = DirResult::default();
             write = DirResult::default();
@@ -680,7 +684,7 @@ fn run_phase<F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
 
     if main {
         let t_end = clock.now();
-        if let (Some(a), Some(b)) = (sys0, crate::stats::SystemCpu::now()) {
+        if let (Some(a), Some(b)) = (sys0, crate::measure::stats::SystemCpu::now()) {
             res.system_cpu = Some(b.since(&a));
         }
         res.elapsed_ns = clock.to_ns(t_end - measure_start);

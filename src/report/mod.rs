@@ -5,9 +5,17 @@
 //! them under `nvme_bypass`.
 
 use crate::engine::{DirResult, JobSpec, ThreadResult};
-use crate::stats::{new_histogram, LatSummary};
+use crate::measure::stats::{new_histogram, LatSummary};
 use serde::Serialize;
 use serde_json::{json, Value};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Text for people.
+    Normal,
+    /// JSON shaped like fio's --output-format=json.
+    Json,
+}
 
 /// Per-direction summary.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -184,7 +192,7 @@ pub struct RunSummary {
     /// while the simulator's CPU multiplies too, over its speed while that
     /// CPU only pauses (`c2c::core_share`); clearly under 1 means the two
     /// share a core.
-    pub core_share: Option<crate::c2c::CoreShare>,
+    pub core_share: Option<crate::measure::c2c::CoreShare>,
     /// System-wide CPU over the measured interval (/proc/stat deltas), so
     /// interrupt and softirq completion work on other cores counts.
     pub system: Option<SystemSummary>,
@@ -194,7 +202,7 @@ pub struct RunSummary {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SystemSummary {
     /// The raw deltas.
-    pub cpu: crate::stats::SystemCpu,
+    pub cpu: crate::measure::stats::SystemCpu,
     /// True when /proc/stat showed less busy time than the benchmark
     /// threads' own CPU clocks, and the busy figures use the latter (scaled
     /// user/kernel split): tick-based accounting missed short busy bursts.
@@ -412,7 +420,7 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
         ));
     }
     if let Some(c) = s.core_share {
-        o.push_str(&format!("  core share   : {}\n", crate::c2c::describe_share(c)));
+        o.push_str(&format!("  core share   : {}\n", crate::measure::c2c::describe_share(c)));
     }
     o.push_str(&format!("  clock        : {}\n", s.clock));
     if spec.verify.is_some() {

@@ -1,0 +1,67 @@
+//! Command line: options named as fio names them, subcommands as nvme-cli
+//! and SPDK's tools would lead a user to expect. Parsing and dispatch only:
+//! each subcommand lives in [`crate::commands`].
+
+pub mod parse;
+
+use crate::commands;
+use crate::error::chain;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "nvme-bypass", version, about = "Measure how much of an NVMe I/O's CPU cost is the kernel's: block layer vs io_uring passthrough vs a userspace VFIO driver", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run one workload on one path and report IOPS, bandwidth, latency percentiles and CPU per I/O.
+    Bench(commands::bench::BenchArgs),
+    /// The main job: the same workload through block, passthru and vfio side by side, with the per-core ceiling of each.
+    Compare(crate::commands::compare::CompareArgs),
+    /// Grid over iodepth, block size and threads for each path: sweep.json and SVG charts (IOPS per core, latency, throughput).
+    Sweep(crate::commands::sweep::SweepArgs),
+    /// Print Identify Controller and Identify Namespace data, as nvme-cli's id-ctrl/id-ns name the fields.
+    Info(commands::info::InfoArgs),
+    /// Move a controller from the kernel's nvme driver to vfio-pci (refuses when it is in use).
+    Bind(crate::commands::bind::BindArgs),
+    /// Give a controller back to the driver it had before `bind`.
+    Unbind(crate::commands::bind::BindArgs),
+    /// Tell the story of NVMe queues: every register access, submission entry, doorbell and completion of a short run.
+    Trace(crate::commands::trace::TraceArgs),
+    /// The driver's own work per I/O on the synchronous simulator, repeatable (for callgrind).
+    DriverCost(crate::commands::driver_cost::CostArgs),
+}
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    install_signal_handlers();
+    let r = match cli.cmd {
+        Command::Bench(a) => commands::bench::bench(&a),
+        Command::Compare(a) => crate::commands::compare::compare(&a),
+        Command::Sweep(a) => crate::commands::sweep::sweep(&a),
+        Command::Info(a) => commands::info::info(&a),
+        Command::Bind(a) => crate::commands::bind::bind(&a),
+        Command::Unbind(a) => crate::commands::bind::unbind(&a),
+        Command::Trace(a) => crate::commands::trace::trace(&a),
+        Command::DriverCost(a) => crate::commands::driver_cost::driver_cost(&a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("nvme-bypass: error: {}", chain(&e));
+            e.exit_code()
+        }
+    }
+}
+
+fn install_signal_handlers() {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal while the first is being handled ends the process
+        // at once (exit 1); VFIO's release of the device then resets it.
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 1, crate::engine::STOP.clone());
+        let _ = signal_hook::flag::register(sig, crate::engine::STOP.clone());
+    }
+}

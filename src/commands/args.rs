@@ -1,0 +1,185 @@
+//! Option groups several commands share, and opening the path they name.
+
+use crate::backend::userspace::sim::{SimOptions, SimTarget};
+use crate::backend::Target;
+use crate::cli::parse::{parse_cpu, parse_size};
+use crate::error::Error;
+use clap::ValueEnum;
+
+/// The paths to a namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    /// Our userspace driver against the in-process simulated controller (no hardware, no root).
+    Sim,
+    /// Our userspace driver on a controller bound to vfio-pci (--device 0000:01:00.0).
+    Vfio,
+    /// io_uring NVMe passthrough on the generic char device (--device /dev/ng0n1).
+    Passthru,
+    /// The kernel block layer with O_DIRECT (--device /dev/nvme0n1).
+    Block,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SimData {
+    /// Namespaces in RAM: data is stored and read back.
+    Ram,
+    /// No data moves: measures the driver's own cost.
+    Null,
+}
+
+/// Options of the simulated controller.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Simulated namespace data handling.
+    #[arg(long, value_enum, default_value = "ram")]
+    pub sim_data: SimData,
+    /// Simulated namespace size (k/m/g suffixes are powers of 1024).
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    pub sim_size: u64,
+    /// Simulated logical block size: 512 or 4096.
+    #[arg(long, default_value_t = 512)]
+    pub sim_lba_size: u32,
+    /// CPU for the simulated controller's thread (default: a CPU the job threads do not use).
+    #[arg(long, value_parser = parse_cpu)]
+    pub sim_cpu: Option<usize>,
+    /// Simulated MDTS (max transfer 4 KiB << MDTS).
+    #[arg(long, default_value_t = 7)]
+    pub sim_mdts: u8,
+    /// Simulated CAP.MQES, 0's based as in QEMU's `mqes=` option: queues of up to N + 1 entries (65535: 65536; 1: 2-entry queues).
+    #[arg(long, default_value_t = 2047)]
+    pub sim_mqes: u16,
+    /// Run the simulated controller on the job's own thread, stepped at each MMIO doorbell write (so shadow doorbells are off), instead of on its own CPU. Timings then include the controller's work; it exists for repeatable instruction counts of the whole I/O loop (scripts/callgrind-driver.sh).
+    #[arg(long)]
+    pub sim_sync: bool,
+    /// Inject a device fault into the simulated controller (repeatable; key=value[,key=value]): drop-every=N, delay-us=N, status-every=N, status=SCT:SC, dnr=0|1, fatal-after=N, hang-after=N, stall-every=N, corrupt-cid-every=N, bad-sqid-every=N, corrupt-data-every=N. See docs/reliability.md.
+    #[arg(long, value_parser = crate::commands::reliability_args::sim_fault_arg)]
+    pub sim_fault: Vec<Vec<crate::cli::parse::SimFault>>,
+}
+
+/// Options of the kernel paths (passthru, block), named as fio's.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KernelArgs {
+    /// Block path engine, as fio names it.
+    #[arg(long, value_enum, default_value = "io_uring")]
+    pub ioengine: crate::backend::kernel::IoEngine,
+    /// Register the I/O buffers with io_uring (fio fixedbufs).
+    #[arg(long)]
+    pub fixedbufs: bool,
+    /// Register the device file with io_uring (fio registerfiles).
+    #[arg(long)]
+    pub registerfiles: bool,
+    /// Polled completions (IORING_SETUP_IOPOLL); needs nvme poll queues (nvme.poll_queues=N).
+    #[arg(long)]
+    pub hipri: bool,
+    /// Kernel submission-queue polling thread (IORING_SETUP_SQPOLL).
+    #[arg(long)]
+    pub sqthread_poll: bool,
+    /// CPU of the SQPOLL thread.
+    #[arg(long)]
+    pub sqthread_poll_cpu: Option<u32>,
+    /// Buffered I/O through the page cache instead of O_DIRECT (block path; fio --direct=0).
+    #[arg(long)]
+    pub buffered: bool,
+    /// io_uring: IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN (completion work batched into our io_uring_enter calls; 6.1+).
+    #[arg(long)]
+    pub defer_taskrun: bool,
+    /// io_uring: register the ring fd (IORING_REGISTER_RING_FDS) so io_uring_enter skips the fd lookup (5.18+).
+    #[arg(long)]
+    pub register_ring: bool,
+    /// Our driver on vfio: interrupt-driven completions (MSI-X, the thread sleeps when idle) instead of polling.
+    #[arg(long)]
+    pub interrupts: bool,
+    /// Our driver (vfio, sim): write every doorbell to MMIO instead of using shadow doorbells.
+    #[arg(long)]
+    pub no_shadow_doorbells: bool,
+    /// Our driver (vfio, sim): write submission entries with ordinary cached stores instead of streaming (non-temporal) stores.
+    #[arg(long)]
+    pub cached_sq_stores: bool,
+}
+
+impl KernelArgs {
+    pub fn options(&self, device: &str, nsid: u32) -> crate::backend::kernel::KernelOptions {
+        crate::backend::kernel::KernelOptions {
+            device: device.to_string(),
+            nsid,
+            ioengine: self.ioengine,
+            fixedbufs: self.fixedbufs,
+            registerfiles: self.registerfiles,
+            hipri: self.hipri,
+            sqthread_poll: self.sqthread_poll,
+            sqthread_poll_cpu: self.sqthread_poll_cpu,
+            buffered: self.buffered,
+            defer_taskrun: self.defer_taskrun,
+            register_ring: self.register_ring,
+        }
+    }
+}
+
+/// Simulator runs: keep the job threads and the controller thread on
+/// different CPUs, as a device would be. Job threads go on `cpus` or, when
+/// none are given, round robin over every CPU but the last; the controller on
+/// `sim_cpu` or the highest CPU no job thread uses. Returns (job CPUs,
+/// controller CPU); a one-CPU machine pins nothing.
+pub fn sim_placement(numjobs: usize, cpus: Option<&[usize]>, sim_cpu: Option<usize>) -> (Vec<usize>, Option<usize>) {
+    let ncpu = crate::measure::c2c::online_cpus();
+    let mut cpus = cpus.map(<[usize]>::to_vec).unwrap_or_default();
+    if cpus.is_empty() && ncpu >= 2 {
+        cpus = (0..numjobs).map(|i| i % (ncpu - 1)).collect();
+    }
+    let sim_cpu = sim_cpu.or_else(|| (ncpu >= 2).then(|| (0..ncpu).rev().find(|c| !cpus.contains(c)).unwrap_or(ncpu - 1)));
+    (cpus, sim_cpu)
+}
+
+pub fn sim_options(a: &SimArgs, queues: u16, cpu: Option<usize>) -> Result<SimOptions, Error> {
+    if a.sim_lba_size != 512 && a.sim_lba_size != 4096 {
+        return Err(Error::usage(format!("--sim-lba-size {} is not supported; use 512 or 4096", a.sim_lba_size)));
+    }
+    if a.sim_size < a.sim_lba_size as u64 {
+        return Err(Error::usage("--sim-size is smaller than one block"));
+    }
+    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, mqes: a.sim_mqes, threaded: !a.sim_sync,
+        // A synchronous controller runs only when a register is written.
+        shadow_doorbells: !a.sim_sync, streaming_sq: true })
+}
+
+/// Open the path a command asks for.
+pub fn open_target(
+    kind: BackendKind,
+    device: Option<&str>,
+    nsid: u32,
+    sim: &SimArgs,
+    kernel: &KernelArgs,
+    queues: u16,
+    sim_cpu: Option<usize>,
+) -> Result<Box<dyn Target>, Error> {
+    let need_device = |example: &str| {
+        device.ok_or_else(|| {
+            Error::usage(format!(
+                "--backend {} needs --device (e.g. --device {example})",
+                kind.to_possible_value().unwrap().get_name()
+            ))
+        })
+    };
+    match kind {
+        BackendKind::Sim => {
+            if nsid != 1 {
+                return Err(Error::usage(format!("namespace {nsid} is not active on the simulated controller; it has namespace 1")));
+            }
+            if device.is_some_and(|d| d != "sim") {
+                return Err(Error::usage("--device is not used by --backend sim; drop it, or pick --backend vfio|passthru|block"));
+            }
+            let mut o = sim_options(sim, queues, sim_cpu)?;
+            o.shadow_doorbells &= !kernel.no_shadow_doorbells;
+            o.streaming_sq = !kernel.cached_sq_stores;
+            let t = SimTarget::open(&o)?;
+            crate::commands::reliability_args::inject(&t.sim, &sim.sim_fault);
+            Ok(Box::new(t))
+        }
+        BackendKind::Vfio => {
+            let bdf = need_device("0000:01:00.0")?;
+            Ok(crate::backend::userspace::vfio::open(&crate::backend::userspace::vfio::VfioOptions { bdf: bdf.into(), nsid, queues, shadow_doorbells: !kernel.no_shadow_doorbells, interrupts: kernel.interrupts, streaming_sq: !kernel.cached_sq_stores })?)
+        }
+        BackendKind::Passthru => Ok(crate::backend::kernel::passthru::open(&kernel.options(need_device("/dev/ng0n1")?, nsid))?),
+        BackendKind::Block => Ok(crate::backend::kernel::block::open(&kernel.options(need_device("/dev/nvme0n1")?, nsid))?),
+    }
+}

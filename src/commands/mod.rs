@@ -1,0 +1,11 @@
+//! The subcommands, one file each; shared option groups in [`args`].
+
+pub mod args;
+pub mod bench;
+pub mod bind;
+pub mod compare;
+pub mod driver_cost;
+pub mod info;
+pub mod reliability_args;
+pub mod sweep;
+pub mod trace;

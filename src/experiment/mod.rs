@@ -1,0 +1,2 @@
+//! The experiment: which paths and variants a comparison runs, and the
+//! device session around them.

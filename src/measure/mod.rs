@@ -1,0 +1,7 @@
+//! What is measured, and how: the clock, latency histograms and CPU time,
+//! core-to-core latency and core sharing, and which device a name is.
+
+pub mod c2c;
+pub mod clock;
+pub mod stats;
+pub mod topology;
