@@ -260,7 +260,7 @@ fn sigint_and_sigterm_stop_a_run_promptly_with_its_figures() {
 #[test]
 fn an_interrupt_on_a_hung_device_ends_within_the_capped_timeout() {
     // --io-timeout 30 s, but after the signal outstanding I/Os get 2 s.
-    let args = ["bench", "--backend", "sim", "--rw", "randread", "--iodepth", "8", "--runtime", "60", "--sim-size", "8M", "--no-c2c", "--sim-fault", "hang-after=3000"];
+    let args = ["bench", "--backend", "sim", "--rw", "randread", "--iodepth", "8", "--runtime", "60", "--sim-size", "8M", "--no-c2c", "--sim-fault", "hang-after=200"];
     let r = interrupt_after(&args, Duration::from_millis(1500), &[libc::SIGINT]);
     assert_eq!(r.code, 1, "{}", r.err);
     assert!(r.took < Duration::from_secs(10), "took {:?}", r.took);
