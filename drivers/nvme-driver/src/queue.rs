@@ -528,4 +528,172 @@ mod tests {
             }
         }
     }
+
+    /// Registers that count their writes (to see "one doorbell per batch").
+    struct CountingRegs {
+        regs: MemRegisters,
+        writes: std::sync::atomic::AtomicUsize,
+    }
+    impl RegisterWindow for CountingRegs {
+        fn read32(&self, offset: usize) -> u32 {
+            self.regs.read32(offset)
+        }
+        fn write32(&self, offset: usize, value: u32) {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+            self.regs.write32(offset, value)
+        }
+        fn len(&self) -> usize {
+            self.regs.len()
+        }
+    }
+    fn counting_regs() -> CountingRegs {
+        CountingRegs { regs: MemRegisters::new(0x2000), writes: 0.into() }
+    }
+
+    fn entry_with_cid(cid: u16) -> [u64; 8] {
+        let mut s = Sqe::default();
+        s.set_cid(cid);
+        s.to_qwords()
+    }
+
+    fn post_batch_wraps_with_one_doorbell<const STREAMING: bool>() {
+        let mem = HostMemory::plain().map(8 * SQE_SIZE).unwrap();
+        let regs = counting_regs();
+        let mut sq = SubmissionQueue::new(mem.clone(), 8, 0x1008);
+        // Move the tail to slot 5, as if the controller had consumed 5.
+        assert_eq!(sq.post_batch::<STREAMING>(5, || Some(entry_with_cid(99))), 5);
+        sq.ring_doorbell(&regs);
+        sq.update_head(5);
+        let before = regs.writes.load(Ordering::Relaxed);
+        // Seven entries from slot 5: 5, 6, 7, then wrap to 0, 1, 2, 3.
+        let mut cid = 0;
+        let posted = sq.post_batch::<STREAMING>(7, || {
+            cid += 1;
+            Some(entry_with_cid(cid))
+        });
+        assert_eq!(posted, 7);
+        assert_eq!(sq.tail(), 4, "the tail wrapped");
+        assert!(sq.is_full(), "7 entries fill a ring of 8");
+        for (i, slot) in [5, 6, 7, 0, 1, 2, 3].into_iter().enumerate() {
+            let back = Sqe::from_dwords(mem.read_dwords16(slot * SQE_SIZE));
+            assert_eq!(back.cid(), i as u16 + 1, "slot {slot}");
+        }
+        assert_eq!(regs.writes.load(Ordering::Relaxed), before, "posting writes no register");
+        assert!(sq.needs_doorbell());
+        assert!(sq.ring_doorbell(&regs));
+        assert_eq!(regs.writes.load(Ordering::Relaxed), before + 1, "one doorbell for the batch");
+        assert_eq!(regs.read32(0x1008), 4);
+        assert!(!sq.needs_doorbell());
+    }
+
+    #[test]
+    fn post_batch_posts_many_then_one_doorbell_across_the_wrap() {
+        post_batch_wraps_with_one_doorbell::<false>();
+        post_batch_wraps_with_one_doorbell::<true>();
+    }
+
+    #[test]
+    fn post_batch_stops_at_max_or_at_the_first_none() {
+        let mem = HostMemory::plain().map(8 * SQE_SIZE).unwrap();
+        let mut sq = SubmissionQueue::new(mem, 8, 0x1008);
+        assert_eq!(sq.post_batch::<false>(3, || Some(entry_with_cid(1))), 3, "bounded by max");
+        let mut left = 2;
+        let n = sq.post_batch::<false>(4, || (left > 0).then(|| { left -= 1; entry_with_cid(2) }));
+        assert_eq!(n, 2, "ends at the first None");
+        assert_eq!(sq.tail(), 5);
+        assert_eq!(sq.post_batch::<false>(0, || unreachable!()), 0);
+        assert_eq!(sq.post(&Sqe::default()), 5, "post is a batch of one at the tail");
+        assert_eq!(sq.tail(), 6);
+    }
+
+    fn cids_of(cq: &mut CompletionQueue, max: usize) -> Vec<u16> {
+        let mut got = Vec::new();
+        let n = cq.reap(max, |i, e| {
+            assert_eq!(i, got.len());
+            got.push(e.dw3() as u16);
+            true
+        });
+        assert_eq!(n, got.len());
+        got
+    }
+
+    #[test]
+    fn reap_is_bounded_by_max_and_resumes_where_it_stopped() {
+        let mem = HostMemory::plain().map(8 * CQE_SIZE).unwrap();
+        let mut cq = CompletionQueue::new(mem.clone(), 8, 0x1004);
+        let mut dev = FakeDevice { tail: 0, phase: true };
+        for c in 0..5 {
+            dev.post(&mem, 8, c);
+        }
+        assert_eq!(cids_of(&mut cq, 3), vec![0, 1, 2]);
+        assert_eq!(cq.head(), 3);
+        assert!(cq.cqe_pending());
+        assert_eq!(cids_of(&mut cq, 10), vec![3, 4]);
+        assert_eq!(cq.head(), 5);
+        assert_eq!(cids_of(&mut cq, 10), Vec::<u16>::new());
+        assert_eq!(cids_of(&mut cq, 0), Vec::<u16>::new());
+    }
+
+    #[test]
+    fn reap_flips_the_phase_at_the_wrap() {
+        let mem = HostMemory::plain().map(4 * CQE_SIZE).unwrap();
+        let mut cq = CompletionQueue::new(mem.clone(), 4, 0x1004);
+        let mut dev = FakeDevice { tail: 0, phase: true };
+        for c in 0..3 {
+            dev.post(&mem, 4, c);
+        }
+        assert_eq!(cids_of(&mut cq, 8), vec![0, 1, 2]);
+        // Slot 3 with phase 1, then slots 0-2 with phase 0: one pass across the wrap.
+        for c in 3..7 {
+            dev.post(&mem, 4, c);
+        }
+        let mut phases = Vec::new();
+        cq.reap(8, |_, e| {
+            phases.push(e.cqe().phase());
+            true
+        });
+        assert_eq!(phases, vec![true, false, false, false]);
+        assert_eq!(cq.head(), 3);
+        assert!(!cq.phase(), "the expected phase flipped once");
+        assert!(!cq.cqe_pending(), "slot 3 still holds phase 1 from the last lap");
+    }
+
+    #[test]
+    fn reap_stops_at_the_first_entry_that_is_not_new() {
+        let mem = HostMemory::plain().map(8 * CQE_SIZE).unwrap();
+        let mut cq = CompletionQueue::new(mem.clone(), 8, 0x1004);
+        let mut dev = FakeDevice { tail: 0, phase: true };
+        dev.post(&mem, 8, 0);
+        dev.post(&mem, 8, 1);
+        // A new-looking entry past an old one (slot 2 still has phase 0).
+        dev.tail = 3;
+        dev.post(&mem, 8, 3);
+        assert_eq!(cids_of(&mut cq, 8), vec![0, 1]);
+        assert_eq!(cq.head(), 2);
+        assert!(cq.phase());
+    }
+
+    #[test]
+    fn refused_entries_are_consumed_but_not_counted() {
+        let mem = HostMemory::plain().map(8 * CQE_SIZE).unwrap();
+        let mut cq = CompletionQueue::new(mem.clone(), 8, 0x1004);
+        let mut dev = FakeDevice { tail: 0, phase: true };
+        for c in 0..4 {
+            dev.post(&mem, 8, c);
+        }
+        let mut taken = Vec::new();
+        let n = cq.reap(2, |i, e| {
+            let cid = e.dw3() as u16;
+            if cid % 2 == 1 {
+                return false;
+            }
+            assert_eq!(i, taken.len());
+            taken.push(cid);
+            true
+        });
+        assert_eq!((n, taken), (2, vec![0, 2]));
+        assert_eq!(cq.head(), 3, "the refused entry at slot 1 is behind the head");
+        assert_eq!(cq.pop().map(|c| c.cid), Some(3));
+        assert_eq!(cq.pop().map(|c| c.cid), None);
+    }
 }
