@@ -232,7 +232,7 @@ fn post_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>
     let tail_before = qp.sq().tail();
     qp.submit(sqe, data, tag).map_err(|e| Error::usage(e.to_string()))?;
     let slot = tail_before;
-    let posted = Sqe::from_dwords(qp.sq().memory().read_dwords16(slot as usize * 64));
+    let posted = qp.sq().entry(slot);
     let mut detail = vec![describe::sqe_line(&posted, false)];
     if hex {
         detail.extend(describe::hex64(&posted.to_bytes()));

@@ -1,7 +1,9 @@
 //! A queue pair: one submission queue, its completion queue, the CIDs of
 //! the commands in flight and their PRP list pages. The admin queue and
 //! every I/O queue are this type. It is the hot path of the vfio and sim
-//! backends: no allocation, lock or system call per command.
+//! backends: no allocation, lock or system call per command. It keeps the
+//! CIDs, PRPs and counters; every ring slot, index, phase and doorbell is
+//! `queue.rs`'s (`SubmissionQueue::post_batch`, `CompletionQueue::reap`).
 
 use crate::cid::{cid_tag, CidTable};
 use crate::doorbell::ShadowSlot;
@@ -354,21 +356,20 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         }
     }
 
-    /// [`QueuePair::submit_batch`], with streaming or cached entry stores.
+    /// [`QueuePair::submit_batch`], with streaming or cached entry stores
+    /// ([`SubmissionQueue::post_batch`] writes them).
     #[inline(always)]
     fn post_batch<const STREAMING: bool>(&mut self, nsid: u32, cmds: impl IntoIterator<Item = IoCmd>) -> Result<usize, SubmitError> {
         let lists = PrpLists { mem: self.prp_lists.as_ref(), pages: self.list_pages_per_cmd, page_size: self.page_size };
         let (max_transfer, page_mask) = (self.max_transfer, self.page_size - 1);
-        // Everything the loop touches, as plain values (see CidTable::batch).
-        let ring = self.sq.ring.view();
-        let entries = ring.entries();
-        let mut tail = self.sq.sq_tail as usize;
         // A free CID implies a free submission slot.
         let free = self.cids.free();
+        // Everything the loop touches, as plain values (see CidTable::batch).
         let mut cids = self.cids.batch();
-        let mut posted = 0;
+        let mut cmds = cmds.into_iter();
         let mut result = Ok(());
-        for c in cmds.into_iter().take(free) {
+        let posted = self.sq.post_batch::<STREAMING>(free, || {
+            let c = cmds.next()?;
             let cid = cids.pop(c.tag);
             let (mut prp1, mut prp2, mut slba, mut cdw12) = (0, 0, 0, 0);
             if c.op != NvmOpcode::Flush {
@@ -383,7 +384,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
                         Err(e) => {
                             cids.release(cid); // never posted
                             result = Err(e);
-                            break;
+                            return None;
                         }
                     }
                 }
@@ -391,25 +392,9 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
                 cdw12 = (c.blocks - 1) as u64; // NLB, 0's based; CDW13 = 0
             }
             let dw0 = c.op as u64 | (cid as u64) << 16 | (nsid as u64) << 32; // CDW0 (opcode, CID) + NSID
-            let entry = [dw0, 0, 0, prp1, prp2, slba, cdw12, 0];
-            if STREAMING {
-                ring.write64_stream(tail, entry);
-            } else {
-                ring.write64(tail, entry);
-            }
-            tail += 1;
-            if tail == entries {
-                tail = wrap_tail();
-            }
-            posted += 1;
-        }
+            Some([dw0, 0, 0, prp1, prp2, slba, cdw12, 0])
+        });
         drop(cids);
-        if STREAMING && posted > 0 {
-            // Streaming stores are weakly ordered: the entries must be
-            // visible before the doorbell (any later store) says they exist.
-            nvme_hal::stream_fence();
-        }
-        self.sq.sq_tail = tail as u16;
         self.stats.submitted += posted as u64;
         result.map(|()| posted)
     }
@@ -485,7 +470,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// work before it polls. A hint only.
     #[inline]
     pub fn prefetch_completions(&self) {
-        self.cq.ring.view().prefetch_read(self.cq.cq_head as usize);
+        self.cq.prefetch_head();
     }
 
     /// [`poll`](Self::poll) into a slice: up to `out.len()` completions,
@@ -499,34 +484,18 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     }
 
     /// The completion loop: `f(i, completion)` for the i-th delivered
-    /// completion, i < `max`.
+    /// completion, i < `max` ([`CompletionQueue::reap`] takes the entries).
     #[inline(always)]
     fn reap(&mut self, max: usize, mut f: impl FnMut(usize, Completion)) -> usize {
         let qid = self.qid;
+        let start = self.cq.head();
         // Everything the loop touches, as plain values (see CidTable::batch).
-        let ring = self.cq.ring.view();
-        let entries = ring.entries();
-        let (start, mut head) = (self.cq.cq_head as usize, self.cq.cq_head as usize);
-        // The expected phase where the controller puts it: bit 16 of dword 3.
-        let mut phase = (self.cq.cq_phase as u32) << 16;
         let mut cids = self.cids.batch();
         let mut sq_head = self.sq.head();
         let rejected = self.stats.rejected();
-        let mut n = 0;
-        while n < max {
-            // The dword holding the phase tag first (Acquire): the
-            // controller writes it last. Then only the dwords we use.
-            let dw3 = ring.load_dw3_acquire(head);
-            if (dw3 ^ phase) & 1 << 16 != 0 {
-                break;
-            }
-            let dw2 = ring.read_dw::<2>(head);
-            let dw0 = ring.read_dw::<0>(head);
-            let slot = head;
-            head += 1;
-            if head == entries {
-                (head, phase) = wrap(phase);
-            }
+        let (stats, last_rejected) = (&mut self.stats, &mut self.last_rejected);
+        let n = self.cq.reap(max, |i, e| {
+            let (dw2, dw3) = (e.dw2(), e.dw3());
             // SQ Head Pointer: how far the controller has consumed the SQ
             // (recorded once, after the pass: the last one is the newest;
             // not at all from a pass that rejected a completion, below).
@@ -534,14 +503,13 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             let (sq_id, cid) = ((dw2 >> 16) as u16, dw3 as u16);
             let tag = if sq_id == qid { cids.release(cid) } else { None };
             let Some(tag) = tag else {
-                let cqe = Cqe::from_dwords([dw0, ring.read_dw::<1>(slot), dw2, dw3]);
                 let stale = sq_id == qid && cids.is_stale(cid);
-                reject(&mut self.stats, &mut self.last_rejected, cqe, qid, stale);
-                continue;
+                reject(stats, last_rejected, e.cqe(), qid, stale);
+                return false;
             };
-            f(n, Completion { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), dw0 });
-            n += 1;
-        }
+            f(i, Completion { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), dw0: e.dw0() });
+            true
+        });
         drop(cids);
         // The head of a completion that is not ours is not taken: a pass
         // that rejected one keeps the head from before it (older is safe,
@@ -550,9 +518,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         if self.stats.rejected() == rejected {
             self.sq.update_head(sq_head);
         }
-        self.cq.cq_head = head as u16;
-        self.cq.cq_phase = phase != 0;
-        if head != start && self.cq.unreported() >= self.cq_ring_every {
+        if self.cq.head() != start && self.cq.unreported() >= self.cq_ring_every {
             self.stats.mmio_doorbells += self.cq.ring_doorbell(&*self.regs) as u64;
             self.stats.cq_doorbells += 1;
         }
@@ -635,21 +601,6 @@ fn check_parts<R: RegisterWindow + ?Sized>(p: &QueuePairParts<R>) -> Result<(), 
 fn in_one_page(d: DataPtr, page_mask: usize) -> bool {
     // len - 1 wraps to usize::MAX for len 0, which never fits.
     d.len.wrapping_sub(1) <= page_mask - (d.iova as usize & page_mask) && d.iova & 3 == 0
-}
-
-/// The completion head wraps to slot 0: the expected phase (kept as the
-/// dword-3 bit) flips. Once per lap, so out of the loop's straight line.
-#[cold]
-#[inline(never)]
-fn wrap(phase: u32) -> (usize, u32) {
-    (0, phase ^ 1 << 16)
-}
-
-/// The submission tail wraps to slot 0 (once per lap, out of line).
-#[cold]
-#[inline(never)]
-fn wrap_tail() -> usize {
-    0
 }
 
 /// Count and keep a completion that names another queue or a CID that is

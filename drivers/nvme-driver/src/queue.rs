@@ -6,9 +6,14 @@
 //! Names follow the kernel's `drivers/nvme/host/pci.c`: `sq_tail`,
 //! `last_sq_tail`, `cq_head`, `cq_phase` (the phase we expect next: it
 //! starts at 1 over a zeroed queue and flips each time `cq_head` wraps).
+//!
+//! This file is the only code that touches ring slots and these indices:
+//! the queue pair (`qpair.rs`) hands it entries to post and takes the
+//! completions it reaps, so the benchmark, `trace` and the tests below all
+//! run the same loops.
 
 use crate::doorbell::ShadowSlot;
-use nvme_hal::{CqRing, DmaRegion, RegisterWindow, SqRing};
+use nvme_hal::{CqRing, DmaRegion, RegisterWindow, RingView, SqRing};
 use nvme_spec::cqe::{Cqe, CQE_SIZE};
 use nvme_spec::sqe::{Sqe, SQE_SIZE};
 use std::sync::atomic::{fence, Ordering};
@@ -19,9 +24,9 @@ const _: () = assert!(1 << 6 == SQE_SIZE && 1 << 4 == CQE_SIZE);
 /// The host side of a submission queue: the host owns the tail, the
 /// controller owns the head (and reports it in every completion).
 pub struct SubmissionQueue {
-    pub(crate) ring: SqRing,
+    ring: SqRing,
     entries: u16,
-    pub(crate) sq_tail: u16,
+    sq_tail: u16,
     /// Tail value last written to the doorbell; entries between it and
     /// `sq_tail` are posted but not yet visible to the controller.
     last_sq_tail: u16,
@@ -63,30 +68,65 @@ impl SubmissionQueue {
     pub fn doorbell_offset(&self) -> usize {
         self.doorbell
     }
+    /// The entry in `slot` as it was posted (tracing, tests).
+    pub fn entry(&self, slot: u16) -> Sqe {
+        Sqe::from_dwords(self.ring.read_dwords16(slot as usize))
+    }
     /// True when one more entry would make the tail catch up with the head
     /// (a ring of N slots holds at most N-1 entries).
     #[inline]
     pub fn is_full(&self) -> bool {
-        self.next(self.sq_tail) == self.sq_head
+        let next = self.sq_tail + 1;
+        (if next == self.entries { 0 } else { next }) == self.sq_head
     }
-    #[inline]
-    fn next(&self, i: u16) -> u16 {
-        if i + 1 == self.entries {
-            0
-        } else {
-            i + 1
-        }
-    }
-    /// Write `sqe` into the tail slot and advance the tail. The controller
-    /// does not see it until [`ring_doorbell`](Self::ring_doorbell).
+    /// Write `sqe` into the tail slot and advance the tail: a batch of one.
+    /// The controller does not see it until [`ring_doorbell`](Self::ring_doorbell).
     /// Returns the slot used. The caller checks [`is_full`](Self::is_full).
     #[inline]
     pub fn post(&mut self, sqe: &Sqe) -> u16 {
         debug_assert!(!self.is_full());
         let slot = self.sq_tail;
-        self.ring.write64(slot as usize, sqe.to_qwords());
-        self.sq_tail = self.next(slot);
+        let mut entry = Some(sqe.to_qwords());
+        self.post_batch::<false>(1, || entry.take());
         slot
+    }
+    /// Post up to `max` entries, each the next one `entry()` yields (an SQE
+    /// as eight qwords, [`Sqe::to_qwords`]), from the tail on; stop early at
+    /// the first `None`. Returns how many were posted. No doorbell: ring it
+    /// once for the batch. The caller knows `max` slots are free (the queue
+    /// pair: a free CID implies a free slot). The tail stays in a register
+    /// for the pass and is stored once.
+    ///
+    /// `STREAMING` (a constant of each copy of the loop, so neither copy
+    /// pays for the other): write the entries with non-temporal stores
+    /// (x86 MOVNTI), which write the line without first taking it back from
+    /// the controller that last read it, and fence them once at the end.
+    #[inline(always)]
+    pub fn post_batch<const STREAMING: bool>(&mut self, max: usize, mut entry: impl FnMut() -> Option<[u64; 8]>) -> usize {
+        let ring = self.ring.view();
+        let mut tail = self.sq_tail as usize;
+        let mut posted = 0;
+        while posted < max {
+            let Some(e) = entry() else { break };
+            if STREAMING {
+                ring.write64_stream(tail, e);
+            } else {
+                ring.write64(tail, e);
+            }
+            tail += 1;
+            if tail == ring.entries() {
+                tail = wrap_sq_tail();
+            }
+            posted += 1;
+        }
+        if STREAMING && posted > 0 {
+            // Streaming stores are weakly ordered (the Release fence of
+            // ring_doorbell does not order them): the entries must be
+            // visible before the doorbell (any later store) says they exist.
+            nvme_hal::stream_fence();
+        }
+        self.sq_tail = tail as u16;
+        posted
     }
     /// True when posted entries wait for a doorbell write.
     #[inline]
@@ -149,19 +189,68 @@ impl SubmissionQueue {
     }
 }
 
+/// The submission tail wraps to slot 0 (once per lap, out of line).
+#[cold]
+#[inline(never)]
+fn wrap_sq_tail() -> usize {
+    0
+}
+
+/// The phase tag where the controller puts it: bit 16 of dword 3.
+const PHASE_BIT: u32 = 1 << 16;
+
 /// The host side of a completion queue: the controller owns the tail (it
 /// writes entries), the host owns the head.
 pub struct CompletionQueue {
-    pub(crate) ring: CqRing,
+    ring: CqRing,
     entries: u16,
-    pub(crate) cq_head: u16,
+    cq_head: u16,
     /// The phase tag a *new* entry carries. 1 on the first lap over a zeroed
     /// queue; flipped each time the head wraps to slot 0.
-    pub(crate) cq_phase: bool,
+    cq_phase: bool,
     /// Head value last written to the doorbell.
     last_cq_head: u16,
     doorbell: usize,
     shadow: Option<ShadowSlot>,
+}
+
+/// A new completion entry, as [`CompletionQueue::reap`] hands it out: its
+/// status/phase dword is loaded, the others are loaded when asked for (and
+/// so after it), so the hot path reads only the dwords it uses. Not a
+/// reference into the ring: a slot number and the ring's address.
+#[derive(Clone, Copy)]
+pub struct NewCqe<'a> {
+    ring: RingView<'a, 4>,
+    slot: usize,
+    dw3: u32,
+}
+
+impl NewCqe<'_> {
+    /// The slot it was taken from.
+    #[inline(always)]
+    pub fn slot(&self) -> u16 {
+        self.slot as u16
+    }
+    /// Dword 0: the command specific result.
+    #[inline(always)]
+    pub fn dw0(&self) -> u32 {
+        self.ring.read_dw::<0>(self.slot)
+    }
+    /// Dword 2: SQ Identifier (bits 31:16) and SQ Head Pointer (15:0).
+    #[inline(always)]
+    pub fn dw2(&self) -> u32 {
+        self.ring.read_dw::<2>(self.slot)
+    }
+    /// Dword 3, loaded first: status and phase (31:16), CID (15:0).
+    #[inline(always)]
+    pub fn dw3(&self) -> u32 {
+        self.dw3
+    }
+    /// The whole entry, decoded.
+    pub fn cqe(&self) -> Cqe {
+        let [dw0, dw1, dw2] = self.ring.read_dw012(self.slot);
+        Cqe::from_dwords([dw0, dw1, dw2, self.dw3])
+    }
 }
 
 impl CompletionQueue {
@@ -196,35 +285,63 @@ impl CompletionQueue {
     pub fn doorbell_offset(&self) -> usize {
         self.doorbell
     }
+    /// The entry in `slot`, new or not, without taking it (tests).
+    pub fn entry(&self, slot: u16) -> Cqe {
+        let [dw0, dw1, dw2] = self.ring.read_dw012(slot as usize);
+        Cqe::from_dwords([dw0, dw1, dw2, self.ring.load_dw3_acquire(slot as usize)])
+    }
     /// Is there a new entry at the head? Only the dword holding the phase
     /// tag is loaded (Acquire), so a stale entry costs one load.
     #[inline]
     pub fn cqe_pending(&self) -> bool {
-        let dw3 = self.ring.load_dw3_acquire(self.cq_head as usize);
-        (dw3 >> 16) & 1 == self.cq_phase as u32
+        is_new(self.ring.load_dw3_acquire(self.cq_head as usize), self.cq_phase as u32 * PHASE_BIT)
     }
-    /// Take the entry at the head if it is new, and advance the head.
+    /// Start loading the entry at the head, so that the miss (the line comes
+    /// from the controller's side) overlaps other work. A hint only.
+    #[inline]
+    pub fn prefetch_head(&self) {
+        self.ring.view().prefetch_read(self.cq_head as usize);
+    }
+    /// Take the entry at the head if it is new, and advance the head:
+    /// [`reap`](Self::reap) of at most one.
     #[inline]
     pub fn pop(&mut self) -> Option<Cqe> {
-        let head = self.cq_head as usize;
-        // Load the phase/status dword first (Acquire), and only then the rest
-        // of the entry: the controller writes the phase last.
-        let dw3 = self.ring.load_dw3_acquire(head);
-        if (dw3 >> 16) & 1 != self.cq_phase as u32 {
-            return None;
-        }
-        let [dw0, dw1, dw2] = self.ring.read_dw012(head);
-        self.advance_cq_head();
-        Some(Cqe::from_dwords([dw0, dw1, dw2, dw3]))
+        let mut got = None;
+        self.reap(1, |_, e| {
+            got = Some(e.cqe());
+            true
+        });
+        got
     }
-    /// Move the head one slot; wrapping to slot 0 flips the expected phase.
-    #[inline]
-    pub fn advance_cq_head(&mut self) {
-        self.cq_head += 1;
-        if self.cq_head == self.entries {
-            self.cq_head = 0;
-            self.cq_phase = !self.cq_phase;
+    /// Take the new entries from the head on, in order, until the first
+    /// that is not new or until `max` were taken: `f(n, entry)` for each,
+    /// `n` counting those taken so far (so `n < max`). `f` returns false for
+    /// an entry it refuses (a completion that is not ours): the head moves
+    /// past it, but it does not count toward `max`. Returns the count. The
+    /// head and the expected phase stay in registers for the pass and are
+    /// stored once. No doorbell: ring it once for the pass.
+    #[inline(always)]
+    pub fn reap(&mut self, max: usize, mut f: impl FnMut(usize, NewCqe<'_>) -> bool) -> usize {
+        let ring = self.ring.view();
+        let mut head = self.cq_head as usize;
+        let mut phase = self.cq_phase as u32 * PHASE_BIT;
+        let mut n = 0;
+        while n < max {
+            // The dword holding the phase tag first (Acquire): the
+            // controller writes it last. NewCqe loads the rest after it.
+            let dw3 = ring.load_dw3_acquire(head);
+            if !is_new(dw3, phase) {
+                break;
+            }
+            let entry = NewCqe { ring, slot: head, dw3 };
+            (head, phase) = advance_cq_head(head, phase, ring.entries());
+            if f(n, entry) {
+                n += 1;
+            }
         }
+        self.cq_head = head as u16;
+        self.cq_phase = phase != 0;
+        n
     }
     /// True when consumed entries have not been reported to the controller.
     #[inline]
@@ -258,6 +375,32 @@ impl CompletionQueue {
         self.last_cq_head = self.cq_head;
         mmio
     }
+}
+
+/// Is an entry whose dword 3 is `dw3` new, when the phase expected is
+/// `phase` (0 or [`PHASE_BIT`])?
+#[inline(always)]
+fn is_new(dw3: u32, phase: u32) -> bool {
+    (dw3 ^ phase) & PHASE_BIT == 0
+}
+
+/// The slot after `head`, and the phase expected there (as a dword-3 bit):
+/// wrapping to slot 0 flips it.
+#[inline(always)]
+fn advance_cq_head(head: usize, phase: u32, entries: usize) -> (usize, u32) {
+    if head + 1 == entries {
+        wrap_cq_head(phase)
+    } else {
+        (head + 1, phase)
+    }
+}
+
+/// The completion head wraps to slot 0 and the expected phase flips. Once
+/// per lap, so out of the loop's straight line.
+#[cold]
+#[inline(never)]
+fn wrap_cq_head(phase: u32) -> (usize, u32) {
+    (0, phase ^ PHASE_BIT)
 }
 
 #[cfg(test)]
@@ -372,7 +515,7 @@ mod tests {
                     let mut s = Sqe::default();
                     s.set_cid(posted);
                     let slot = sq.post(&s);
-                    let back = Sqe::from_dwords(mem.read_dwords16(slot as usize * SQE_SIZE));
+                    let back = sq.entry(slot);
                     assert_eq!(back.cid(), posted);
                     posted += 1;
                 }
@@ -384,5 +527,173 @@ mod tests {
                 assert!(!sq.is_full());
             }
         }
+    }
+
+    /// Registers that count their writes (to see "one doorbell per batch").
+    struct CountingRegs {
+        regs: MemRegisters,
+        writes: std::sync::atomic::AtomicUsize,
+    }
+    impl RegisterWindow for CountingRegs {
+        fn read32(&self, offset: usize) -> u32 {
+            self.regs.read32(offset)
+        }
+        fn write32(&self, offset: usize, value: u32) {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+            self.regs.write32(offset, value)
+        }
+        fn len(&self) -> usize {
+            self.regs.len()
+        }
+    }
+    fn counting_regs() -> CountingRegs {
+        CountingRegs { regs: MemRegisters::new(0x2000), writes: 0.into() }
+    }
+
+    fn entry_with_cid(cid: u16) -> [u64; 8] {
+        let mut s = Sqe::default();
+        s.set_cid(cid);
+        s.to_qwords()
+    }
+
+    fn post_batch_wraps_with_one_doorbell<const STREAMING: bool>() {
+        let mem = HostMemory::plain().map(8 * SQE_SIZE).unwrap();
+        let regs = counting_regs();
+        let mut sq = SubmissionQueue::new(mem.clone(), 8, 0x1008);
+        // Move the tail to slot 5, as if the controller had consumed 5.
+        assert_eq!(sq.post_batch::<STREAMING>(5, || Some(entry_with_cid(99))), 5);
+        sq.ring_doorbell(&regs);
+        sq.update_head(5);
+        let before = regs.writes.load(Ordering::Relaxed);
+        // Seven entries from slot 5: 5, 6, 7, then wrap to 0, 1, 2, 3.
+        let mut cid = 0;
+        let posted = sq.post_batch::<STREAMING>(7, || {
+            cid += 1;
+            Some(entry_with_cid(cid))
+        });
+        assert_eq!(posted, 7);
+        assert_eq!(sq.tail(), 4, "the tail wrapped");
+        assert!(sq.is_full(), "7 entries fill a ring of 8");
+        for (i, slot) in [5, 6, 7, 0, 1, 2, 3].into_iter().enumerate() {
+            let back = Sqe::from_dwords(mem.read_dwords16(slot * SQE_SIZE));
+            assert_eq!(back.cid(), i as u16 + 1, "slot {slot}");
+        }
+        assert_eq!(regs.writes.load(Ordering::Relaxed), before, "posting writes no register");
+        assert!(sq.needs_doorbell());
+        assert!(sq.ring_doorbell(&regs));
+        assert_eq!(regs.writes.load(Ordering::Relaxed), before + 1, "one doorbell for the batch");
+        assert_eq!(regs.read32(0x1008), 4);
+        assert!(!sq.needs_doorbell());
+    }
+
+    #[test]
+    fn post_batch_posts_many_then_one_doorbell_across_the_wrap() {
+        post_batch_wraps_with_one_doorbell::<false>();
+        post_batch_wraps_with_one_doorbell::<true>();
+    }
+
+    #[test]
+    fn post_batch_stops_at_max_or_at_the_first_none() {
+        let mem = HostMemory::plain().map(8 * SQE_SIZE).unwrap();
+        let mut sq = SubmissionQueue::new(mem, 8, 0x1008);
+        assert_eq!(sq.post_batch::<false>(3, || Some(entry_with_cid(1))), 3, "bounded by max");
+        let mut left = 2;
+        let n = sq.post_batch::<false>(4, || (left > 0).then(|| { left -= 1; entry_with_cid(2) }));
+        assert_eq!(n, 2, "ends at the first None");
+        assert_eq!(sq.tail(), 5);
+        assert_eq!(sq.post_batch::<false>(0, || unreachable!()), 0);
+        assert_eq!(sq.post(&Sqe::default()), 5, "post is a batch of one at the tail");
+        assert_eq!(sq.tail(), 6);
+    }
+
+    fn cids_of(cq: &mut CompletionQueue, max: usize) -> Vec<u16> {
+        let mut got = Vec::new();
+        let n = cq.reap(max, |i, e| {
+            assert_eq!(i, got.len());
+            got.push(e.dw3() as u16);
+            true
+        });
+        assert_eq!(n, got.len());
+        got
+    }
+
+    #[test]
+    fn reap_is_bounded_by_max_and_resumes_where_it_stopped() {
+        let mem = HostMemory::plain().map(8 * CQE_SIZE).unwrap();
+        let mut cq = CompletionQueue::new(mem.clone(), 8, 0x1004);
+        let mut dev = FakeDevice { tail: 0, phase: true };
+        for c in 0..5 {
+            dev.post(&mem, 8, c);
+        }
+        assert_eq!(cids_of(&mut cq, 3), vec![0, 1, 2]);
+        assert_eq!(cq.head(), 3);
+        assert!(cq.cqe_pending());
+        assert_eq!(cids_of(&mut cq, 10), vec![3, 4]);
+        assert_eq!(cq.head(), 5);
+        assert_eq!(cids_of(&mut cq, 10), Vec::<u16>::new());
+        assert_eq!(cids_of(&mut cq, 0), Vec::<u16>::new());
+    }
+
+    #[test]
+    fn reap_flips_the_phase_at_the_wrap() {
+        let mem = HostMemory::plain().map(4 * CQE_SIZE).unwrap();
+        let mut cq = CompletionQueue::new(mem.clone(), 4, 0x1004);
+        let mut dev = FakeDevice { tail: 0, phase: true };
+        for c in 0..3 {
+            dev.post(&mem, 4, c);
+        }
+        assert_eq!(cids_of(&mut cq, 8), vec![0, 1, 2]);
+        // Slot 3 with phase 1, then slots 0-2 with phase 0: one pass across the wrap.
+        for c in 3..7 {
+            dev.post(&mem, 4, c);
+        }
+        let mut phases = Vec::new();
+        cq.reap(8, |_, e| {
+            phases.push(e.cqe().phase());
+            true
+        });
+        assert_eq!(phases, vec![true, false, false, false]);
+        assert_eq!(cq.head(), 3);
+        assert!(!cq.phase(), "the expected phase flipped once");
+        assert!(!cq.cqe_pending(), "slot 3 still holds phase 1 from the last lap");
+    }
+
+    #[test]
+    fn reap_stops_at_the_first_entry_that_is_not_new() {
+        let mem = HostMemory::plain().map(8 * CQE_SIZE).unwrap();
+        let mut cq = CompletionQueue::new(mem.clone(), 8, 0x1004);
+        let mut dev = FakeDevice { tail: 0, phase: true };
+        dev.post(&mem, 8, 0);
+        dev.post(&mem, 8, 1);
+        // A new-looking entry past an old one (slot 2 still has phase 0).
+        dev.tail = 3;
+        dev.post(&mem, 8, 3);
+        assert_eq!(cids_of(&mut cq, 8), vec![0, 1]);
+        assert_eq!(cq.head(), 2);
+        assert!(cq.phase());
+    }
+
+    #[test]
+    fn refused_entries_are_consumed_but_not_counted() {
+        let mem = HostMemory::plain().map(8 * CQE_SIZE).unwrap();
+        let mut cq = CompletionQueue::new(mem.clone(), 8, 0x1004);
+        let mut dev = FakeDevice { tail: 0, phase: true };
+        for c in 0..4 {
+            dev.post(&mem, 8, c);
+        }
+        let mut taken = Vec::new();
+        let n = cq.reap(2, |i, e| {
+            let cid = e.dw3() as u16;
+            if cid % 2 == 1 {
+                return false;
+            }
+            assert_eq!(i, taken.len());
+            taken.push(cid);
+            true
+        });
+        assert_eq!((n, taken), (2, vec![0, 2]));
+        assert_eq!(cq.head(), 3, "the refused entry at slot 1 is behind the head");
+        assert_eq!(cq.pop().map(|c| c.cid), Some(3));
+        assert_eq!(cq.pop().map(|c| c.cid), None);
     }
 }

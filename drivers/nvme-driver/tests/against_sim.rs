@@ -395,7 +395,7 @@ fn fast_path_entries_equal_the_builder() {
         let slot = qp.sq().tail();
         let data = DataPtr { iova: buf.iova(), len: blocks as usize * 512 };
         let cid = if write { qp.write(1, slba, blocks, data, 0).unwrap() } else { qp.read(1, slba, blocks, data, 0).unwrap() };
-        let posted = Sqe::from_dwords(qp.sq().memory().read_dwords16(slot as usize * 64));
+        let posted = qp.sq().entry(slot);
         let mut want = if write { nvme_spec::cmd::ReadWrite::write(1, slba, blocks) } else { nvme_spec::cmd::ReadWrite::read(1, slba, blocks) }.build();
         want.set_cid(cid);
         want.prp1 = buf.iova();
@@ -442,7 +442,7 @@ fn batch_entries_equal_the_one_by_one_entries() {
                 .unwrap();
             }
         }
-        let out: Vec<Sqe> = (0..cmds.len()).map(|slot| Sqe::from_dwords(qp.sq().memory().read_dwords16(slot * 64))).collect();
+        let out: Vec<Sqe> = (0..cmds.len() as u16).map(|slot| qp.sq().entry(slot)).collect();
         let tags: Vec<(u16, u64)> = qp.outstanding_commands().collect();
         sim.set_auto_step(true); // so teardown's admin commands complete
         (out, tags)
@@ -664,7 +664,7 @@ fn plain_pass_completions_equal_the_general_path() {
                 // The entries as the controller wrote them (SQ head and id).
                 for k in 0..got {
                     let slot = (slot0 + k) % depth as usize;
-                    seen.push((u64::MAX, 0, 0, qp.cq().memory().read32(slot * 16 + 8)));
+                    seen.push((u64::MAX, 0, 0, qp.cq().entry(slot as u16).to_dwords()[2]));
                 }
             }
         }
