@@ -27,8 +27,8 @@
 //! charts: `iops_per_core_vs_qd.svg`, `latency_percentiles.svg`,
 //! `throughput_vs_bs.svg`.
 
-use crate::backend::userspace::sim::{SimOptions, SimTarget};
-use crate::backend::Target;
+use crate::backend::path::PathSpec;
+use crate::backend::userspace::sim::SimOptions;
 use crate::error::{exit, Error};
 use crate::report::OutputFormat;
 use crate::measure::clock::Clock;
@@ -455,8 +455,8 @@ fn run_sim(r: &mut Runner, label: &str, null: bool, settings: &[(Setting, Vec<Ax
     let a = r.args;
     let mut points: Vec<Point> = settings.iter().map(|(s, ax)| Point::new(label, *s, ax)).collect();
     let queues = settings.iter().map(|(s, _)| s.numjobs).max().unwrap_or(1).min(u16::MAX as usize) as u16;
-    let opts = SimOptions { size: a.sim_size, lba_size: 512, null, queues, cpu: sim_cpu, mdts: 7, mqes: 2047, threaded: true, shadow_doorbells: true, streaming_sq: true };
-    let target = match SimTarget::open(&opts) {
+    let spec = PathSpec::Sim(SimOptions { size: a.sim_size, null, cpu: sim_cpu, ..SimOptions::default() });
+    let target = match spec.open(queues) {
         Ok(t) => t,
         Err(e) => {
             let msg = crate::error::chain(&Error::from(e));
@@ -478,7 +478,7 @@ fn run_sim(r: &mut Runner, label: &str, null: bool, settings: &[(Setting, Vec<Ax
         r.progress.announce(label, setting);
         let (cpus, _) = crate::commands::args::sim_placement(p.numjobs, a.cpus.as_deref(), sim_cpu);
         let spec = spec_for(a, setting, size, cpus);
-        let run = engine::validate(&spec, &geo).and_then(|_| engine::run(&target, &spec, r.clock, r.status));
+        let run = engine::validate(&spec, &geo).and_then(|_| engine::run(&*target, &spec, r.clock, r.status));
         match run {
             Ok(threads) => {
                 let mut s = RunSummary::new(label.to_string(), target.describe(), &threads, r.clock.source());

@@ -38,7 +38,7 @@ pub struct TraceArgs {
     pub commands: u32,
     /// Path: the simulator (default) or a controller bound to vfio-pci (--device BDF).
     #[arg(long, value_enum, default_value = "sim")]
-    pub backend: crate::commands::args::BackendKind,
+    pub backend: crate::backend::path::PathKind,
     /// PCI address for --backend vfio.
     #[arg(long)]
     pub device: Option<String>,
@@ -311,7 +311,7 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
     let print = a.output_format == OutputFormat::Normal;
     let tr = Tracer::new(print);
     match a.backend {
-        crate::commands::args::BackendKind::Sim => {
+        crate::backend::path::PathKind::Sim => {
             let tr2 = tr.clone();
             let hex = a.hex;
             let cfg = SimConfig {
@@ -324,7 +324,7 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             story(&tr, regs, sim.allocator(), a)?;
             drop(sim);
         }
-        crate::commands::args::BackendKind::Vfio => {
+        crate::backend::path::PathKind::Vfio => {
             let bdf = a.device.as_deref().ok_or_else(|| Error::usage("trace --backend vfio needs --device BDF"))?;
             if !a.allow_write {
                 return Err(Error::usage(format!(
