@@ -203,7 +203,7 @@ pub fn bench(a: &BenchArgs) -> Result<i32, Error> {
         summary.emulated_note = Some(if a.sim.sim_sync {
             "in-process simulated controller, run on the job's thread (--sim-sync): CPU figures include the controller's work; use it to count instructions, not to time".into()
         } else {
-            "in-process simulated controller: figures are the driver's cost against a model, not a device".into()
+            crate::experiment::session::SIM_NOTE.into()
         });
     }
     if let Some((x, y)) = c2c_pair {

@@ -27,15 +27,15 @@
 //! charts: `iops_per_core_vs_qd.svg`, `latency_percentiles.svg`,
 //! `throughput_vs_bs.svg`.
 
-use crate::backend::path::PathSpec;
-use crate::backend::userspace::sim::SimOptions;
 use crate::error::{exit, Error};
 use crate::report::OutputFormat;
 use crate::measure::clock::Clock;
-use crate::commands::compare::{PathKind, Variant};
+use crate::backend::path::PathKind;
+use crate::experiment::plan::{self, plan_paths, Variant};
+use crate::experiment::session::{self, Session, SIM_NOTE};
 use crate::engine::{self, JobSpec};
 use crate::report::RunSummary;
-use crate::measure::topology::{self, Topology};
+use crate::measure::topology::Topology;
 use crate::engine::workload::Rw;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -279,23 +279,6 @@ pub struct Sweep {
     pub charts: Vec<String>,
 }
 
-/// A path to sweep.
-enum SweptPath {
-    /// The simulator, RAM (`null` false) or null data.
-    Sim { label: &'static str, null: bool },
-    /// A row of `compare` on the device.
-    Device(Variant),
-}
-
-impl SweptPath {
-    fn label(&self) -> &str {
-        match self {
-            SweptPath::Sim { label, .. } => label,
-            SweptPath::Device(v) => &v.label,
-        }
-    }
-}
-
 /// Keep the first of each value: `1,4,4,16` sweeps 1,4,16.
 fn dedup<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {
     let mut o: Vec<T> = vec![];
@@ -436,9 +419,6 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>) -> JobSpec {
     }
 }
 
-/// Note of every simulator figure.
-const SIM_NOTE: &str = "in-process simulated controller: figures are the driver's cost against a model, not a device";
-
 /// What every point's run needs.
 struct Runner<'a> {
     args: &'a SweepArgs,
@@ -451,12 +431,12 @@ struct Runner<'a> {
 /// Run every setting on one simulator path. The controller is started once
 /// for all of them (with as many queue pairs as the most threads any point
 /// uses) on `sim_cpu`; job threads are placed as `bench` places them.
-fn run_sim(r: &mut Runner, label: &str, null: bool, settings: &[(Setting, Vec<Axis>)], sim_cpu: Option<usize>) -> Vec<Point> {
+fn run_sim(r: &mut Runner, v: &Variant, settings: &[(Setting, Vec<Axis>)], sim_cpu: Option<usize>) -> Vec<Point> {
     let a = r.args;
+    let label = v.label.as_str();
     let mut points: Vec<Point> = settings.iter().map(|(s, ax)| Point::new(label, *s, ax)).collect();
     let queues = settings.iter().map(|(s, _)| s.numjobs).max().unwrap_or(1).min(u16::MAX as usize) as u16;
-    let spec = PathSpec::Sim(SimOptions { size: a.sim_size, null, cpu: sim_cpu, ..SimOptions::default() });
-    let target = match spec.open(queues) {
+    let target = match v.spec.open(queues) {
         Ok(t) => t,
         Err(e) => {
             let msg = crate::error::chain(&Error::from(e));
@@ -495,18 +475,14 @@ fn run_sim(r: &mut Runner, label: &str, null: bool, settings: &[(Setting, Vec<Ax
 /// Run every setting on each device path of `paths`, in order (kernel rows
 /// first). The controller moves to vfio-pci once, before the first vfio
 /// point, and goes back afterwards (the guard also restores it on unwinding).
-fn run_device(r: &mut Runner, t: &Topology, paths: &[SweptPath], settings: &[(Setting, Vec<Axis>)]) -> Vec<Point> {
+fn run_device(r: &mut Runner, session: &mut Session, paths: &[Variant], settings: &[(Setting, Vec<Axis>)]) -> Vec<Point> {
     let a = r.args;
+    let t = session.topology.clone();
     let mut points = vec![];
-    let mut binding = None;
-    let mut bind_error: Option<String> = None;
-    for p in paths {
-        let SweptPath::Device(v) = p else { continue };
-        if v.path == PathKind::Vfio && binding.is_none() && bind_error.is_none() && !engine::STOP.load(Ordering::Relaxed) {
-            match crate::commands::bind::bind_guard(t.bdf.as_deref().unwrap_or("")) {
-                Ok(b) => binding = Some(b),
-                Err(e) => bind_error = Some(crate::error::chain(&e)),
-            }
+    for v in paths.iter().filter(|v| v.path != PathKind::Sim) {
+        let mut bind_error = None;
+        if v.path == PathKind::Vfio && !engine::STOP.load(Ordering::Relaxed) {
+            bind_error = session.bind_vfio().err();
         }
         for (s, axes) in settings {
             let mut pt = Point::new(&v.label, *s, axes);
@@ -518,17 +494,12 @@ fn run_device(r: &mut Runner, t: &Topology, paths: &[SweptPath], settings: &[(Se
             } else {
                 r.progress.announce(&v.label, *s);
                 let spec = spec_for(a, *s, a.size.unwrap_or(0), a.cpus.clone().unwrap_or_default());
-                match crate::commands::compare::run_variant(v, t, &spec, r.clock, r.status) {
+                match session::run_variant(v, &t, &spec, r.clock, r.status) {
                     Ok((summary, _)) => pt.record(summary),
                     Err(e) => pt.error = Some(crate::error::chain(&e)),
                 }
             }
             points.push(pt);
-        }
-    }
-    if let Some(b) = binding.take() {
-        if let Err(e) = crate::commands::bind::release_guard(b) {
-            eprintln!("nvme-bypass: warning: {}", crate::error::chain(&e));
         }
     }
     points
@@ -557,23 +528,12 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Error> {
     let settings = grid(&iodepths, &bss, &numjobs);
 
     // The device, when there is one: names, driver, rows.
-    let mut topo: Option<Topology> = None;
+    let mut session: Option<Session> = None;
     let mut variants: Vec<Variant> = vec![];
     if !device_paths.is_empty() {
         let dev = a.device.as_deref().expect("checked: device paths need --device");
-        if crate::sys::geteuid() != 0 {
-            return Err(Error::usage("sweep on a device needs root: it opens /dev/nvme*, /dev/ng* and moves the controller to vfio-pci; run it with sudo (or sweep the simulator: --paths sim,sim-null)"));
-        }
-        let t = topology::resolve(dev, a.nsid)?;
-        if t.driver.as_deref() != Some("nvme") {
-            return Err(Error::usage(format!(
-                "controller {} is bound to {}, not nvme: give it back first with `nvme-bypass unbind {}`",
-                t.bdf.as_deref().unwrap_or("?"),
-                t.driver.as_deref().unwrap_or("no driver"),
-                t.bdf.as_deref().unwrap_or("BDF")
-            )));
-        }
-        let (v, skipped) = crate::commands::compare::plan_paths(Some(&device_paths), &t);
+        let s = Session::open(dev, a.nsid, "sweep on a device", " (or sweep the simulator: --paths sim,sim-null)")?;
+        let (v, skipped) = plan_paths(Some(&device_paths), &s.topology);
         for s in &skipped {
             eprintln!("nvme-bypass: skipping {s}");
         }
@@ -581,15 +541,19 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Error> {
             return Err(Error::usage(format!("none of --paths {} applies to {dev}; see the lines above", device_paths.join(","))));
         }
         variants = v;
-        topo = Some(t);
+        session = Some(s);
     }
+    let topo = session.as_ref().map(|s| s.topology.clone());
     if device_paths.is_empty() && a.device.is_some() {
         eprintln!("nvme-bypass: note: --device is not used by --paths {}: only the simulator runs", sim_paths.join(","));
     }
-    let mut paths: Vec<SweptPath> = sim_paths.iter().map(|&l| SweptPath::Sim { label: l, null: l == "sim-null" }).collect();
+    // The simulator's job threads and controller thread on CPUs of their own.
+    let max_jobs = numjobs.iter().copied().max().unwrap_or(1);
+    let (sim_job_cpus, sim_cpu) = crate::commands::args::sim_placement(max_jobs, a.cpus.as_deref(), a.sim_cpu);
+    let mut paths: Vec<Variant> = sim_paths.iter().map(|&l| plan::sim(l == "sim-null", a.sim_size, sim_cpu)).collect();
     // Kernel rows first, vfio last, so the controller moves once.
     variants.sort_by_key(|v| v.path == PathKind::Vfio);
-    paths.extend(variants.into_iter().map(SweptPath::Device));
+    paths.extend(variants);
 
     let out = a.out.clone().unwrap_or_else(|| {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -620,14 +584,10 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Error> {
     let mut c2c = None;
     let mut share = None;
     if !sim_paths.is_empty() {
-        let max_jobs = numjobs.iter().copied().max().unwrap_or(1);
-        let (cpus, sim_cpu) = crate::commands::args::sim_placement(max_jobs, a.cpus.as_deref(), a.sim_cpu);
-        let pair = cpus.first().copied().zip(sim_cpu);
+        let pair = sim_job_cpus.first().copied().zip(sim_cpu);
         let before = pair.and_then(|(x, y)| crate::measure::c2c::measure(x, y, 20_000));
-        for p in &paths {
-            if let SweptPath::Sim { label, null } = p {
-                points.extend(run_sim(&mut r, label, *null, &settings, sim_cpu));
-            }
+        for v in paths.iter().filter(|v| v.path == PathKind::Sim) {
+            points.extend(run_sim(&mut r, v, &settings, sim_cpu));
         }
         let after = pair.and_then(|(x, y)| crate::measure::c2c::measure(x, y, 20_000));
         c2c = pair.map(|_| (before, after));
@@ -637,9 +597,9 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Error> {
     // Device paths, kernel first, then vfio.
     let driver_before = topo.as_ref().and_then(|t| t.driver.clone());
     let mut driver_after = None;
-    if let Some(t) = &topo {
-        points.extend(run_device(&mut r, t, &paths, &settings));
-        driver_after = topology::resolve(t.bdf.as_deref().unwrap_or(""), a.nsid).ok().and_then(|x| x.driver);
+    if let Some(mut s) = session {
+        points.extend(run_device(&mut r, &mut s, &paths, &settings));
+        driver_after = s.finish();
     }
 
     let mut emulated = vec![];
@@ -665,7 +625,7 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Error> {
             "runtime_s": a.runtime.as_secs_f64(), "ramp_s": a.ramp_time.as_secs_f64(), "offset": a.offset, "size": a.size,
             "cpus": a.cpus, "sim_size": (!sim_paths.is_empty()).then_some(a.sim_size), "plan": plan,
         }),
-        paths: paths.iter().map(|p| p.label().to_string()).collect(),
+        paths: paths.iter().map(|p| p.label.clone()).collect(),
         points,
         core_to_core_ns: c2c,
         core_share: share,
@@ -726,14 +686,7 @@ pub fn table(sw: &Sweep, out: &Path) -> String {
         o.push_str(&format!("EMULATED: {e}\n"));
     }
     if let Some(t) = &sw.topology {
-        o.push_str(&format!(
-            "device: {} (controller {}, block {}, generic {}), namespace {}\n",
-            t.bdf.as_deref().unwrap_or("?"),
-            t.controller.as_deref().unwrap_or("?"),
-            t.block.as_ref().map(|p| p.display().to_string()).unwrap_or("-".into()),
-            t.generic.as_ref().map(|p| p.display().to_string()).unwrap_or("-".into()),
-            t.nsid
-        ));
+        o.push_str(&format!("{}\n", session::device_line(t)));
     }
     o.push_str(&format!(
         "workload: rw={}, {}s per point after {}s warm-up\n",
