@@ -44,6 +44,21 @@ impl Default for SimOptions {
     }
 }
 
+impl SimOptions {
+    /// The simulated controller these options describe.
+    pub fn config(&self) -> SimConfig {
+        SimConfig {
+            data: if self.null { DataMode::Null } else { DataMode::Ram },
+            max_io_queues: self.queues.max(1),
+            cpu: self.cpu,
+            mdts: self.mdts,
+            max_queue_entries: self.mqes as u32 + 1,
+            threaded: self.threaded,
+            ..SimConfig::default().with_namespace(self.size, self.lba_size)
+        }
+    }
+}
+
 /// The device faults to inject (`nvme_sim::Faults`, as values; 0 is off).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SimFaults {
@@ -105,16 +120,7 @@ pub struct SimTarget {
 impl SimTarget {
     /// Start a simulated controller and bring it up with our driver.
     pub fn open(o: &SimOptions) -> Result<Self, BackendError> {
-        let cfg = SimConfig {
-            data: if o.null { DataMode::Null } else { DataMode::Ram },
-            max_io_queues: o.queues.max(1),
-            cpu: o.cpu,
-            mdts: o.mdts,
-            max_queue_entries: o.mqes as u32 + 1,
-            threaded: o.threaded,
-            ..SimConfig::default().with_namespace(o.size, o.lba_size)
-        };
-        let sim = SimController::start(cfg)?;
+        let sim = SimController::start(o.config())?;
         let ctrl = Controller::new(
             sim.registers(),
             sim.allocator(),
