@@ -19,6 +19,7 @@
 pub mod kernel;
 pub mod multi;
 pub mod namespace;
+pub mod path;
 pub mod userspace;
 
 use nvme_spec::Status;

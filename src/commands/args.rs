@@ -1,23 +1,12 @@
 //! Option groups several commands share, and opening the path they name.
 
-use crate::backend::userspace::sim::{SimOptions, SimTarget};
-use crate::backend::Target;
+pub use crate::backend::path::PathKind;
+use crate::backend::path::PathSpec;
+use crate::backend::userspace::sim::SimOptions;
+use crate::backend::userspace::vfio::VfioOptions;
 use crate::cli::parse::{parse_cpu, parse_size};
 use crate::error::Error;
 use clap::ValueEnum;
-
-/// The paths to a namespace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum BackendKind {
-    /// Our userspace driver against the in-process simulated controller (no hardware, no root).
-    Sim,
-    /// Our userspace driver on a controller bound to vfio-pci (--device 0000:01:00.0).
-    Vfio,
-    /// io_uring NVMe passthrough on the generic char device (--device /dev/ng0n1).
-    Passthru,
-    /// The kernel block layer with O_DIRECT (--device /dev/nvme0n1).
-    Block,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SimData {
@@ -86,6 +75,11 @@ pub struct KernelArgs {
     /// io_uring: register the ring fd (IORING_REGISTER_RING_FDS) so io_uring_enter skips the fd lookup (5.18+).
     #[arg(long)]
     pub register_ring: bool,
+}
+
+/// Options of our driver (vfio, and sim where they apply).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct DriverArgs {
     /// Our driver on vfio: interrupt-driven completions (MSI-X, the thread sleeps when idle) instead of polling.
     #[arg(long)]
     pub interrupts: bool,
@@ -130,56 +124,119 @@ pub fn sim_placement(numjobs: usize, cpus: Option<&[usize]>, sim_cpu: Option<usi
     (cpus, sim_cpu)
 }
 
-pub fn sim_options(a: &SimArgs, queues: u16, cpu: Option<usize>) -> Result<SimOptions, Error> {
+/// The simulator's options from its arguments and our driver's (`queues` as
+/// [`PathSpec::open`] is given them, `cpu` from [`sim_placement`]).
+pub fn sim_options(a: &SimArgs, driver: &DriverArgs, queues: u16, cpu: Option<usize>) -> Result<SimOptions, Error> {
     if a.sim_lba_size != 512 && a.sim_lba_size != 4096 {
         return Err(Error::usage(format!("--sim-lba-size {} is not supported; use 512 or 4096", a.sim_lba_size)));
     }
     if a.sim_size < a.sim_lba_size as u64 {
         return Err(Error::usage("--sim-size is smaller than one block"));
     }
-    Ok(SimOptions { size: a.sim_size, lba_size: a.sim_lba_size, null: a.sim_data == SimData::Null, queues, cpu, mdts: a.sim_mdts, mqes: a.sim_mqes, threaded: !a.sim_sync,
+    Ok(SimOptions {
+        size: a.sim_size,
+        lba_size: a.sim_lba_size,
+        null: a.sim_data == SimData::Null,
+        queues,
+        cpu,
+        mdts: a.sim_mdts,
+        mqes: a.sim_mqes,
+        threaded: !a.sim_sync,
         // A synchronous controller runs only when a register is written.
-        shadow_doorbells: !a.sim_sync, streaming_sq: true })
+        shadow_doorbells: !a.sim_sync && !driver.no_shadow_doorbells,
+        streaming_sq: !driver.cached_sq_stores,
+        faults: crate::commands::reliability_args::sim_faults(&a.sim_fault),
+    })
 }
 
-/// Open the path a command asks for.
-pub fn open_target(
-    kind: BackendKind,
-    device: Option<&str>,
-    nsid: u32,
-    sim: &SimArgs,
-    kernel: &KernelArgs,
-    queues: u16,
-    sim_cpu: Option<usize>,
-) -> Result<Box<dyn Target>, Error> {
-    let need_device = |example: &str| {
-        device.ok_or_else(|| {
-            Error::usage(format!(
-                "--backend {} needs --device (e.g. --device {example})",
-                kind.to_possible_value().unwrap().get_name()
-            ))
-        })
-    };
-    match kind {
-        BackendKind::Sim => {
+/// The path a command asks for: `--backend`, `--device`, `--nsid` and the
+/// option groups, checked. `sim_cpu` is the simulator's from [`sim_placement`].
+pub fn path_spec(kind: PathKind, device: Option<&str>, nsid: u32, sim: &SimArgs, kernel: &KernelArgs, driver: &DriverArgs, sim_cpu: Option<usize>) -> Result<PathSpec, Error> {
+    let need_device = |example: &str| device.ok_or_else(|| Error::usage(format!("--backend {} needs --device (e.g. --device {example})", kind.name())));
+    Ok(match kind {
+        PathKind::Sim => {
             if nsid != 1 {
                 return Err(Error::usage(format!("namespace {nsid} is not active on the simulated controller; it has namespace 1")));
             }
             if device.is_some_and(|d| d != "sim") {
                 return Err(Error::usage("--device is not used by --backend sim; drop it, or pick --backend vfio|passthru|block"));
             }
-            let mut o = sim_options(sim, queues, sim_cpu)?;
-            o.shadow_doorbells &= !kernel.no_shadow_doorbells;
-            o.streaming_sq = !kernel.cached_sq_stores;
-            let t = SimTarget::open(&o)?;
-            crate::commands::reliability_args::inject(&t.sim, &sim.sim_fault);
-            Ok(Box::new(t))
+            PathSpec::Sim(sim_options(sim, driver, 1, sim_cpu)?)
         }
-        BackendKind::Vfio => {
-            let bdf = need_device("0000:01:00.0")?;
-            Ok(crate::backend::userspace::vfio::open(&crate::backend::userspace::vfio::VfioOptions { bdf: bdf.into(), nsid, queues, shadow_doorbells: !kernel.no_shadow_doorbells, interrupts: kernel.interrupts, streaming_sq: !kernel.cached_sq_stores })?)
+        PathKind::Vfio => PathSpec::Vfio(VfioOptions {
+            bdf: need_device("0000:01:00.0")?.into(),
+            nsid,
+            queues: 1,
+            shadow_doorbells: !driver.no_shadow_doorbells,
+            interrupts: driver.interrupts,
+            streaming_sq: !driver.cached_sq_stores,
+        }),
+        PathKind::Passthru => PathSpec::Passthru(kernel.options(need_device("/dev/ng0n1")?, nsid)),
+        PathKind::Block => PathSpec::Block(kernel.options(need_device("/dev/nvme0n1")?, nsid)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::kernel::IoEngine;
+    use clap::Parser;
+
+    /// The option groups as a command flattens them.
+    #[derive(Parser)]
+    struct Groups {
+        #[arg(long, value_enum, default_value = "sim")]
+        backend: PathKind,
+        #[arg(long)]
+        device: Option<String>,
+        #[command(flatten)]
+        sim: SimArgs,
+        #[command(flatten)]
+        kernel: KernelArgs,
+        #[command(flatten)]
+        driver: DriverArgs,
+    }
+
+    fn spec(args: &[&str]) -> Result<PathSpec, Error> {
+        let g = Groups::try_parse_from(std::iter::once("t").chain(args.iter().copied())).expect("parses");
+        path_spec(g.backend, g.device.as_deref(), 1, &g.sim, &g.kernel, &g.driver, Some(3))
+    }
+
+    #[test]
+    fn arg_groups_map_to_the_path_they_describe() {
+        let PathSpec::Sim(o) = spec(&[]).unwrap() else { panic!("sim") };
+        assert!(o.threaded && o.shadow_doorbells && o.streaming_sq && !o.null);
+        assert_eq!((o.size, o.lba_size, o.mdts, o.mqes, o.cpu), (1 << 30, 512, 7, 2047, Some(3)));
+        let PathSpec::Sim(o) = spec(&["--sim-data", "null", "--no-shadow-doorbells", "--cached-sq-stores", "--sim-fault", "drop-every=5,status-every=7"]).unwrap() else { panic!("sim") };
+        assert!(o.null && !o.shadow_doorbells && !o.streaming_sq);
+        assert_eq!((o.faults.drop_every, o.faults.status_every), (5, 7));
+        assert_eq!(o.faults.status_sc, nvme_spec::status::generic::INTERNAL_ERROR as u32);
+        let PathSpec::Sim(o) = spec(&["--sim-sync"]).unwrap() else { panic!("sim") };
+        assert!(!o.threaded && !o.shadow_doorbells);
+
+        let PathSpec::Vfio(v) = spec(&["--backend", "vfio", "--device", "0000:01:00.0", "--interrupts", "--no-shadow-doorbells"]).unwrap() else { panic!("vfio") };
+        assert_eq!((v.bdf.as_str(), v.nsid, v.interrupts, v.shadow_doorbells, v.streaming_sq), ("0000:01:00.0", 1, true, false, true));
+
+        let s = spec(&["--backend", "block", "--device", "/dev/nvme0n1", "--ioengine", "libaio", "--buffered"]).unwrap();
+        assert_eq!(s.label(), "block/libaio buffered");
+        let PathSpec::Block(k) = s else { panic!("block") };
+        assert_eq!((k.device.as_str(), k.ioengine, k.buffered), ("/dev/nvme0n1", IoEngine::Libaio, true));
+
+        let s = spec(&["--backend", "passthru", "--device", "/dev/ng0n1", "--fixedbufs", "--registerfiles", "--register-ring", "--defer-taskrun"]).unwrap();
+        assert_eq!(s.label(), "passthru best");
+        assert_eq!(s.kind(), PathKind::Passthru);
+    }
+
+    #[test]
+    fn a_path_without_what_it_needs_is_a_usage_error() {
+        for (args, want) in [
+            (&["--backend", "vfio"][..], "--backend vfio needs --device (e.g. --device 0000:01:00.0)"),
+            (&["--backend", "block"][..], "--backend block needs --device (e.g. --device /dev/nvme0n1)"),
+            (&["--device", "/dev/nvme0n1"][..], "--device is not used by --backend sim"),
+            (&["--sim-lba-size", "1024"][..], "--sim-lba-size 1024 is not supported"),
+        ] {
+            let e = spec(args).unwrap_err().to_string();
+            assert!(e.contains(want), "{args:?}: {e}");
         }
-        BackendKind::Passthru => Ok(crate::backend::kernel::passthru::open(&kernel.options(need_device("/dev/ng0n1")?, nsid))?),
-        BackendKind::Block => Ok(crate::backend::kernel::block::open(&kernel.options(need_device("/dev/nvme0n1")?, nsid))?),
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 pub struct BenchArgs {
     /// Path to the namespace.
     #[arg(long, value_enum, default_value = "sim")]
-    pub backend: BackendKind,
+    pub backend: PathKind,
     /// Device: a PCI address (vfio) or a device path (/dev/ng0n1 for passthru, /dev/nvme0n1 for block).
     /// Give it more than once to drive several devices from every thread (--iodepth is then per device).
     #[arg(long)]
@@ -100,10 +100,12 @@ pub struct BenchArgs {
     pub sim: SimArgs,
     #[command(flatten)]
     pub kernel: KernelArgs,
+    #[command(flatten)]
+    pub driver: DriverArgs,
 }
 
 pub fn bench(a: &BenchArgs) -> Result<i32, Error> {
-    if a.backend != BackendKind::Sim && !a.allow_write && (a.rw.writes() || (a.verify && !a.verify_only)) {
+    if a.backend != PathKind::Sim && !a.allow_write && (a.rw.writes() || (a.verify && !a.verify_only)) {
         return Err(Error::usage(format!(
             "--rw {}{} writes to the device, which destroys its data; add --allow-write if {} holds nothing you need",
             a.rw.as_str(),
@@ -115,7 +117,7 @@ pub fn bench(a: &BenchArgs) -> Result<i32, Error> {
         return Err(Error::usage("--verify-only needs --verify"));
     }
     a.reliability.apply()?;
-    if a.backend != BackendKind::Sim && !a.sim.sim_fault.is_empty() {
+    if a.backend != PathKind::Sim && !a.sim.sim_fault.is_empty() {
         return Err(Error::usage("--sim-fault injects faults into the simulated controller; it needs --backend sim"));
     }
     if a.verify_only && a.rw.writes() {
@@ -124,7 +126,7 @@ pub fn bench(a: &BenchArgs) -> Result<i32, Error> {
     if a.bs > u32::MAX as u64 {
         return Err(Error::usage("--bs is too large"));
     }
-    let is_sim = a.backend == BackendKind::Sim;
+    let is_sim = a.backend == PathKind::Sim;
     let (cpus, sim_cpu) = if is_sim { sim_placement(a.numjobs, a.cpus.as_deref(), a.sim.sim_cpu) } else { (a.cpus.clone().unwrap_or_default(), None) };
     // A synchronous controller has no thread (and no CPU) of its own.
     let sim_cpu = sim_cpu.filter(|_| !a.sim.sim_sync);
@@ -160,11 +162,11 @@ pub fn bench(a: &BenchArgs) -> Result<i32, Error> {
         }
         let mut ts = vec![];
         for d in &a.device {
-            ts.push(open_target(a.backend, Some(d), a.nsid, &a.sim, &a.kernel, queues, sim_cpu)?);
+            ts.push(path_spec(a.backend, Some(d), a.nsid, &a.sim, &a.kernel, &a.driver, sim_cpu)?.open(queues)?);
         }
         Box::new(crate::backend::multi::MultiTarget::new(ts)?)
     } else {
-        open_target(a.backend, a.device.first().map(String::as_str), a.nsid, &a.sim, &a.kernel, queues, sim_cpu)?
+        path_spec(a.backend, a.device.first().map(String::as_str), a.nsid, &a.sim, &a.kernel, &a.driver, sim_cpu)?.open(queues)?
     };
     let geo = target.geometry();
     let size = a.size.unwrap_or_else(|| geo.bytes().saturating_sub(a.offset));
@@ -201,7 +203,7 @@ pub fn bench(a: &BenchArgs) -> Result<i32, Error> {
         summary.emulated_note = Some(if a.sim.sim_sync {
             "in-process simulated controller, run on the job's thread (--sim-sync): CPU figures include the controller's work; use it to count instructions, not to time".into()
         } else {
-            "in-process simulated controller: figures are the driver's cost against a model, not a device".into()
+            crate::experiment::session::SIM_NOTE.into()
         });
     }
     if let Some((x, y)) = c2c_pair {

@@ -45,23 +45,3 @@ pub fn unbind(a: &BindArgs) -> Result<i32, Error> {
     }
     Ok(exit::OK)
 }
-
-/// For `compare`: move `bdf` to vfio-pci for the vfio rows, printing what
-/// was done to stderr. The returned guard gives the controller back when
-/// dropped (also on unwinding); [`release_guard`] does it with a report.
-pub fn bind_guard(bdf: &str) -> Result<bind::VfioBinding, Error> {
-    let bdf = Bdf::parse(bdf).map_err(|e| Error::usage(e.to_string()))?;
-    let binding = bind::to_vfio(&Host::system(), &bdf, &BindOptions::default())?;
-    for line in &binding.actions {
-        eprintln!("nvme-bypass: {line}");
-    }
-    Ok(binding)
-}
-
-/// Give back what [`bind_guard`] moved, printing what was done to stderr.
-pub fn release_guard(b: bind::VfioBinding) -> Result<(), Error> {
-    for line in b.restore()? {
-        eprintln!("nvme-bypass: {line}");
-    }
-    Ok(())
-}

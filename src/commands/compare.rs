@@ -9,46 +9,19 @@
 //! to its original driver afterwards, also after an error or Ctrl-C (the
 //! binding guard restores on drop). Scheduler changes are restored the same way.
 
-use crate::backend::kernel::{IoEngine, KernelOptions};
-use crate::backend::Target;
+use crate::backend::path::PathKind;
 use crate::error::{exit, Error};
 use crate::report::OutputFormat;
 use crate::measure::clock::Clock;
-use crate::engine::{self, JobSpec, ThreadResult};
+use crate::engine::{self, JobSpec};
+use crate::experiment::plan::{plan_paths, Variant};
+use crate::experiment::session::{self, Session};
 use crate::report::RunSummary;
-use crate::measure::topology::{self, Topology};
+use crate::measure::topology::Topology;
 use crate::engine::workload::Rw;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
-
-/// One row of the comparison.
-#[derive(Clone, Debug, Serialize)]
-pub struct Variant {
-    /// Row label.
-    pub label: String,
-    /// Which path.
-    pub path: PathKind,
-    /// Kernel path options (ignored for vfio).
-    #[serde(skip)]
-    pub kernel: Option<KernelOptions>,
-    /// I/O scheduler to set on the block device for this row.
-    pub scheduler: Option<String>,
-    /// What the row shows, in a few words.
-    pub note: String,
-}
-
-/// The three paths (and the simulator, for runs without hardware).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PathKind {
-    /// Kernel block layer.
-    Block,
-    /// io_uring NVMe passthrough.
-    Passthru,
-    /// Our userspace driver over VFIO.
-    Vfio,
-}
 
 /// Options of `compare`.
 #[derive(clap::Args, Debug, Clone)]
@@ -147,210 +120,10 @@ pub struct Comparison {
     pub driver_after: Option<String>,
 }
 
-fn kopts(t: &Topology, dev: &Path, engine: IoEngine) -> KernelOptions {
-    KernelOptions { device: dev.display().to_string(), nsid: t.nsid, ioengine: engine, ..Default::default() }
-}
-
-/// A kernel path at its best, as Axboe's per-core records ran it: fixed
-/// buffers, registered file and ring fd, single issuer with deferred task
-/// work, and polled completions when nvme has poll queues.
-fn best_variant(label: &str, path: PathKind, t: &Topology, dev: &Path) -> Variant {
-    let mut k = kopts(t, dev, IoEngine::IoUring);
-    k.fixedbufs = true;
-    k.registerfiles = true;
-    k.register_ring = true;
-    k.defer_taskrun = true;
-    k.hipri = poll_queues_available();
-    Variant {
-        label: label.into(),
-        path,
-        kernel: Some(k),
-        scheduler: None,
-        note: format!(
-            "fixed buffers, registered file and ring fd, single issuer + deferred task work{}",
-            if poll_queues_available() { ", polled (IOPOLL)" } else { "; no poll queues for IOPOLL" }
-        ),
-    }
-}
-
-fn poll_queues_available() -> bool {
-    std::fs::read_to_string("/sys/module/nvme/parameters/poll_queues")
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .is_some_and(|n| n > 0)
-}
-
-fn schedulers(block: &Path) -> Vec<String> {
-    let name = block.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    std::fs::read_to_string(format!("/sys/block/{name}/queue/scheduler"))
-        .map(|s| s.split_whitespace().map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string()).collect())
-        .unwrap_or_default()
-}
-
 /// The rows `args` asks for, in run order (kernel paths first, vfio last so
 /// the controller moves once).
 pub fn plan(args: &CompareArgs, t: &Topology) -> (Vec<Variant>, Vec<String>) {
     plan_paths(args.paths.as_deref(), t)
-}
-
-/// [`plan`] for a list of row names (None: all that apply); also used by `sweep`.
-pub(crate) fn plan_paths(paths: Option<&[String]>, t: &Topology) -> (Vec<Variant>, Vec<String>) {
-    let all = ["block", "libaio", "passthru", "vfio", "buffered", "sched", "best"];
-    let want: Vec<String> = paths.map(<[String]>::to_vec).unwrap_or_else(|| all.iter().map(|s| s.to_string()).collect());
-    let has = |p: &str| want.iter().any(|w| w == p);
-    let mut v = vec![];
-    let mut skipped = vec![];
-    if let Some(b) = &t.block {
-        if has("block") {
-            v.push(Variant { label: "block/io_uring".into(), path: PathKind::Block, kernel: Some(kopts(t, b, IoEngine::IoUring)), scheduler: None, note: "O_DIRECT, interrupts (baseline)".into() });
-        }
-        if has("libaio") {
-            v.push(Variant { label: "block/libaio".into(), path: PathKind::Block, kernel: Some(kopts(t, b, IoEngine::Libaio)), scheduler: None, note: "O_DIRECT, the classic fio engine".into() });
-        }
-        if has("psync") {
-            v.push(Variant { label: "block/psync".into(), path: PathKind::Block, kernel: Some(kopts(t, b, IoEngine::Psync)), scheduler: None, note: "pread/pwrite, one I/O per thread".into() });
-        }
-        if has("buffered") {
-            let mut k = kopts(t, b, IoEngine::IoUring);
-            k.buffered = true;
-            v.push(Variant { label: "block/io_uring buffered".into(), path: PathKind::Block, kernel: Some(k), scheduler: None, note: "page cache instead of O_DIRECT (caches dropped first)".into() });
-        }
-        if has("sched") {
-            let s = schedulers(b);
-            if s.iter().any(|x| x == "mq-deadline") && s.iter().any(|x| x == "none") {
-                for sched in ["none", "mq-deadline"] {
-                    v.push(Variant {
-                        label: format!("block/io_uring sched={sched}"),
-                        path: PathKind::Block,
-                        kernel: Some(kopts(t, b, IoEngine::IoUring)),
-                        scheduler: Some(sched.into()),
-                        note: format!("I/O scheduler {sched} (restored after)"),
-                    });
-                }
-            } else {
-                skipped.push(format!(
-                    "sched: {} has no choice of I/O scheduler ({}); a multipath head has none: boot with nvme_core.multipath=N",
-                    b.display(),
-                    if s.is_empty() { "no scheduler file".to_string() } else { s.join(" ") }
-                ));
-            }
-        }
-        if has("best") {
-            v.push(best_variant("block/io_uring best", PathKind::Block, t, b));
-        }
-    } else if want.iter().any(|w| matches!(w.as_str(), "block" | "libaio" | "psync" | "buffered" | "sched")) {
-        skipped.push("block rows: no block device for this namespace (is the controller bound to nvme?)".into());
-    }
-    if let Some(g) = &t.generic {
-        if has("passthru") {
-            v.push(Variant { label: "passthru".into(), path: PathKind::Passthru, kernel: Some(kopts(t, g, IoEngine::IoUring)), scheduler: None, note: "io_uring URING_CMD, interrupts".into() });
-        }
-        if has("best") {
-            v.push(best_variant("passthru best", PathKind::Passthru, t, g));
-        }
-    } else if has("passthru") {
-        skipped.push("passthru: no /dev/ngXnY for this namespace (kernel older than 5.19, or controller not on nvme)".into());
-    }
-    if has("vfio") {
-        if t.bdf.is_some() {
-            v.push(Variant { label: "vfio".into(), path: PathKind::Vfio, kernel: None, scheduler: None, note: "userspace driver, polled, shadow doorbells when offered".into() });
-            if has("best") || has("interrupts") {
-                v.push(Variant {
-                    label: "vfio interrupts".into(),
-                    path: PathKind::Vfio,
-                    kernel: None,
-                    scheduler: None,
-                    note: "userspace driver, MSI-X interrupts through VFIO eventfds: the thread sleeps when idle".into(),
-                });
-            }
-            if has("best") || has("mmio") {
-                v.push(Variant {
-                    label: "vfio mmio doorbells".into(),
-                    path: PathKind::Vfio,
-                    kernel: None,
-                    scheduler: None,
-                    note: "userspace driver, polled, every doorbell an MMIO write (no shadow doorbells)".into(),
-                });
-            }
-        } else {
-            skipped.push("vfio: no PCI address for this device".into());
-        }
-    }
-    (v, skipped)
-}
-
-/// Sets a block device's scheduler and puts the old one back on drop.
-struct SchedulerGuard {
-    file: PathBuf,
-    old: String,
-}
-
-impl SchedulerGuard {
-    fn set(block: &Path, sched: &str) -> Result<Self, Error> {
-        let name = block.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let file = PathBuf::from(format!("/sys/block/{name}/queue/scheduler"));
-        let cur = std::fs::read_to_string(&file).map_err(|e| Error::io(format!("read {}", file.display()), e))?;
-        let old = cur
-            .split_whitespace()
-            .find(|w| w.starts_with('['))
-            .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
-            .unwrap_or_else(|| "none".into());
-        std::fs::write(&file, sched).map_err(|e| Error::io(format!("set scheduler {sched} in {}", file.display()), e))?;
-        Ok(SchedulerGuard { file, old })
-    }
-}
-
-impl Drop for SchedulerGuard {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::write(&self.file, &self.old) {
-            eprintln!("nvme-bypass: warning: could not restore scheduler {} in {}: {e}", self.old, self.file.display());
-        }
-    }
-}
-
-fn drop_caches() {
-    // SAFETY-free: sync then drop clean page cache so buffered reads start cold.
-    let _ = std::process::Command::new("sync").status();
-    let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
-}
-
-fn open_variant(v: &Variant, t: &Topology, numjobs: usize) -> Result<Box<dyn Target>, Error> {
-    let r = match v.path {
-        PathKind::Block => crate::backend::kernel::block::open(v.kernel.as_ref().unwrap()),
-        PathKind::Passthru => crate::backend::kernel::passthru::open(v.kernel.as_ref().unwrap()),
-        PathKind::Vfio => crate::backend::userspace::vfio::open(&crate::backend::userspace::vfio::VfioOptions {
-            bdf: t.bdf.clone().unwrap_or_default(),
-            nsid: t.nsid,
-            queues: numjobs as u16,
-            shadow_doorbells: !v.label.contains("mmio doorbells"),
-            interrupts: v.label.contains("interrupts"),
-            streaming_sq: true,
-        }),
-    };
-    Ok(r?)
-}
-
-/// Run one row: open its path, run `spec`, summarize (emulation carried from `t`).
-pub(crate) fn run_variant(v: &Variant, t: &Topology, spec: &JobSpec, clock: Clock, status: bool) -> Result<(RunSummary, Vec<ThreadResult>), Error> {
-    let _sched = match (&v.scheduler, &t.block) {
-        (Some(s), Some(b)) => Some(SchedulerGuard::set(b, s)?),
-        _ => None,
-    };
-    if v.kernel.as_ref().is_some_and(|k| k.buffered) {
-        drop_caches();
-    }
-    let target = open_variant(v, t, spec.numjobs)?;
-    let geo = target.geometry();
-    let mut spec = spec.clone();
-    if spec.size == 0 {
-        spec.size = geo.bytes().saturating_sub(spec.offset);
-    }
-    engine::validate(&spec, &geo)?;
-    let threads = engine::run(&*target, &spec, clock, status)?;
-    let mut s = RunSummary::new(v.label.clone(), target.describe(), &threads, clock.source());
-    s.emulated = t.emulated.is_some();
-    s.emulated_note = t.emulated.clone();
-    Ok((s, threads))
 }
 
 /// The per-core ceiling at the useful cost: 1 s / (system-wide busy CPU per
@@ -416,15 +189,7 @@ pub fn table(c: &Comparison) -> String {
     if let Some(e) = &c.emulated {
         o.push_str(&format!("EMULATED: {e}\n"));
     }
-    o.push_str(&format!(
-        "device: {} (controller {}, block {}, generic {}), namespace {}\nworkload: {}\n\n",
-        c.topology.bdf.as_deref().unwrap_or("?"),
-        c.topology.controller.as_deref().unwrap_or("?"),
-        c.topology.block.as_ref().map(|p| p.display().to_string()).unwrap_or("-".into()),
-        c.topology.generic.as_ref().map(|p| p.display().to_string()).unwrap_or("-".into()),
-        c.topology.nsid,
-        c.workload
-    ));
+    o.push_str(&format!("{}\nworkload: {}\n\n", session::device_line(&c.topology), c.workload));
     o.push_str(&format!(
         "{:<32} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>6} {:>10} {:>10} {:>7} {:>7} {:>8}\n",
         "path", "IOPS", "MiB/s", "p50 us", "p99 us", "p99.9 us", "usr ns/IO", "krn ns/IO", "cores", "IOPS/core", "ceiling", "x core", "x ceil", "MMIO/IO"
@@ -488,18 +253,8 @@ pub fn compare(a: &CompareArgs) -> Result<i32, Error> {
             a.device
         )));
     }
-    if crate::sys::geteuid() != 0 {
-        return Err(Error::usage("compare needs root: it opens /dev/nvme*, /dev/ng* and moves the controller to vfio-pci; run it with sudo"));
-    }
-    let t = topology::resolve(&a.device, a.nsid)?;
-    if t.driver.as_deref() != Some("nvme") {
-        return Err(Error::usage(format!(
-            "controller {} is bound to {}, not nvme: give it back first with `nvme-bypass unbind {}`",
-            t.bdf.as_deref().unwrap_or("?"),
-            t.driver.as_deref().unwrap_or("no driver"),
-            t.bdf.as_deref().unwrap_or("BDF")
-        )));
-    }
+    let mut session = Session::open(&a.device, a.nsid, "compare", "")?;
+    let t = session.topology.clone();
     let (variants, skipped) = plan(a, &t);
     for s in &skipped {
         eprintln!("nvme-bypass: skipping {s}");
@@ -525,23 +280,19 @@ pub fn compare(a: &CompareArgs) -> Result<i32, Error> {
     let status = a.output_format == OutputFormat::Normal && crate::sys::isatty(2);
     let driver_before = t.driver.clone();
     let mut rows: Vec<Row> = vec![];
-    let mut binding = None;
     for v in &variants {
         if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) {
             rows.push(Row { variant: v.clone(), summary: None, error: Some("interrupted".into()), iops_per_busy_core: None, useful_ceiling_iops: None, ratio_vs_baseline: None, useful_ratio_vs_baseline: None });
             continue;
         }
-        if v.path == PathKind::Vfio && binding.is_none() {
-            match crate::commands::bind::bind_guard(t.bdf.as_deref().unwrap_or("")) {
-                Ok(b) => binding = Some(b),
-                Err(e) => {
-                    rows.push(Row { variant: v.clone(), summary: None, error: Some(crate::error::chain(&e)), iops_per_busy_core: None, useful_ceiling_iops: None, ratio_vs_baseline: None, useful_ratio_vs_baseline: None });
-                    continue;
-                }
+        if v.path == PathKind::Vfio {
+            if let Err(e) = session.bind_vfio() {
+                rows.push(Row { variant: v.clone(), summary: None, error: Some(e), iops_per_busy_core: None, useful_ceiling_iops: None, ratio_vs_baseline: None, useful_ratio_vs_baseline: None });
+                continue;
             }
         }
         eprintln!("nvme-bypass: running {} ({})", v.label, v.note);
-        let r = run_variant(v, &t, &spec, clock, status);
+        let r = session::run_variant(v, &t, &spec, clock, status);
         let (summary, error) = match r {
             Ok((s, _)) => (Some(s), None),
             Err(e) => (None, Some(crate::error::chain(&e))),
@@ -549,12 +300,7 @@ pub fn compare(a: &CompareArgs) -> Result<i32, Error> {
         rows.push(Row { variant: v.clone(), summary, error, iops_per_busy_core: None, useful_ceiling_iops: None, ratio_vs_baseline: None, useful_ratio_vs_baseline: None });
     }
     // Give the controller back (the guard also does it on unwinding).
-    if let Some(b) = binding.take() {
-        if let Err(e) = crate::commands::bind::release_guard(b) {
-            eprintln!("nvme-bypass: warning: {}", crate::error::chain(&e));
-        }
-    }
-    let after = topology::resolve(t.bdf.as_deref().unwrap_or(&a.device), a.nsid).ok().and_then(|x| x.driver);
+    let after = session.finish();
     let baseline = "block/io_uring".to_string();
     let headline = finish(&mut rows, &baseline);
     let c = Comparison {

@@ -65,7 +65,8 @@ pub fn host_complete_pass(q: &mut dyn IoQueue, done: &mut [IoDone], ts: &[u64], 
 
 /// Run the measurement.
 pub fn driver_cost(a: &CostArgs) -> Result<i32, Error> {
-    let o = SimOptions { size: 1 << 30, lba_size: 512, null: true, queues: 1, cpu: None, mdts: 7, mqes: 2047, threaded: false, shadow_doorbells: false, streaming_sq: true };
+    // Null data, the controller synchronous (stepped below) and so no shadow doorbells.
+    let o = SimOptions { null: true, threaded: false, shadow_doorbells: false, ..SimOptions::default() };
     let target = SimTarget::open(&o)?;
     let lba = target.geometry().lba_size as u64;
     let blocks = (a.bs / lba) as u32;

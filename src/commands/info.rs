@@ -11,7 +11,7 @@ use clap::ValueEnum;
 pub struct InfoArgs {
     /// Path to the controller.
     #[arg(long, value_enum, default_value = "sim")]
-    pub backend: BackendKind,
+    pub backend: PathKind,
     /// Device (as for bench).
     #[arg(long)]
     pub device: Option<String>,
@@ -27,11 +27,11 @@ pub struct InfoArgs {
 
 pub fn info(a: &InfoArgs) -> Result<i32, Error> {
     let (ctrl, namespaces, path) = match a.backend {
-        BackendKind::Sim => {
+        PathKind::Sim => {
             if a.device.as_deref().is_some_and(|d| d != "sim") {
                 return Err(Error::usage("--device is not used by --backend sim; drop it, or pick --backend vfio|passthru"));
             }
-            let o = sim_options(&a.sim, 1, None)?;
+            let o = sim_options(&a.sim, &DriverArgs::default(), 1, None)?;
             let sim = nvme_sim::SimController::start(nvme_sim::SimConfig {
                 mdts: o.mdts,
                 ..nvme_sim::SimConfig::default().with_namespace(o.size, o.lba_size)
@@ -41,13 +41,13 @@ pub fn info(a: &InfoArgs) -> Result<i32, Error> {
             let (ctrl, ns) = identify_all(&mut c, a.nsid)?;
             (ctrl, ns, "sim".to_string())
         }
-        BackendKind::Vfio => {
+        PathKind::Vfio => {
             let bdf = a.device.as_deref().ok_or_else(|| Error::usage("--backend vfio needs --device (e.g. --device 0000:01:00.0)"))?;
             let mut v = crate::backend::userspace::vfio::open_controller(bdf)?;
             let (ctrl, ns) = identify_all(&mut v.ctrl, a.nsid)?;
             (ctrl, ns, "vfio".to_string())
         }
-        BackendKind::Passthru => {
+        PathKind::Passthru => {
             // Identify through the kernel's admin passthrough ioctl, on the
             // controller (/dev/nvme0) or a namespace (/dev/ng0n1, /dev/nvme0n1).
             let dev = a.device.as_deref().ok_or_else(|| Error::usage("--backend passthru needs --device (e.g. --device /dev/nvme0 or /dev/ng0n1)"))?;

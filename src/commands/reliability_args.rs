@@ -5,8 +5,7 @@
 
 use crate::error::Error;
 use crate::cli::parse::{parse_duration, parse_sim_faults, SimFault};
-use nvme_sim::SimController;
-use std::sync::atomic::Ordering;
+use crate::backend::userspace::sim::SimFaults;
 use std::time::Duration;
 
 /// `--io-timeout`, `--retries`.
@@ -42,32 +41,32 @@ pub fn sim_fault_arg(s: &str) -> Result<Vec<SimFault>, String> {
     parse_sim_faults(s)
 }
 
-/// Switch on the faults of every `--sim-fault` given.
-pub fn inject(sim: &SimController, faults: &[Vec<SimFault>]) {
-    let f = sim.faults();
-    let set = |a: &std::sync::atomic::AtomicU32, n: u32| a.store(n, Ordering::Relaxed);
+/// The faults of every `--sim-fault` given, in order (a later value wins).
+pub fn sim_faults(faults: &[Vec<SimFault>]) -> SimFaults {
+    let mut f = SimFaults::default();
     for fault in faults.iter().flatten() {
         match *fault {
-            SimFault::DropEvery(n) => set(&f.drop_every, n),
-            SimFault::DelayUs(n) => set(&f.delay_us, n),
+            SimFault::DropEvery(n) => f.drop_every = n,
+            SimFault::DelayUs(n) => f.delay_us = n,
             SimFault::StatusEvery(n) => {
-                set(&f.status_every, n);
+                f.status_every = n;
                 // Internal Error unless a status= says otherwise.
-                if f.status_sc.load(Ordering::Relaxed) == 0 && f.status_sct.load(Ordering::Relaxed) == 0 {
-                    set(&f.status_sc, nvme_spec::status::generic::INTERNAL_ERROR as u32);
+                if f.status_sc == 0 && f.status_sct == 0 {
+                    f.status_sc = nvme_spec::status::generic::INTERNAL_ERROR as u32;
                 }
             }
             SimFault::Status { sct, sc } => {
-                set(&f.status_sct, sct as u32);
-                set(&f.status_sc, sc as u32);
+                f.status_sct = sct as u32;
+                f.status_sc = sc as u32;
             }
-            SimFault::Dnr(d) => f.status_dnr.store(d, Ordering::Relaxed),
-            SimFault::FatalAfter(n) => set(&f.fatal_after, n),
-            SimFault::HangAfter(n) => set(&f.hang_after, n),
-            SimFault::StallEvery(n) => set(&f.stall_every, n),
-            SimFault::CorruptCidEvery(n) => set(&f.corrupt_cid_every, n),
-            SimFault::BadSqidEvery(n) => set(&f.bad_sqid_every, n),
-            SimFault::CorruptDataEvery(n) => set(&f.corrupt_data_every, n),
+            SimFault::Dnr(d) => f.status_dnr = d,
+            SimFault::FatalAfter(n) => f.fatal_after = n,
+            SimFault::HangAfter(n) => f.hang_after = n,
+            SimFault::StallEvery(n) => f.stall_every = n,
+            SimFault::CorruptCidEvery(n) => f.corrupt_cid_every = n,
+            SimFault::BadSqidEvery(n) => f.bad_sqid_every = n,
+            SimFault::CorruptDataEvery(n) => f.corrupt_data_every = n,
         }
     }
+    f
 }

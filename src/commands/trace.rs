@@ -11,6 +11,9 @@
 //! accesses, so the story is the same every time, and host and controller
 //! steps interleave in causal order.
 
+use crate::backend::path::{PathKind, PathSpec};
+use crate::backend::userspace::sim::SimOptions;
+use crate::backend::userspace::vfio::VfioOptions;
 use crate::error::{exit, Error};
 use crate::report::OutputFormat;
 use nvme_driver::{Controller, ControllerConfig, DataPtr, QueuePair};
@@ -38,7 +41,7 @@ pub struct TraceArgs {
     pub commands: u32,
     /// Path: the simulator (default) or a controller bound to vfio-pci (--device BDF).
     #[arg(long, value_enum, default_value = "sim")]
-    pub backend: crate::commands::args::BackendKind,
+    pub backend: PathKind,
     /// PCI address for --backend vfio.
     #[arg(long)]
     pub device: Option<String>,
@@ -303,6 +306,28 @@ fn report_cqe(tr: &Tracer, qid: u16, slot: u16, cqe: &Cqe, tag: Option<u64>) {
     );
 }
 
+/// The story's path: the simulator, synchronous (it runs inside the
+/// register accesses, so host and controller steps interleave in causal
+/// order) with a 64 MiB namespace, or a controller on vfio-pci. Shadow
+/// doorbells off either way: the story shows every doorbell as the register
+/// write it is (docs/queues.md explains the shadow variant). The simulator
+/// grants as many queues as it does by default, as the story's Set Features
+/// shows.
+fn path(a: &TraceArgs) -> Result<PathSpec, Error> {
+    Ok(match a.backend {
+        PathKind::Sim => PathSpec::Sim(SimOptions { size: 64 << 20, queues: SimConfig::default().max_io_queues, threaded: false, shadow_doorbells: false, ..SimOptions::default() }),
+        PathKind::Vfio => PathSpec::Vfio(VfioOptions {
+            bdf: a.device.clone().ok_or_else(|| Error::usage("trace --backend vfio needs --device BDF"))?,
+            nsid: 1,
+            queues: 1,
+            shadow_doorbells: false,
+            interrupts: false,
+            streaming_sq: true,
+        }),
+        other => return Err(Error::usage(format!("trace runs on --backend sim or vfio (our driver), not {}", other.name()))),
+    })
+}
+
 /// Run the story.
 pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
     if a.queue_entries < 2 || a.queue_entries > 64 {
@@ -310,22 +335,18 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
     }
     let print = a.output_format == OutputFormat::Normal;
     let tr = Tracer::new(print);
-    match a.backend {
-        crate::commands::args::BackendKind::Sim => {
+    match path(a)? {
+        PathSpec::Sim(o) => {
             let tr2 = tr.clone();
             let hex = a.hex;
-            let cfg = SimConfig {
-                threaded: false,
-                events: Some(Arc::new(move |e: &SimEvent| controller_event(&tr2, hex, e))),
-                ..SimConfig::default().with_namespace(64 << 20, 512)
-            };
+            let cfg = SimConfig { events: Some(Arc::new(move |e: &SimEvent| controller_event(&tr2, hex, e))), ..o.config() };
             let sim = SimController::start(cfg).map_err(|e| Error::usage(e.to_string()))?;
             let regs = Arc::new(TracedRegs { inner: sim.registers(), tr: tr.clone() });
-            story(&tr, regs, sim.allocator(), a)?;
+            story(&tr, regs, sim.allocator(), a, (o.shadow_doorbells, o.streaming_sq))?;
             drop(sim);
         }
-        crate::commands::args::BackendKind::Vfio => {
-            let bdf = a.device.as_deref().ok_or_else(|| Error::usage("trace --backend vfio needs --device BDF"))?;
+        PathSpec::Vfio(o) => {
+            let bdf = &o.bdf;
             if !a.allow_write {
                 return Err(Error::usage(format!(
                     "the trace story writes {} blocks at the start of namespace 1 of {bdf}; add --allow-write if it holds nothing you need",
@@ -334,15 +355,10 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             }
             let (regs, mem, dev) = crate::backend::userspace::vfio::open_raw(bdf)?;
             let traced = Arc::new(TracedRegs { inner: regs, tr: tr.clone() });
-            story(&tr, traced, mem, a)?;
+            story(&tr, traced, mem, a, (o.shadow_doorbells, o.streaming_sq))?;
             drop(dev);
         }
-        other => {
-            return Err(Error::usage(format!(
-                "trace runs on --backend sim or vfio (our driver), not {}",
-                clap::ValueEnum::to_possible_value(&other).unwrap().get_name()
-            )))
-        }
+        PathSpec::Passthru(_) | PathSpec::Block(_) => unreachable!("path() refuses the kernel paths"),
     }
     if !print {
         let ev = tr.events.lock().unwrap();
@@ -356,14 +372,13 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
     regs: Arc<R>,
     mem: Arc<dyn nvme_hal::DmaAllocator>,
     a: &TraceArgs,
+    (shadow_doorbells, streaming_sq): (bool, bool),
 ) -> Result<(), Error> {
     let err = |e: nvme_driver::Error| Error::usage(e.to_string());
     tr.story("bring-up, NVMe 1.4c §7.6.1: read CAP, disable, admin queues in AQA/ASQ/ACQ, CC with EN=1, wait for CSTS.RDY; then Identify and Set Features Number of Queues");
-    // Shadow doorbells off: the story shows every doorbell as the register
-    // write it is (docs/queues.md explains the shadow variant).
     // Completion queues as large as submission queues, each pass ringing
     // its doorbell: the plain protocol, no batching.
-    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells: false, batch_cq_doorbells: false, ..Default::default() };
+    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells, streaming_sq, batch_cq_doorbells: false, ..Default::default() };
     let mut ctrl = Controller::new(regs, mem, cfg).map_err(err)?;
     tr.story("Identify Namespace 1 (admin command, data returned in a 4 KiB page named by PRP1)");
     let ns = ctrl.identify_namespace(1).map_err(err)?;

@@ -31,6 +31,81 @@ pub struct SimOptions {
     /// The driver writes submission entries with streaming stores
     /// (ControllerConfig::streaming_sq).
     pub streaming_sq: bool,
+    /// Device faults switched on once the controller is up.
+    pub faults: SimFaults,
+}
+
+impl Default for SimOptions {
+    /// The simulator as `bench --backend sim` runs it without options: 1 GiB
+    /// in RAM, 512-byte blocks, MDTS 7, 2048-entry queues, the controller on
+    /// its own thread, shadow doorbells and streaming stores on.
+    fn default() -> Self {
+        SimOptions { size: 1 << 30, lba_size: 512, null: false, queues: 1, cpu: None, mdts: 7, mqes: 2047, threaded: true, shadow_doorbells: true, streaming_sq: true, faults: SimFaults::default() }
+    }
+}
+
+impl SimOptions {
+    /// The simulated controller these options describe.
+    pub fn config(&self) -> SimConfig {
+        SimConfig {
+            data: if self.null { DataMode::Null } else { DataMode::Ram },
+            max_io_queues: self.queues.max(1),
+            cpu: self.cpu,
+            mdts: self.mdts,
+            max_queue_entries: self.mqes as u32 + 1,
+            threaded: self.threaded,
+            ..SimConfig::default().with_namespace(self.size, self.lba_size)
+        }
+    }
+}
+
+/// The device faults to inject (`nvme_sim::Faults`, as values; 0 is off).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimFaults {
+    /// Never post the completion of every Nth I/O command.
+    pub drop_every: u32,
+    /// Delay every I/O completion by this many microseconds.
+    pub delay_us: u32,
+    /// Complete every Nth I/O command with `status_sct`/`status_sc`.
+    pub status_every: u32,
+    /// Status code type of the injected status.
+    pub status_sct: u32,
+    /// Status code of the injected status.
+    pub status_sc: u32,
+    /// Set Do Not Retry on injected statuses.
+    pub status_dnr: bool,
+    /// Report controller fatal status after N more I/O commands.
+    pub fatal_after: u32,
+    /// Stop responding after N more I/O commands.
+    pub hang_after: u32,
+    /// Hold the completion of every Nth I/O command until aborted.
+    pub stall_every: u32,
+    /// Post every Nth completion with a CID never submitted.
+    pub corrupt_cid_every: u32,
+    /// Post every Nth completion naming another submission queue.
+    pub bad_sqid_every: u32,
+    /// Flip a bit in the data of every Nth Read.
+    pub corrupt_data_every: u32,
+}
+
+impl SimFaults {
+    /// Switch the faults on in a running controller.
+    pub fn inject(&self, sim: &SimController) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let f = sim.faults();
+        f.drop_every.store(self.drop_every, Relaxed);
+        f.delay_us.store(self.delay_us, Relaxed);
+        f.status_every.store(self.status_every, Relaxed);
+        f.status_sct.store(self.status_sct, Relaxed);
+        f.status_sc.store(self.status_sc, Relaxed);
+        f.status_dnr.store(self.status_dnr, Relaxed);
+        f.fatal_after.store(self.fatal_after, Relaxed);
+        f.hang_after.store(self.hang_after, Relaxed);
+        f.stall_every.store(self.stall_every, Relaxed);
+        f.corrupt_cid_every.store(self.corrupt_cid_every, Relaxed);
+        f.bad_sqid_every.store(self.bad_sqid_every, Relaxed);
+        f.corrupt_data_every.store(self.corrupt_data_every, Relaxed);
+    }
 }
 
 /// A simulated controller and our driver on it. Field order matters: the
@@ -45,16 +120,7 @@ pub struct SimTarget {
 impl SimTarget {
     /// Start a simulated controller and bring it up with our driver.
     pub fn open(o: &SimOptions) -> Result<Self, BackendError> {
-        let cfg = SimConfig {
-            data: if o.null { DataMode::Null } else { DataMode::Ram },
-            max_io_queues: o.queues.max(1),
-            cpu: o.cpu,
-            mdts: o.mdts,
-            max_queue_entries: o.mqes as u32 + 1,
-            threaded: o.threaded,
-            ..SimConfig::default().with_namespace(o.size, o.lba_size)
-        };
-        let sim = SimController::start(cfg)?;
+        let sim = SimController::start(o.config())?;
         let ctrl = Controller::new(
             sim.registers(),
             sim.allocator(),
@@ -62,6 +128,7 @@ impl SimTarget {
         )?;
         let name = if o.null { "sim (null data)" } else { "sim" };
         let target = UserspaceTarget::new(name, ctrl, 1)?;
+        o.faults.inject(&sim);
         Ok(SimTarget { target, sim })
     }
 }

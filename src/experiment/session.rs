@@ -1,0 +1,162 @@
+//! What `compare` and `sweep` do around a device: check that it can be
+//! used (root, the controller on nvme), move the controller to vfio-pci for
+//! the vfio rows and give it back afterwards (also after an error or
+//! Ctrl-C: the binding guard restores on drop), set a row's I/O scheduler
+//! and put the old one back, and run one row.
+
+use crate::error::Error;
+use crate::engine::{self, JobSpec, ThreadResult};
+use crate::experiment::plan::Variant;
+use crate::measure::clock::Clock;
+use crate::measure::topology::{self, Topology};
+use crate::report::RunSummary;
+use nvme_vfio::bind::{self, BindOptions, VfioBinding};
+use nvme_vfio::{Bdf, Host};
+use std::path::{Path, PathBuf};
+
+/// Note of every simulator figure.
+pub const SIM_NOTE: &str = "in-process simulated controller: figures are the driver's cost against a model, not a device";
+
+/// The device line of a report: "device: BDF (controller nvme0, block
+/// /dev/nvme0n1, generic /dev/ng0n1), namespace 1".
+pub fn device_line(t: &Topology) -> String {
+    format!(
+        "device: {} (controller {}, block {}, generic {}), namespace {}",
+        t.bdf.as_deref().unwrap_or("?"),
+        t.controller.as_deref().unwrap_or("?"),
+        t.block.as_ref().map(|p| p.display().to_string()).unwrap_or("-".into()),
+        t.generic.as_ref().map(|p| p.display().to_string()).unwrap_or("-".into()),
+        t.nsid
+    )
+}
+
+/// A device a comparison runs on, and its binding while the vfio rows run.
+pub struct Session {
+    /// The device's names and its driver when the session began.
+    pub topology: Topology,
+    device: String,
+    binding: Option<VfioBinding>,
+    bind_error: Option<String>,
+}
+
+impl Session {
+    /// Check that `device` can be compared on: root (`who` is what needs
+    /// it, `otherwise` what to do without), and the controller on nvme.
+    pub fn open(device: &str, nsid: u32, who: &str, otherwise: &str) -> Result<Self, Error> {
+        if crate::sys::geteuid() != 0 {
+            return Err(Error::usage(format!("{who} needs root: it opens /dev/nvme*, /dev/ng* and moves the controller to vfio-pci; run it with sudo{otherwise}")));
+        }
+        let t = topology::resolve(device, nsid)?;
+        if t.driver.as_deref() != Some("nvme") {
+            return Err(Error::usage(format!(
+                "controller {} is bound to {}, not nvme: give it back first with `nvme-bypass unbind {}`",
+                t.bdf.as_deref().unwrap_or("?"),
+                t.driver.as_deref().unwrap_or("no driver"),
+                t.bdf.as_deref().unwrap_or("BDF")
+            )));
+        }
+        Ok(Session { topology: t, device: device.to_string(), binding: None, bind_error: None })
+    }
+
+    /// Have the controller on vfio-pci for a vfio row: moved at the first
+    /// call; a move that failed is not tried again (the error comes back).
+    pub fn bind_vfio(&mut self) -> Result<(), String> {
+        if self.binding.is_none() && self.bind_error.is_none() {
+            match bind_guard(self.topology.bdf.as_deref().unwrap_or("")) {
+                Ok(b) => self.binding = Some(b),
+                Err(e) => self.bind_error = Some(crate::error::chain(&e)),
+            }
+        }
+        self.bind_error.clone().map_or(Ok(()), Err)
+    }
+
+    /// Give the controller back to its driver if it was moved, and return
+    /// that driver as it is now.
+    pub fn finish(mut self) -> Option<String> {
+        if let Some(b) = self.binding.take() {
+            if let Err(e) = release_guard(b) {
+                eprintln!("nvme-bypass: warning: {}", crate::error::chain(&e));
+            }
+        }
+        topology::resolve(self.topology.bdf.as_deref().unwrap_or(&self.device), self.topology.nsid).ok().and_then(|x| x.driver)
+    }
+}
+
+/// Move `bdf` to vfio-pci, printing what was done to stderr. The returned
+/// guard gives the controller back when dropped (also on unwinding);
+/// [`release_guard`] does it with a report.
+fn bind_guard(bdf: &str) -> Result<VfioBinding, Error> {
+    let bdf = Bdf::parse(bdf).map_err(|e| Error::usage(e.to_string()))?;
+    let binding = bind::to_vfio(&Host::system(), &bdf, &BindOptions::default())?;
+    for line in &binding.actions {
+        eprintln!("nvme-bypass: {line}");
+    }
+    Ok(binding)
+}
+
+/// Give back what [`bind_guard`] moved, printing what was done to stderr.
+fn release_guard(b: VfioBinding) -> Result<(), Error> {
+    for line in b.restore()? {
+        eprintln!("nvme-bypass: {line}");
+    }
+    Ok(())
+}
+
+/// Sets a block device's scheduler and puts the old one back on drop.
+struct SchedulerGuard {
+    file: PathBuf,
+    old: String,
+}
+
+impl SchedulerGuard {
+    fn set(block: &Path, sched: &str) -> Result<Self, Error> {
+        let name = block.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let file = PathBuf::from(format!("/sys/block/{name}/queue/scheduler"));
+        let cur = std::fs::read_to_string(&file).map_err(|e| Error::io(format!("read {}", file.display()), e))?;
+        let old = cur
+            .split_whitespace()
+            .find(|w| w.starts_with('['))
+            .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
+            .unwrap_or_else(|| "none".into());
+        std::fs::write(&file, sched).map_err(|e| Error::io(format!("set scheduler {sched} in {}", file.display()), e))?;
+        Ok(SchedulerGuard { file, old })
+    }
+}
+
+impl Drop for SchedulerGuard {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.file, &self.old) {
+            eprintln!("nvme-bypass: warning: could not restore scheduler {} in {}: {e}", self.old, self.file.display());
+        }
+    }
+}
+
+fn drop_caches() {
+    // sync, then drop the clean page cache so buffered reads start cold.
+    let _ = std::process::Command::new("sync").status();
+    let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
+}
+
+/// Run one row: set its scheduler, open its path (a queue pair per job),
+/// run `spec`, summarize (emulation carried from `t`).
+pub fn run_variant(v: &Variant, t: &Topology, spec: &JobSpec, clock: Clock, status: bool) -> Result<(RunSummary, Vec<ThreadResult>), Error> {
+    let _sched = match (&v.scheduler, &t.block) {
+        (Some(s), Some(b)) => Some(SchedulerGuard::set(b, s)?),
+        _ => None,
+    };
+    if v.spec.kernel().is_some_and(|k| k.buffered) {
+        drop_caches();
+    }
+    let target = v.spec.open(spec.numjobs as u16)?;
+    let geo = target.geometry();
+    let mut spec = spec.clone();
+    if spec.size == 0 {
+        spec.size = geo.bytes().saturating_sub(spec.offset);
+    }
+    engine::validate(&spec, &geo)?;
+    let threads = engine::run(&*target, &spec, clock, status)?;
+    let mut s = RunSummary::new(v.label.clone(), target.describe(), &threads, clock.source());
+    s.emulated = t.emulated.is_some();
+    s.emulated_note = t.emulated.clone();
+    Ok((s, threads))
+}
