@@ -353,22 +353,12 @@ pub(crate) fn run_variant(v: &Variant, t: &Topology, spec: &JobSpec, clock: Cloc
     Ok((s, threads))
 }
 
-/// The per-core ceiling at the useful cost: 1 s / (system-wide busy CPU per
-/// I/O less what the benchmark threads spent in empty polls, i.e. raw minus
-/// useful thread CPU). None without system-wide figures.
-pub(crate) fn useful_ceiling(s: &RunSummary) -> Option<f64> {
-    s.system.as_ref().and_then(|y| {
-        let useful = y.busy_ns_per_io - (s.cpu.cpu_ns_per_io - s.cpu.useful_cpu_ns_per_io);
-        (useful > 0.0).then(|| 1e9 / useful)
-    })
-}
-
 /// Fill the derived columns and the headline.
 fn finish(rows: &mut [Row], baseline: &str) -> Vec<String> {
     for r in rows.iter_mut() {
         if let Some(s) = &r.summary {
             r.iops_per_busy_core = s.system.as_ref().map(|y| y.iops_per_busy_core);
-            r.useful_ceiling_iops = useful_ceiling(s);
+            r.useful_ceiling_iops = s.useful_ceiling_iops();
         }
     }
     let base = rows.iter().find(|r| r.variant.label == baseline).cloned();

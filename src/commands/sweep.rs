@@ -233,7 +233,7 @@ impl Point {
         self.lat_p999_ns = Some(s.lat_ns.p(99.9));
         self.cores_busy = s.system.as_ref().map(|y| y.cores_busy);
         self.iops_per_busy_core = s.system.as_ref().map(|y| y.iops_per_busy_core);
-        self.useful_ceiling_iops = crate::commands::compare::useful_ceiling(&s);
+        self.useful_ceiling_iops = s.useful_ceiling_iops();
         self.cpu_ns_per_io = Some(s.cpu.cpu_ns_per_io);
         self.useful_cpu_ns_per_io = Some(s.cpu.useful_cpu_ns_per_io);
         self.emulated = s.emulated;

@@ -5,6 +5,8 @@
 //! them under `nvme_bypass`.
 
 use crate::engine::{DirResult, JobSpec, ThreadResult};
+use crate::measure::cpu::{self, ThreadCpu};
+pub use crate::measure::cpu::{CpuSummary, SystemSummary};
 use crate::measure::stats::{new_histogram, LatSummary};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -58,80 +60,6 @@ impl DirSummary {
             "clat_ns": self.lat_ns,
             "lat_ns": self.lat_ns,
         })
-    }
-}
-
-/// CPU accounting of one thread or of all of them.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct CpuSummary {
-    /// User-mode CPU time, ns.
-    pub user_ns: u64,
-    /// Kernel-mode CPU time, ns.
-    pub sys_ns: u64,
-    /// Thread CPU time (CLOCK_THREAD_CPUTIME_ID), ns.
-    pub cpu_ns: u64,
-    /// User CPU per I/O, ns.
-    pub user_ns_per_io: f64,
-    /// Kernel CPU per I/O, ns.
-    pub sys_ns_per_io: f64,
-    /// All CPU per I/O (raw: includes empty polls), ns.
-    pub cpu_ns_per_io: f64,
-    /// CPU per I/O spent on useful work: raw CPU times the share of the
-    /// loop's time not spent in polls that found nothing. The cost a faster
-    /// device would leave, and so the per-core ceiling of the path.
-    pub useful_cpu_ns_per_io: f64,
-    /// Loop iterations.
-    pub polls: u64,
-    /// Iterations that found nothing to submit or reap.
-    pub empty_polls: u64,
-    /// Time in those, ns.
-    pub empty_poll_ns: u64,
-    /// Share of the loop's wall time spent in empty polls, percent.
-    pub empty_poll_pct: f64,
-    /// I/Os per second one fully used core would do at the useful cost.
-    pub ceiling_iops_per_core: f64,
-}
-
-impl CpuSummary {
-    fn of(ts: &[&ThreadResult]) -> Self {
-        let ios: u64 = ts.iter().map(|t| t.ios()).sum();
-        let user_ns: u64 = ts.iter().map(|t| t.cpu_time.user_ns).sum();
-        let sys_ns: u64 = ts.iter().map(|t| t.cpu_time.sys_ns).sum();
-        let cpu_ns: u64 = ts.iter().map(|t| t.cpu_ns).sum();
-        let polls = ts.iter().map(|t| t.polls).sum();
-        let empty_polls = ts.iter().map(|t| t.empty_polls).sum();
-        let empty_poll_ns: u64 = ts.iter().map(|t| t.empty_poll_ns).sum();
-        let per = |x: u64| if ios == 0 { 0.0 } else { x as f64 / ios as f64 };
-        // Empty polls are timed in wall time; the thread's CPU time excludes
-        // moments it was preempted. So scale: the useful share of the CPU
-        // time is the share of the loop's wall time not spent in empty polls
-        // (exact for a thread that is never preempted, and still sound when
-        // the machine is busy).
-        let useful_ns: f64 = ts
-            .iter()
-            .map(|t| {
-                let empty_share = (t.empty_poll_ns as f64 / t.elapsed_ns.max(1) as f64).min(1.0);
-                t.cpu_ns as f64 * (1.0 - empty_share)
-            })
-            .sum();
-        let useful = if ios == 0 { 0.0 } else { useful_ns / ios as f64 };
-        CpuSummary {
-            user_ns,
-            sys_ns,
-            cpu_ns,
-            user_ns_per_io: per(user_ns),
-            sys_ns_per_io: per(sys_ns),
-            cpu_ns_per_io: per(cpu_ns),
-            useful_cpu_ns_per_io: useful,
-            polls,
-            empty_polls,
-            empty_poll_ns,
-            empty_poll_pct: {
-                let wall: u64 = ts.iter().map(|t| t.elapsed_ns).sum();
-                if wall == 0 { 0.0 } else { (100.0 * empty_poll_ns as f64 / wall as f64).min(100.0) }
-            },
-            ceiling_iops_per_core: if useful > 0.0 { 1e9 / useful } else { 0.0 },
-        }
     }
 }
 
@@ -198,35 +126,10 @@ pub struct RunSummary {
     pub system: Option<SystemSummary>,
 }
 
-/// System-wide CPU accounting of a run.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct SystemSummary {
-    /// The raw deltas.
-    pub cpu: crate::measure::stats::SystemCpu,
-    /// True when /proc/stat showed less busy time than the benchmark
-    /// threads' own CPU clocks, and the busy figures use the latter (scaled
-    /// user/kernel split): tick-based accounting missed short busy bursts.
-    pub busy_from_threads: bool,
-    /// Cores busy on average: (user + system + irq + softirq) / wall time.
-    pub cores_busy: f64,
-    /// All busy CPU per I/O, ns.
-    pub busy_ns_per_io: f64,
-    /// User-mode CPU per I/O, ns.
-    pub user_ns_per_io: f64,
-    /// Kernel-mode CPU per I/O (system + irq + softirq), ns.
-    pub kernel_ns_per_io: f64,
-    /// Of which hard interrupts, ns per I/O.
-    pub irq_ns_per_io: f64,
-    /// Of which soft interrupts, ns per I/O.
-    pub softirq_ns_per_io: f64,
-    /// I/Os per second per busy core.
-    pub iops_per_busy_core: f64,
-}
-
 impl RunSummary {
     /// Summarize thread results.
     pub fn new(backend: String, target: Vec<(String, String)>, threads: &[ThreadResult], clock: &str) -> Self {
-        let all: Vec<&ThreadResult> = threads.iter().collect();
+        let per_thread: Vec<ThreadCpu> = threads.iter().map(thread_cpu).collect();
         let elapsed_ns = threads.iter().map(|t| t.elapsed_ns).max().unwrap_or(0);
         let mut read = DirResult::default();
         let mut write = DirResult::default();
@@ -252,7 +155,7 @@ impl RunSummary {
             read: DirSummary::of(&read, elapsed_ns),
             write: DirSummary::of(&write, elapsed_ns),
             lat_ns: LatSummary::of(&lat),
-            cpu: CpuSummary::of(&all),
+            cpu: CpuSummary::of(&per_thread),
             sq_doorbells_per_io: per(threads.iter().map(|t| t.counters.sq_doorbells).sum()),
             cq_doorbells_per_io: per(threads.iter().map(|t| t.counters.cq_doorbells).sum()),
             mmio_writes_per_io: per(threads.iter().map(|t| t.counters.mmio_writes).sum()),
@@ -267,37 +170,28 @@ impl RunSummary {
             clock: clock.into(),
             core_to_core_ns: None,
             core_share: None,
-            system: threads.iter().find_map(|t| t.system_cpu).map(|c| {
-                // /proc/stat is sampled at timer ticks on most kernels
-                // (tick-based accounting, no IRQ time accounting): a CPU that
-                // wakes briefly for each interrupt and idles in between can
-                // look idle. The benchmark threads' own clocks are exact, so
-                // busy time is never taken below them: the larger of the two,
-                // with the user/kernel split scaled to match.
-                let threads_cpu: u64 = threads.iter().map(|t| t.cpu_time.user_ns + t.cpu_time.sys_ns).sum::<u64>().max(threads.iter().map(|t| t.cpu_ns).sum());
-                let stat_busy = c.busy_ns();
-                let busy = stat_busy.max(threads_cpu);
-                let scale = if stat_busy > 0 { busy as f64 / stat_busy as f64 } else { 1.0 };
-                let thread_user: u64 = threads.iter().map(|t| t.cpu_time.user_ns).sum();
-                let (user, kernel) = if stat_busy > 0 {
-                    (c.user_ns as f64 * scale, c.kernel_ns() as f64 * scale)
-                } else {
-                    (thread_user as f64, (busy - thread_user.min(busy)) as f64)
-                };
-                let busy_cores = busy as f64 / elapsed_ns.max(1) as f64;
-                SystemSummary {
-                    cpu: c,
-                    busy_from_threads: busy > stat_busy,
-                    cores_busy: busy_cores,
-                    busy_ns_per_io: per(busy),
-                    user_ns_per_io: if ios == 0 { 0.0 } else { user / ios as f64 },
-                    kernel_ns_per_io: if ios == 0 { 0.0 } else { kernel / ios as f64 },
-                    irq_ns_per_io: per(c.irq_ns),
-                    softirq_ns_per_io: per(c.softirq_ns),
-                    iops_per_busy_core: if busy_cores > 0.0 { ios as f64 / secs / busy_cores } else { 0.0 },
-                }
-            }),
+            system: threads.iter().find_map(|t| t.system_cpu).map(|c| SystemSummary::of(c, &per_thread, elapsed_ns)),
         }
+    }
+
+    /// The per-core ceiling at the useful cost (compare's and sweep's
+    /// `ceiling`); None without system-wide figures.
+    pub fn useful_ceiling_iops(&self) -> Option<f64> {
+        cpu::useful_ceiling(&self.cpu, self.system.as_ref())
+    }
+}
+
+/// What the CPU accounting needs of one thread's results.
+fn thread_cpu(t: &ThreadResult) -> ThreadCpu {
+    ThreadCpu {
+        ios: t.ios(),
+        elapsed_ns: t.elapsed_ns,
+        user_ns: t.cpu_time.user_ns,
+        sys_ns: t.cpu_time.sys_ns,
+        cpu_ns: t.cpu_ns,
+        polls: t.polls,
+        empty_polls: t.empty_polls,
+        empty_poll_ns: t.empty_poll_ns,
     }
 }
 
