@@ -15,6 +15,7 @@ use crate::error::{exit, Error};
 use crate::report::OutputFormat;
 use crate::measure::clock::Clock;
 use crate::engine::{self, JobSpec, ThreadResult};
+use crate::report::fmt::{si, us};
 use crate::report::RunSummary;
 use crate::measure::topology::{self, Topology};
 use crate::engine::workload::Rw;
@@ -382,24 +383,6 @@ fn finish(rows: &mut [Row], baseline: &str) -> Vec<String> {
     headline
 }
 
-fn us(ns: u64) -> String {
-    if ns >= 100_000 {
-        format!("{:.0}", ns as f64 / 1000.0)
-    } else {
-        format!("{:.1}", ns as f64 / 1000.0)
-    }
-}
-
-fn k(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{:.2}M", x / 1e6)
-    } else if x >= 1e3 {
-        format!("{:.1}k", x / 1e3)
-    } else {
-        format!("{x:.0}")
-    }
-}
-
 /// The side-by-side table.
 pub fn table(c: &Comparison) -> String {
     let mut o = String::new();
@@ -426,7 +409,7 @@ pub fn table(c: &Comparison) -> String {
                 o.push_str(&format!(
                     "{:<32} {:>8} {:>8.1} {:>8} {:>8} {:>9} {:>9.0} {:>9.0} {:>6.2} {:>10} {:>10} {:>7} {:>7} {:>8}\n",
                     r.variant.label,
-                    k(s.iops),
+                    si(s.iops),
                     s.bw_bytes / (1 << 20) as f64,
                     us(s.lat_ns.p(50.0)),
                     us(s.lat_ns.p(99.0)),
@@ -434,8 +417,8 @@ pub fn table(c: &Comparison) -> String {
                     y.user_ns_per_io,
                     y.kernel_ns_per_io,
                     y.cores_busy,
-                    r.iops_per_busy_core.map(k).unwrap_or("-".into()),
-                    r.useful_ceiling_iops.map(k).unwrap_or("-".into()),
+                    r.iops_per_busy_core.map(si).unwrap_or("-".into()),
+                    r.useful_ceiling_iops.map(si).unwrap_or("-".into()),
                     r.ratio_vs_baseline.map(|x| format!("{x:.2}")).unwrap_or("-".into()),
                     r.useful_ratio_vs_baseline.map(|x| format!("{x:.2}")).unwrap_or("-".into()),
                     // MMIO doorbell writes exist only on our driver's path.
