@@ -56,6 +56,14 @@ pub enum VfioError {
         #[source]
         source: io::Error,
     },
+    /// Interrupts could not be set up through VFIO.
+    #[error("{what} for {bdf} failed")]
+    Irq {
+        what: &'static str,
+        bdf: Bdf,
+        #[source]
+        source: vfio_ioctls::VfioError,
+    },
     /// BAR0 is unusable.
     #[error("BAR0 of {bdf} cannot be used: {why}")]
     Bar0 { bdf: Bdf, why: String },
@@ -566,10 +574,10 @@ impl VfioPci {
             .map(|_| vmm_sys_util::eventfd::EventFd::new(0))
             .collect::<io::Result<Vec<_>>>()
             .map_err(|source| VfioError::Sys { what: "eventfd", bdf: self.bdf, source })?;
-        self.open.device.enable_msix(fds.iter().collect()).map_err(|e| VfioError::Sys {
+        self.open.device.enable_msix(fds.iter().collect()).map_err(|source| VfioError::Irq {
             what: "VFIO_DEVICE_SET_IRQS (MSI-X)",
             bdf: self.bdf,
-            source: io::Error::other(error_chain(&e)),
+            source,
         })?;
         Ok(Msix { fds, open: self.open.clone() })
     }
