@@ -31,6 +31,15 @@ pub enum Error {
     /// Moving a controller between drivers failed or was refused.
     #[error(transparent)]
     Bind(#[from] nvme_vfio::bind::BindError),
+    /// A PCI address that does not parse.
+    #[error(transparent)]
+    Bdf(#[from] nvme_vfio::BdfError),
+    /// Our driver, driven directly rather than through a path (`trace`), failed.
+    #[error(transparent)]
+    Driver(#[from] nvme_driver::Error),
+    /// The simulated controller could not start.
+    #[error(transparent)]
+    Sim(#[from] nvme_sim::SimError),
     /// A device could not be resolved to its controller and namespaces.
     #[error(transparent)]
     Topology(#[from] crate::measure::topology::TopologyError),
@@ -124,6 +133,9 @@ mod tests {
         assert_eq!(Error::from(gave_up).exit_code(), exit::RUN_FAILED);
         let bdf = nvme_vfio::Bdf::parse("0000:01:00").unwrap_err();
         assert_eq!(Error::from(BackendError::from(bdf)).exit_code(), exit::USAGE);
+        let bdf = nvme_vfio::Bdf::parse("0000:01:00").unwrap_err();
+        assert_eq!(chain(&Error::from(bdf.clone())), bdf.to_string());
+        assert_eq!(Error::from(bdf).exit_code(), exit::USAGE);
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub struct BindArgs {
 }
 
 fn parse(a: &BindArgs) -> Result<Bdf, Error> {
-    Bdf::parse(&a.bdf).map_err(|e| Error::usage(e.to_string()))
+    Ok(Bdf::parse(&a.bdf)?)
 }
 
 /// Bind `bdf` to vfio-pci. Returns the process exit code.
@@ -50,7 +50,7 @@ pub fn unbind(a: &BindArgs) -> Result<i32, Error> {
 /// was done to stderr. The returned guard gives the controller back when
 /// dropped (also on unwinding); [`release_guard`] does it with a report.
 pub fn bind_guard(bdf: &str) -> Result<bind::VfioBinding, Error> {
-    let bdf = Bdf::parse(bdf).map_err(|e| Error::usage(e.to_string()))?;
+    let bdf = Bdf::parse(bdf)?;
     let binding = bind::to_vfio(&Host::system(), &bdf, &BindOptions::default())?;
     for line in &binding.actions {
         eprintln!("nvme-bypass: {line}");

@@ -230,7 +230,7 @@ fn controller_event(tr: &Tracer, hex: bool, e: &SimEvent) {
 
 fn post_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>, sqe: Sqe, data: Option<DataPtr>, tag: u64, hex: bool) -> Result<(), Error> {
     let tail_before = qp.sq().tail();
-    qp.submit(sqe, data, tag).map_err(|e| Error::usage(e.to_string()))?;
+    qp.submit(sqe, data, tag).map_err(nvme_driver::Error::from)?;
     let slot = tail_before;
     let posted = Sqe::from_dwords(qp.sq().memory().read_dwords16(slot as usize * 64));
     let mut detail = vec![describe::sqe_line(&posted, false)];
@@ -319,7 +319,7 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
                 events: Some(Arc::new(move |e: &SimEvent| controller_event(&tr2, hex, e))),
                 ..SimConfig::default().with_namespace(64 << 20, 512)
             };
-            let sim = SimController::start(cfg).map_err(|e| Error::usage(e.to_string()))?;
+            let sim = SimController::start(cfg)?;
             let regs = Arc::new(TracedRegs { inner: sim.registers(), tr: tr.clone() });
             story(&tr, regs, sim.allocator(), a)?;
             drop(sim);
@@ -357,26 +357,25 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
     mem: Arc<dyn nvme_hal::DmaAllocator>,
     a: &TraceArgs,
 ) -> Result<(), Error> {
-    let err = |e: nvme_driver::Error| Error::usage(e.to_string());
     tr.story("bring-up, NVMe 1.4c §7.6.1: read CAP, disable, admin queues in AQA/ASQ/ACQ, CC with EN=1, wait for CSTS.RDY; then Identify and Set Features Number of Queues");
     // Shadow doorbells off: the story shows every doorbell as the register
     // write it is (docs/queues.md explains the shadow variant).
     // Completion queues as large as submission queues, each pass ringing
     // its doorbell: the plain protocol, no batching.
     let cfg = ControllerConfig { io_queues: 1, shadow_doorbells: false, batch_cq_doorbells: false, ..Default::default() };
-    let mut ctrl = Controller::new(regs, mem, cfg).map_err(err)?;
+    let mut ctrl = Controller::new(regs, mem, cfg)?;
     tr.story("Identify Namespace 1 (admin command, data returned in a 4 KiB page named by PRP1)");
-    let ns = ctrl.identify_namespace(1).map_err(err)?;
+    let ns = ctrl.identify_namespace(1)?;
     let lba = ns.lba_size() as usize;
     tr.story(&format!(
         "create an I/O queue pair of {} entries (at most {} commands in flight): the CQ first, then the SQ that names it",
         a.queue_entries,
         a.queue_entries - 1
     ));
-    let mut qp = ctrl.create_io_queue_pair(a.queue_entries).map_err(err)?;
+    let mut qp = ctrl.create_io_queue_pair(a.queue_entries)?;
     // Owned with the queue: if the story stops early, the controller keeps
     // it until the queue is gone, as it may still write into it.
-    let buf = ctrl.alloc_queue_buffer(&qp, 64 << 10).map_err(err)?;
+    let buf = ctrl.alloc_queue_buffer(&qp, 64 << 10)?;
     let depth = qp.depth() as u32;
     tr.story(&format!(
         "{} writes then {} reads of one block each, {depth} at a time, each batch with one SQ doorbell; the rings wrap",
@@ -419,7 +418,7 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
         }
     }
     tr.story("delete the I/O queue pair (SQ first, then CQ), then normal shutdown, NVMe 1.4c §7.6.2: CC.SHN=01b, wait for CSTS.SHST=10b, CC.EN=0");
-    ctrl.delete_io_queue_pair(qp).map_err(err)?;
-    ctrl.shutdown().map_err(err)?;
+    ctrl.delete_io_queue_pair(qp)?;
+    ctrl.shutdown()?;
     Ok(())
 }
