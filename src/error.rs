@@ -31,6 +31,15 @@ pub enum Error {
     /// Moving a controller between drivers failed or was refused.
     #[error(transparent)]
     Bind(#[from] nvme_vfio::bind::BindError),
+    /// A PCI address that does not parse.
+    #[error(transparent)]
+    Bdf(#[from] nvme_vfio::BdfError),
+    /// Our driver, driven directly rather than through a path (`trace`), failed.
+    #[error(transparent)]
+    Driver(#[from] nvme_driver::Error),
+    /// The simulated controller could not start.
+    #[error(transparent)]
+    Sim(#[from] nvme_sim::SimError),
     /// A device could not be resolved to its controller and namespaces.
     #[error(transparent)]
     Topology(#[from] crate::measure::topology::TopologyError),
@@ -61,7 +70,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             // A device that failed mid-run (recovery gave up) is not bad input.
-            Error::Backend(BackendError::Failed(_)) => exit::RUN_FAILED,
+            Error::Backend(b) if b.device_failed() => exit::RUN_FAILED,
             Error::Io { .. } => exit::RUN_FAILED,
             Error::NotStarted(_) => exit::NOT_STARTED,
             _ => exit::USAGE,
@@ -119,5 +128,23 @@ mod tests {
             Error::from(BackendError::Invalid("x".into())).exit_code(),
             exit::USAGE
         );
+        // Recovery that gave up is the device failing, whatever the cause.
+        let gave_up = BackendError::unrecovered("the controller failed", BackendError::Invalid("x".into()));
+        assert_eq!(Error::from(gave_up).exit_code(), exit::RUN_FAILED);
+        let bdf = nvme_vfio::Bdf::parse("0000:01:00").unwrap_err();
+        assert_eq!(Error::from(BackendError::from(bdf)).exit_code(), exit::USAGE);
+        let bdf = nvme_vfio::Bdf::parse("0000:01:00").unwrap_err();
+        assert_eq!(chain(&Error::from(bdf.clone())), bdf.to_string());
+        assert_eq!(Error::from(bdf).exit_code(), exit::USAGE);
+    }
+
+    #[test]
+    fn a_cause_carried_as_a_source_is_printed_once() {
+        let os = BackendError::os("io_uring_enter", "", std::io::Error::from_raw_os_error(libc::EIO));
+        let e = Error::from(BackendError::unrecovered("the controller failed", os));
+        let s = chain(&e);
+        assert_eq!(s.matches("Input/output error").count(), 1, "{s}");
+        assert!(s.starts_with("the controller failed: io_uring_enter: Input/output error"), "{s}");
+        assert!(s.ends_with("if it is merely slow"), "{s}");
     }
 }

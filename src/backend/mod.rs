@@ -159,6 +159,33 @@ pub enum BackendError {
         #[source]
         source: std::io::Error,
     },
+    /// The controller could not be opened through VFIO.
+    #[error("could not open {bdf} through VFIO: {source}")]
+    Vfio {
+        bdf: String,
+        #[source]
+        source: nvme_vfio::VfioError,
+    },
+    /// A PCI address that does not parse.
+    #[error(transparent)]
+    Bdf(#[from] nvme_vfio::BdfError),
+    /// An admin command sent through the kernel's passthrough ioctl failed.
+    #[error("{what} failed on {device}: {source}")]
+    Admin {
+        what: String,
+        device: String,
+        #[source]
+        source: kernel::nvme_ioctl::PassthruError,
+    },
+    /// Identify failed and sysfs has no geometry either: the namespace's
+    /// size and block size are unknown.
+    #[error("cannot learn the geometry of namespace {nsid}: Identify failed ({source}) and {} is unreadable", .sysfs.display())]
+    NoGeometry {
+        nsid: u32,
+        sysfs: std::path::PathBuf,
+        #[source]
+        source: kernel::nvme_ioctl::PassthruError,
+    },
     /// The running kernel or device lacks a feature the options need.
     #[error("{0}")]
     Unsupported(String),
@@ -169,9 +196,38 @@ pub enum BackendError {
     /// run's figures are not valid (exit status 1, not 2: I/O was done).
     #[error("{0}")]
     Failed(String),
+    /// The device failed during the run (`source`) and recovery gave up;
+    /// as [`BackendError::Failed`].
+    #[error("{what}: {source}. Check the device's health (`dmesg`, its SMART log), or give a longer --io-timeout if it is merely slow")]
+    Unrecovered {
+        what: String,
+        #[source]
+        source: Box<BackendError>,
+    },
+    /// A queue could not be set up (`source`), and giving it back to the
+    /// controller failed too (`delete`): the controller may still use it.
+    #[error("{source}; and then {delete}")]
+    QueueSetup {
+        #[source]
+        source: Box<BackendError>,
+        delete: nvme_driver::Error,
+    },
 }
 
 impl BackendError {
+    /// The device failed: I/O was done and the run's figures are not valid
+    /// (exit status 1), as opposed to options or an environment that did
+    /// not fit (exit status 2).
+    pub fn device_failed(&self) -> bool {
+        matches!(self, BackendError::Failed(_) | BackendError::Unrecovered { .. } | BackendError::QueueSetup { .. })
+    }
+
+    /// The device failed during the run (`what`, because of `source`) and
+    /// recovery gave up.
+    pub fn unrecovered(what: impl Into<String>, source: BackendError) -> Self {
+        BackendError::Unrecovered { what: what.into(), source: Box::new(source) }
+    }
+
     /// An OS error with context and a hint.
     pub fn os(what: impl Into<String>, hint: impl Into<String>, source: std::io::Error) -> Self {
         let hint = hint.into();

@@ -21,7 +21,7 @@ pub struct BindArgs {
 }
 
 fn parse(a: &BindArgs) -> Result<Bdf, Error> {
-    Bdf::parse(&a.bdf).map_err(|e| Error::usage(e.to_string()))
+    Ok(Bdf::parse(&a.bdf)?)
 }
 
 /// Bind `bdf` to vfio-pci. Returns the process exit code.

@@ -16,6 +16,7 @@ use crate::measure::clock::Clock;
 use crate::engine::{self, JobSpec};
 use crate::experiment::plan::{plan_paths, Variant};
 use crate::experiment::session::{self, Session};
+use crate::report::fmt::{si, us};
 use crate::report::RunSummary;
 use crate::measure::topology::Topology;
 use crate::engine::workload::Rw;
@@ -126,22 +127,12 @@ pub fn plan(args: &CompareArgs, t: &Topology) -> (Vec<Variant>, Vec<String>) {
     plan_paths(args.paths.as_deref(), t)
 }
 
-/// The per-core ceiling at the useful cost: 1 s / (system-wide busy CPU per
-/// I/O less what the benchmark threads spent in empty polls, i.e. raw minus
-/// useful thread CPU). None without system-wide figures.
-pub(crate) fn useful_ceiling(s: &RunSummary) -> Option<f64> {
-    s.system.as_ref().and_then(|y| {
-        let useful = y.busy_ns_per_io - (s.cpu.cpu_ns_per_io - s.cpu.useful_cpu_ns_per_io);
-        (useful > 0.0).then(|| 1e9 / useful)
-    })
-}
-
 /// Fill the derived columns and the headline.
 fn finish(rows: &mut [Row], baseline: &str) -> Vec<String> {
     for r in rows.iter_mut() {
         if let Some(s) = &r.summary {
             r.iops_per_busy_core = s.system.as_ref().map(|y| y.iops_per_busy_core);
-            r.useful_ceiling_iops = useful_ceiling(s);
+            r.useful_ceiling_iops = s.useful_ceiling_iops();
         }
     }
     let base = rows.iter().find(|r| r.variant.label == baseline).cloned();
@@ -165,24 +156,6 @@ fn finish(rows: &mut [Row], baseline: &str) -> Vec<String> {
     headline
 }
 
-fn us(ns: u64) -> String {
-    if ns >= 100_000 {
-        format!("{:.0}", ns as f64 / 1000.0)
-    } else {
-        format!("{:.1}", ns as f64 / 1000.0)
-    }
-}
-
-fn k(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{:.2}M", x / 1e6)
-    } else if x >= 1e3 {
-        format!("{:.1}k", x / 1e3)
-    } else {
-        format!("{x:.0}")
-    }
-}
-
 /// The side-by-side table.
 pub fn table(c: &Comparison) -> String {
     let mut o = String::new();
@@ -201,7 +174,7 @@ pub fn table(c: &Comparison) -> String {
                 o.push_str(&format!(
                     "{:<32} {:>8} {:>8.1} {:>8} {:>8} {:>9} {:>9.0} {:>9.0} {:>6.2} {:>10} {:>10} {:>7} {:>7} {:>8}\n",
                     r.variant.label,
-                    k(s.iops),
+                    si(s.iops),
                     s.bw_bytes / (1 << 20) as f64,
                     us(s.lat_ns.p(50.0)),
                     us(s.lat_ns.p(99.0)),
@@ -209,8 +182,8 @@ pub fn table(c: &Comparison) -> String {
                     y.user_ns_per_io,
                     y.kernel_ns_per_io,
                     y.cores_busy,
-                    r.iops_per_busy_core.map(k).unwrap_or("-".into()),
-                    r.useful_ceiling_iops.map(k).unwrap_or("-".into()),
+                    r.iops_per_busy_core.map(si).unwrap_or("-".into()),
+                    r.useful_ceiling_iops.map(si).unwrap_or("-".into()),
                     r.ratio_vs_baseline.map(|x| format!("{x:.2}")).unwrap_or("-".into()),
                     r.useful_ratio_vs_baseline.map(|x| format!("{x:.2}")).unwrap_or("-".into()),
                     // MMIO doorbell writes exist only on our driver's path.

@@ -34,6 +34,7 @@ use crate::backend::path::PathKind;
 use crate::experiment::plan::{self, plan_paths, Variant};
 use crate::experiment::session::{self, Session, SIM_NOTE};
 use crate::engine::{self, JobSpec};
+use crate::report::fmt::{self, join, si, size_label, us};
 use crate::report::RunSummary;
 use crate::measure::topology::Topology;
 use crate::engine::workload::Rw;
@@ -233,7 +234,7 @@ impl Point {
         self.lat_p999_ns = Some(s.lat_ns.p(99.9));
         self.cores_busy = s.system.as_ref().map(|y| y.cores_busy);
         self.iops_per_busy_core = s.system.as_ref().map(|y| y.iops_per_busy_core);
-        self.useful_ceiling_iops = crate::commands::compare::useful_ceiling(&s);
+        self.useful_ceiling_iops = s.useful_ceiling_iops();
         self.cpu_ns_per_io = Some(s.cpu.cpu_ns_per_io);
         self.useful_cpu_ns_per_io = Some(s.cpu.useful_cpu_ns_per_io);
         self.emulated = s.emulated;
@@ -365,37 +366,6 @@ fn utc_stamp(secs: u64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}{m:02}{d:02}-{:02}{:02}{:02}", rem / 3600, rem / 60 % 60, rem % 60)
-}
-
-/// "4k", "128k", "1m", or bytes.
-fn size_label(b: u64) -> String {
-    if b > 0 && b.trailing_zeros() >= 20 {
-        format!("{}m", b >> 20)
-    } else if b > 0 && b.trailing_zeros() >= 10 {
-        format!("{}k", b >> 10)
-    } else {
-        b.to_string()
-    }
-}
-
-/// 1234567 -> "1.23M", 45600 -> "45.6k".
-fn si(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{:.2}M", x / 1e6)
-    } else if x >= 1e3 {
-        format!("{:.1}k", x / 1e3)
-    } else {
-        format!("{x:.0}")
-    }
-}
-
-/// Nanoseconds as microseconds for the table.
-fn us(ns: u64) -> String {
-    if ns >= 100_000 {
-        format!("{:.0}", ns as f64 / 1000.0)
-    } else {
-        format!("{:.1}", ns as f64 / 1000.0)
-    }
 }
 
 /// The job of one point.
@@ -566,8 +536,8 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Error> {
         if settings.len() == 1 { "" } else { "s" },
         paths.len(),
         if paths.len() == 1 { "" } else { "s" },
-        fmt_secs(a.runtime),
-        fmt_secs(a.ramp_time),
+        fmt::secs(a.runtime),
+        fmt::secs(a.ramp_time),
         out.display()
     );
 
@@ -669,14 +639,6 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Error> {
     }
     let failed = sw.points.iter().any(|p| p.error.is_some()) || !chart_errors.is_empty();
     Ok(if failed { exit::RUN_FAILED } else { exit::OK })
-}
-
-fn join<T: ToString>(v: &[T]) -> String {
-    v.iter().map(T::to_string).collect::<Vec<_>>().join(",")
-}
-
-fn fmt_secs(d: Duration) -> String {
-    format!("{}s", d.as_secs_f64())
 }
 
 /// The compact text table: one line per point, path by path.

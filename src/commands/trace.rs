@@ -233,7 +233,7 @@ fn controller_event(tr: &Tracer, hex: bool, e: &SimEvent) {
 
 fn post_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>, sqe: Sqe, data: Option<DataPtr>, tag: u64, hex: bool) -> Result<(), Error> {
     let tail_before = qp.sq().tail();
-    qp.submit(sqe, data, tag).map_err(|e| Error::usage(e.to_string()))?;
+    qp.submit(sqe, data, tag).map_err(nvme_driver::Error::from)?;
     let slot = tail_before;
     let posted = qp.sq().entry(slot);
     let mut detail = vec![describe::sqe_line(&posted, false)];
@@ -340,7 +340,7 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             let tr2 = tr.clone();
             let hex = a.hex;
             let cfg = SimConfig { events: Some(Arc::new(move |e: &SimEvent| controller_event(&tr2, hex, e))), ..o.config() };
-            let sim = SimController::start(cfg).map_err(|e| Error::usage(e.to_string()))?;
+            let sim = SimController::start(cfg)?;
             let regs = Arc::new(TracedRegs { inner: sim.registers(), tr: tr.clone() });
             story(&tr, regs, sim.allocator(), a, (o.shadow_doorbells, o.streaming_sq))?;
             drop(sim);
@@ -374,24 +374,23 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
     a: &TraceArgs,
     (shadow_doorbells, streaming_sq): (bool, bool),
 ) -> Result<(), Error> {
-    let err = |e: nvme_driver::Error| Error::usage(e.to_string());
     tr.story("bring-up, NVMe 1.4c §7.6.1: read CAP, disable, admin queues in AQA/ASQ/ACQ, CC with EN=1, wait for CSTS.RDY; then Identify and Set Features Number of Queues");
     // Completion queues as large as submission queues, each pass ringing
     // its doorbell: the plain protocol, no batching.
     let cfg = ControllerConfig { io_queues: 1, shadow_doorbells, streaming_sq, batch_cq_doorbells: false, ..Default::default() };
-    let mut ctrl = Controller::new(regs, mem, cfg).map_err(err)?;
+    let mut ctrl = Controller::new(regs, mem, cfg)?;
     tr.story("Identify Namespace 1 (admin command, data returned in a 4 KiB page named by PRP1)");
-    let ns = ctrl.identify_namespace(1).map_err(err)?;
+    let ns = ctrl.identify_namespace(1)?;
     let lba = ns.lba_size() as usize;
     tr.story(&format!(
         "create an I/O queue pair of {} entries (at most {} commands in flight): the CQ first, then the SQ that names it",
         a.queue_entries,
         a.queue_entries - 1
     ));
-    let mut qp = ctrl.create_io_queue_pair(a.queue_entries).map_err(err)?;
+    let mut qp = ctrl.create_io_queue_pair(a.queue_entries)?;
     // Owned with the queue: if the story stops early, the controller keeps
     // it until the queue is gone, as it may still write into it.
-    let buf = ctrl.alloc_queue_buffer(&qp, 64 << 10).map_err(err)?;
+    let buf = ctrl.alloc_queue_buffer(&qp, 64 << 10)?;
     let depth = qp.depth() as u32;
     tr.story(&format!(
         "{} writes then {} reads of one block each, {depth} at a time, each batch with one SQ doorbell; the rings wrap",
@@ -434,7 +433,7 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
         }
     }
     tr.story("delete the I/O queue pair (SQ first, then CQ), then normal shutdown, NVMe 1.4c §7.6.2: CC.SHN=01b, wait for CSTS.SHST=10b, CC.EN=0");
-    ctrl.delete_io_queue_pair(qp).map_err(err)?;
-    ctrl.shutdown().map_err(err)?;
+    ctrl.delete_io_queue_pair(qp)?;
+    ctrl.shutdown()?;
     Ok(())
 }

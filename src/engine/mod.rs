@@ -1133,11 +1133,7 @@ impl Watchdog {
             (self.timeout, self.timeout_dur)
         };
         let mut lost = vec![];
-        let fail = |what: &str, e: BackendError| {
-            BackendError::Failed(format!(
-                "{what}: {e}. Check the device's health (`dmesg`, its SMART log), or give a longer --io-timeout if it is merely slow"
-            ))
-        };
+        let fail = |what: &str, e: BackendError| BackendError::unrecovered(what, e);
 
         // 1. The controller itself: fatal status, or a reset by another thread.
         match q.check_health(timeout_dur) {

@@ -86,7 +86,7 @@ impl Session {
 /// guard gives the controller back when dropped (also on unwinding);
 /// [`release_guard`] does it with a report.
 fn bind_guard(bdf: &str) -> Result<VfioBinding, Error> {
-    let bdf = Bdf::parse(bdf).map_err(|e| Error::usage(e.to_string()))?;
+    let bdf = Bdf::parse(bdf)?;
     let binding = bind::to_vfio(&Host::system(), &bdf, &BindOptions::default())?;
     for line in &binding.actions {
         eprintln!("nvme-bypass: {line}");

@@ -3,5 +3,6 @@
 
 pub mod c2c;
 pub mod clock;
+pub mod cpu;
 pub mod stats;
 pub mod topology;

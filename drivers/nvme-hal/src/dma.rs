@@ -28,6 +28,14 @@ pub enum DmaError {
     /// Mapping the region for the device (IOMMU) failed.
     #[error("could not map {len} bytes at IOVA {iova:#x} for the device: {msg}")]
     Map { len: usize, iova: u64, msg: String },
+    /// The IOMMU refused the mapping (`source`: why, from the IOMMU's driver).
+    #[error("could not map {len} bytes at IOVA {iova:#x} for the device: {source}; if this is ENOMEM/ENOSPC the locked-memory limit (ulimit -l) or vfio_iommu_type1's dma_entry_limit is reached")]
+    IommuMap {
+        len: usize,
+        iova: u64,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The allocator's address space is used up.
     #[error("out of DMA memory: asked for {asked} bytes, {left} left in the pool; {hint}")]
     Exhausted { asked: usize, left: usize, hint: &'static str },

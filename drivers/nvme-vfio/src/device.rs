@@ -12,7 +12,7 @@
 
 use crate::bar::Bar;
 use crate::bind::{check_group, BindError, VFIO_DRIVER};
-use crate::dma::{DmaConfig, Iommu, VfioDma};
+use crate::dma::{DmaConfig, Iommu, IommuError, VfioDma};
 use crate::host::Host;
 use crate::iova::{IovaSpace, DEFAULT_IOVA_END, IOVA_BASE};
 use crate::Bdf;
@@ -55,6 +55,14 @@ pub enum VfioError {
         bdf: Bdf,
         #[source]
         source: io::Error,
+    },
+    /// Interrupts could not be set up through VFIO.
+    #[error("{what} for {bdf} failed")]
+    Irq {
+        what: &'static str,
+        bdf: Bdf,
+        #[source]
+        source: vfio_ioctls::VfioError,
     },
     /// BAR0 is unusable.
     #[error("BAR0 of {bdf} cannot be used: {why}")]
@@ -180,25 +188,14 @@ struct Open {
 }
 
 impl Iommu for Open {
-    unsafe fn map_dma(&self, iova: u64, len: usize, vaddr: *mut u8) -> Result<(), String> {
+    unsafe fn map_dma(&self, iova: u64, len: usize, vaddr: *mut u8) -> Result<(), IommuError> {
         // SAFETY: the caller upholds the contract (the memory stays mapped
         // and unreferenced until unmap_dma succeeds).
-        unsafe { self.container.vfio_dma_map(iova, len, vaddr) }.map_err(|e| error_chain(&e))
+        Ok(unsafe { self.container.vfio_dma_map(iova, len, vaddr) }?)
     }
-    fn unmap_dma(&self, iova: u64, len: usize) -> Result<(), String> {
-        self.container.vfio_dma_unmap(iova, len).map_err(|e| error_chain(&e))
+    fn unmap_dma(&self, iova: u64, len: usize) -> Result<(), IommuError> {
+        Ok(self.container.vfio_dma_unmap(iova, len)?)
     }
-}
-
-/// "outer: inner: innermost".
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(x) = src {
-        s.push_str(&format!(": {x}"));
-        src = x.source();
-    }
-    s
 }
 
 /// A PCI function opened through VFIO.
@@ -566,10 +563,10 @@ impl VfioPci {
             .map(|_| vmm_sys_util::eventfd::EventFd::new(0))
             .collect::<io::Result<Vec<_>>>()
             .map_err(|source| VfioError::Sys { what: "eventfd", bdf: self.bdf, source })?;
-        self.open.device.enable_msix(fds.iter().collect()).map_err(|e| VfioError::Sys {
+        self.open.device.enable_msix(fds.iter().collect()).map_err(|source| VfioError::Irq {
             what: "VFIO_DEVICE_SET_IRQS (MSI-X)",
             bdf: self.bdf,
-            source: io::Error::other(error_chain(&e)),
+            source,
         })?;
         Ok(Msix { fds, open: self.open.clone() })
     }

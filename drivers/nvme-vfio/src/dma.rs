@@ -30,6 +30,10 @@ pub const SMALL_MAX: usize = CHUNK_SIZE / 2;
 /// Sub-allocations start on their own 4 KiB page (a PRP entry's unit).
 const SUB_ALIGN: usize = 4096;
 
+/// Why the IOMMU refused to map or unmap (the VFIO container's error, or a
+/// fake's in tests).
+pub type IommuError = Box<dyn std::error::Error + Send + Sync>;
+
 /// The IOMMU side of a DMA mapping: VFIO_IOMMU_MAP_DMA / UNMAP_DMA on a
 /// container, or a fake in tests.
 pub trait Iommu: Send + Sync {
@@ -40,9 +44,9 @@ pub trait Iommu: Send + Sync {
     /// memory must stay mapped in this process and be accessed only through
     /// raw pointers (volatile, atomic, or copies): the device may read and
     /// write it at any time.
-    unsafe fn map_dma(&self, iova: u64, len: usize, vaddr: *mut u8) -> Result<(), String>;
+    unsafe fn map_dma(&self, iova: u64, len: usize, vaddr: *mut u8) -> Result<(), IommuError>;
     /// Remove the mapping made at `iova` for `len` bytes.
-    fn unmap_dma(&self, iova: u64, len: usize) -> Result<(), String>;
+    fn unmap_dma(&self, iova: u64, len: usize) -> Result<(), IommuError>;
 }
 
 /// How the allocator should get its memory and addresses.
@@ -233,15 +237,9 @@ impl VfioDma {
         // memory can be released; the memory is only ever accessed through
         // DmaRegion's raw-pointer operations.
         let mapped = unsafe { s.iommu.map_dma(iova, host.len(), host.as_ptr()) };
-        if let Err(msg) = mapped {
+        if let Err(source) = mapped {
             s.space.lock().unwrap().release(base, reserve);
-            return Err(DmaError::Map {
-                len: host.len(),
-                iova,
-                msg: format!(
-                    "{msg}; if this is ENOMEM/ENOSPC the locked-memory limit (ulimit -l) or vfio_iommu_type1's dma_entry_limit is reached"
-                ),
-            });
+            return Err(DmaError::IommuMap { len: host.len(), iova, source });
         }
         {
             let mut st = s.stats.lock().unwrap();
@@ -338,7 +336,7 @@ mod tests {
     }
 
     impl Iommu for FakeIommu {
-        unsafe fn map_dma(&self, iova: u64, len: usize, vaddr: *mut u8) -> Result<(), String> {
+        unsafe fn map_dma(&self, iova: u64, len: usize, vaddr: *mut u8) -> Result<(), IommuError> {
             let mut m = self.maps.lock().unwrap();
             for &(i, l, _) in m.iter() {
                 assert!(
@@ -349,7 +347,7 @@ mod tests {
             m.push((iova, len, vaddr as u64));
             Ok(())
         }
-        fn unmap_dma(&self, iova: u64, len: usize) -> Result<(), String> {
+        fn unmap_dma(&self, iova: u64, len: usize) -> Result<(), IommuError> {
             if self.fail_unmap.load(Ordering::Relaxed) {
                 return Err("injected failure".into());
             }

@@ -50,5 +50,5 @@ pub use bar::Bar;
 pub use bdf::{Bdf, BdfError};
 pub use bind::BindError;
 pub use device::{parse_iommu_info, pci, IommuInfo, Msix, RegionInfo, VfioError, VfioPci};
-pub use dma::{DmaStats, VfioDma};
+pub use dma::{DmaStats, IommuError, VfioDma};
 pub use host::Host;

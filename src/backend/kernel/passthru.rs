@@ -142,12 +142,10 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
         }
         Err(e) => {
             // Identify needs CAP_SYS_ADMIN; sysfs has the same geometry.
-            let lba = read_sys_u64(queue.join("logical_block_size")).ok_or_else(|| {
-                BackendError::Unsupported(format!(
-                    "cannot learn the geometry of namespace {nsid}: Identify failed ({e}) and {} is unreadable",
-                    queue.display()
-                ))
-            })? as u32;
+            let Some(lba) = read_sys_u64(queue.join("logical_block_size")) else {
+                return Err(BackendError::NoGeometry { nsid, sysfs: queue, source: e });
+            };
+            let lba = lba as u32;
             let sectors = read_sys_u64(sys.join("size")).unwrap_or(0);
             facts.push(("geometry".into(), format!("from sysfs (Identify Namespace failed: {e})")));
             (lba, sectors * 512 / lba as u64)
@@ -191,7 +189,7 @@ pub fn identify(device: &str, nsid: Option<u32>) -> Result<(IdentifyController, 
                 "admin commands need CAP_SYS_ADMIN: run as root",
                 e,
             ),
-            nvme_ioctl::PassthruError::Nvme(s) => BackendError::Invalid(format!("{what} failed on {device}: NVMe status {s}")),
+            source @ nvme_ioctl::PassthruError::Nvme(_) => BackendError::Admin { what, device: device.to_string(), source },
         }
     };
     let nsids = match (kind, parse_controller_name(&name)) {

@@ -220,10 +220,11 @@ impl<S: squeue::EntryMarker, C: cqueue::EntryMarker> Ring<S, C> {
         };
         if rc < 0 {
             let e = io::Error::last_os_error();
-            return Err(BackendError::Unsupported(format!(
-                "this kernel cannot register the ring fd (IORING_REGISTER_RING_FDS: {e}; needs Linux 5.18 or newer, {}); drop --register-ring",
-                kernel_release()
-            )));
+            return Err(BackendError::os(
+                "this kernel cannot register the ring fd (IORING_REGISTER_RING_FDS)",
+                format!("it needs Linux 5.18 or newer ({}); drop --register-ring", kernel_release()),
+                e,
+            ));
         }
         Ok(up.offset)
     }
@@ -232,10 +233,11 @@ impl<S: squeue::EntryMarker, C: cqueue::EntryMarker> Ring<S, C> {
     pub fn probe(&self) -> Result<io_uring::Probe, BackendError> {
         let mut p = io_uring::Probe::new();
         self.ring.submitter().register_probe(&mut p).map_err(|e| {
-            BackendError::Unsupported(format!(
-                "io_uring cannot report its supported operations (IORING_REGISTER_PROBE: {e}); this tool needs Linux 5.6 or newer ({})",
-                kernel_release()
-            ))
+            BackendError::os(
+                "io_uring cannot report its supported operations (IORING_REGISTER_PROBE)",
+                format!("this tool needs Linux 5.6 or newer ({})", kernel_release()),
+                e,
+            )
         })?;
         Ok(p)
     }

@@ -159,7 +159,7 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
                 // Give the queue back before reporting why it cannot be used.
                 return Err(match ctrl.delete_io_queue_pair(qp) {
                     Ok(()) => e,
-                    Err(d) => BackendError::Failed(format!("{e}; and then {d}")),
+                    Err(delete) => BackendError::QueueSetup { source: Box::new(e), delete },
                 });
             }
         };

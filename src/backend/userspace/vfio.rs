@@ -47,14 +47,14 @@ pub struct VfioTarget {
     bar_len: usize,
 }
 
-fn vfio_err(bdf: &str, e: nvme_vfio::VfioError) -> BackendError {
-    BackendError::os(format!("could not open {bdf} through VFIO"), "", std::io::Error::other(e))
+fn vfio_err(bdf: &str, source: nvme_vfio::VfioError) -> BackendError {
+    BackendError::Vfio { bdf: bdf.to_string(), source }
 }
 
 impl VfioTarget {
     /// Open the controller at `o.bdf` (bound to vfio-pci) and bring it up.
     pub fn open(o: &VfioOptions) -> Result<Self, BackendError> {
-        let bdf = Bdf::parse(&o.bdf).map_err(|e| BackendError::Invalid(e.to_string()))?;
+        let bdf = Bdf::parse(&o.bdf)?;
         let dev = VfioPci::open(&Host::system(), &bdf).map_err(|e| vfio_err(&o.bdf, e))?;
         let bar = dev.map_bar0().map_err(|e| vfio_err(&o.bdf, e))?;
         let dma = dev.dma(true);
@@ -105,7 +105,7 @@ pub struct VfioController {
 
 /// Open the controller at `bdf` (bound to vfio-pci) for admin commands.
 pub fn open_controller(bdf: &str) -> Result<VfioController, BackendError> {
-    let b = Bdf::parse(bdf).map_err(|e| BackendError::Invalid(e.to_string()))?;
+    let b = Bdf::parse(bdf)?;
     let dev = VfioPci::open(&Host::system(), &b).map_err(|e| vfio_err(bdf, e))?;
     let bar = dev.map_bar0().map_err(|e| vfio_err(bdf, e))?;
     let dma = dev.dma(true);
@@ -119,7 +119,7 @@ pub fn open_controller(bdf: &str) -> Result<VfioController, BackendError> {
 /// BAR0 as a register window, the DMA allocator, and the device (keep it
 /// alive as long as the other two are used). Bus mastering is on.
 pub fn open_raw(bdf: &str) -> Result<(Arc<Bar>, Arc<dyn DmaAllocator>, VfioPci), BackendError> {
-    let b = Bdf::parse(bdf).map_err(|e| BackendError::Invalid(e.to_string()))?;
+    let b = Bdf::parse(bdf)?;
     let dev = VfioPci::open(&Host::system(), &b).map_err(|e| vfio_err(bdf, e))?;
     let bar = dev.map_bar0().map_err(|e| vfio_err(bdf, e))?;
     let dma: Arc<dyn DmaAllocator> = dev.dma(true);
