@@ -1,7 +1,8 @@
 //! The SVG charts (plotters' SVG backend: no fonts or system libraries
 //! needed; text is left to the viewer's sans-serif font).
 
-use super::{size_label, Axis, Point, Sweep};
+use super::model::{Axis, Point, Sweep};
+use crate::report::fmt::size_label;
 use plotters::coord::ranged1d::{AsRangedCoord, KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
