@@ -2,8 +2,9 @@
 //! shutdown), doorbell polling, command fetch, execution and completion.
 
 use crate::memory::{IovaMap, SimMemory};
-use crate::regs::SimRegisters;
-use crate::{DataMode, SimConfig, SimError};
+use crate::regs::{InlineController, SimRegisters};
+use crate::config::{DataMode, SimConfig, SimError};
+use crate::event::SimEvent;
 use nvme_hal::{CqRing, DmaRegion, DmaWord, SqRing};
 use nvme_spec::cmd::DsmRange;
 use nvme_spec::identify::{IdentifyController, IdentifyNamespace, LbaFormat, IDENTIFY_SIZE};
@@ -142,27 +143,6 @@ impl Faults {
     fn trips(n: &AtomicU32) -> bool {
         n.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1)).is_ok_and(|v| v == 1)
     }
-}
-
-/// What the controller did, for `nvme-bypass trace`.
-#[derive(Clone, Debug)]
-pub enum SimEvent {
-    /// CC.EN went 0 -> 1 and the controller is ready.
-    Enabled { asq: u64, acq: u64, admin_entries: u16 },
-    /// CC.EN went 1 -> 0: reset.
-    Reset,
-    /// Shutdown processing completed (CSTS.SHST = 10b).
-    ShutdownComplete,
-    /// The controller read a new tail doorbell value.
-    DoorbellSeen { qid: u16, tail: u16, shadow: bool },
-    /// The controller fetched a submission entry.
-    Fetch { qid: u16, slot: u16, sqe: Sqe },
-    /// The controller posted a completion entry.
-    Complete { cqid: u16, slot: u16, cqe: Cqe },
-    /// A PRP list was walked.
-    PrpList { list_iova: u64, entries: Vec<u64> },
-    /// A queue was created or deleted (entries: 2..=65536).
-    Queue { qid: u16, cq: bool, created: bool, entries: u32 },
 }
 
 struct Sq {
@@ -318,6 +298,12 @@ pub(crate) struct Device {
     ident_ctrl: Box<[u8; IDENTIFY_SIZE]>,
     ident_ns: Vec<Box<[u8; IDENTIFY_SIZE]>>,
     scratch: Vec<u8>,
+}
+
+impl InlineController for Device {
+    fn step(&mut self) -> usize {
+        Device::step(self)
+    }
 }
 
 fn err(sc: u8) -> Status {
