@@ -7,6 +7,7 @@
 
 use crate::cid::{cid_tag, CidTable};
 use crate::doorbell::ShadowSlot;
+use crate::error::SubmitError;
 use crate::prp::{build_prps, DmaPrpList, PrpError};
 use crate::queue::{CompletionQueue, SubmissionQueue};
 use nvme_hal::{DmaRegion, RegisterWindow};
@@ -87,20 +88,6 @@ pub struct IoCmd {
     pub data: DataPtr,
     /// The caller's tag, handed back with the completion.
     pub tag: u64,
-}
-
-/// Why a command could not be submitted. Cheap to return on the hot path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SubmitError {
-    /// No free CID or submission slot: poll for completions first.
-    #[error("queue full: {outstanding} commands outstanding")]
-    QueueFull { outstanding: usize },
-    /// The transfer is longer than the controller's maximum (MDTS).
-    #[error("transfer of {len} bytes exceeds the controller's maximum of {max} bytes (MDTS); use a smaller --bs")]
-    TooLarge { len: usize, max: usize },
-    /// The buffer cannot be described with PRPs.
-    #[error(transparent)]
-    Prp(#[from] PrpError),
 }
 
 /// Counters kept by a queue pair; read them between runs.

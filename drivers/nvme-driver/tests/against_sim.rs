@@ -591,11 +591,12 @@ fn shadow_doorbells_reach_every_queue_past_the_first_page_at_any_stride() {
 
 #[test]
 fn plain_pass_completions_equal_the_general_path() {
-    // The simulator takes untraced, unfaulted null-data passes through a
-    // fast loop (Device::plain_io) that stops at the first entry it does not
-    // handle itself. Every completion entry it posts, and every error the
-    // general path then words, must be what the general path alone (on when a
-    // trace listener is set) posts: same status, CID, SQ head and SQ id, in
+    // The simulator takes untraced, unfaulted null-data passes through its
+    // one loop with the trace and fault hooks compiled out
+    // (Device::take_entries::<true>), whose runs of successful Reads and
+    // Writes hold both queues (Device::plain_run) and stop at anything
+    // else. Every completion entry it posts, errors included, must be what
+    // the loop with its hooks (on when a trace listener is set) posts: same status, CID, SQ head and SQ id, in
     // the same order, across queue wraps and phase flips; in a shallow
     // queue, and in a deep one with long batches and long runs of plain
     // entries between the others.

@@ -470,12 +470,19 @@ impl DmaRing<6> {
     pub fn write64(&self, index: usize, q: [u64; 8]) {
         self.view().write64(index, q)
     }
-    /// Load of the 64-byte entry at `index` as 16 dwords (tracing).
+    /// Load of the 64-byte entry at `index` as 16 dwords (the controller's
+    /// fetch), as 8 qword loads.
+    #[inline(always)]
     pub fn read_dwords16(&self, index: usize) -> [u32; 16] {
         let p = self.view().entry_ptr(index);
-        // SAFETY: index checked; 64 bytes inside a 64-byte entry; each dword
-        // 4-byte aligned; accessed only atomically.
-        std::array::from_fn(|i| unsafe { atomic::<AtomicU32>(p.wrapping_add(4 * i)) }.load(Ordering::Relaxed))
+        let mut d = [0u32; 16];
+        for i in 0..8 {
+            // SAFETY: index checked; 64 bytes inside a 64-byte entry; each
+            // qword 8-byte aligned (as for write64); accessed only atomically.
+            let q = u64::from_le(unsafe { atomic::<AtomicU64>(p.wrapping_add(8 * i)) }.load(Ordering::Relaxed));
+            (d[2 * i], d[2 * i + 1]) = (q as u32, (q >> 32) as u32);
+        }
+        d
     }
 }
 

@@ -2,15 +2,16 @@
 //! shutdown), doorbell polling, command fetch, execution and completion.
 
 use crate::memory::{IovaMap, SimMemory};
-use crate::regs::SimRegisters;
-use crate::{DataMode, SimConfig, SimError};
+use crate::regs::{InlineController, SimRegisters};
+use crate::config::{DataMode, NamespaceConfig, SimConfig, SimError};
+use crate::event::SimEvent;
 use nvme_hal::{CqRing, DmaRegion, DmaWord, SqRing};
 use nvme_spec::cmd::DsmRange;
 use nvme_spec::identify::{IdentifyController, IdentifyNamespace, LbaFormat, IDENTIFY_SIZE};
 use nvme_spec::opcode::{cns, feature, log_page, AdminOpcode, NvmOpcode};
 use nvme_spec::regs::{offset, shn, shst, Aqa, Cap, Cc, Crto, Csts, Vs};
 use nvme_spec::status::{command_specific as cs, generic as gs, Status};
-use nvme_spec::{Cdw0, Cqe, Sqe};
+use nvme_spec::{Cqe, CqeStatus, Sqe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -144,27 +145,6 @@ impl Faults {
     }
 }
 
-/// What the controller did, for `nvme-bypass trace`.
-#[derive(Clone, Debug)]
-pub enum SimEvent {
-    /// CC.EN went 0 -> 1 and the controller is ready.
-    Enabled { asq: u64, acq: u64, admin_entries: u16 },
-    /// CC.EN went 1 -> 0: reset.
-    Reset,
-    /// Shutdown processing completed (CSTS.SHST = 10b).
-    ShutdownComplete,
-    /// The controller read a new tail doorbell value.
-    DoorbellSeen { qid: u16, tail: u16, shadow: bool },
-    /// The controller fetched a submission entry.
-    Fetch { qid: u16, slot: u16, sqe: Sqe },
-    /// The controller posted a completion entry.
-    Complete { cqid: u16, slot: u16, cqe: Cqe },
-    /// A PRP list was walked.
-    PrpList { list_iova: u64, entries: Vec<u64> },
-    /// A queue was created or deleted (entries: 2..=65536).
-    Queue { qid: u16, cq: bool, created: bool, entries: u32 },
-}
-
 struct Sq {
     ring: SqRing,
     /// Entries, 2..=65536 (QSIZE + 1: a u16 would wrap at CAP.MQES = FFFFh).
@@ -206,20 +186,46 @@ fn next_slot(i: u16, size: u32) -> u16 {
     }
 }
 
-/// Is completion queue `cqid` (head doorbell `db`, read through `slot`,
-/// host head last read `head_seen`) without room for a completion that
-/// moves its tail to `next`? The host's head is read again only when the
-/// queue looks full by the value last read (see `Cq::head_seen`). (Fields,
-/// not `&mut Cq`: the fast loop holds a view of the ring meanwhile.)
-#[inline(always)]
-fn cq_full(head_seen: &mut u32, slot: &Slot, db: usize, next: u16, regs: &SimRegisters) -> bool {
-    if next as u32 != *head_seen {
-        return false;
+impl Sq {
+    /// The entry at the head (not consumed).
+    #[inline(always)]
+    fn entry(&self) -> Sqe {
+        Sqe::from_dwords(self.ring.read_dwords16(self.head as usize))
     }
-    if let Some(head) = slot.doorbell(regs, db).0 {
-        *head_seen = head;
+}
+
+impl Cq {
+    /// Write `cqe` at the tail with the current phase and advance the tail
+    /// (flipping the phase at the wrap). Returns the entry as written and
+    /// its slot.
+    #[inline(always)]
+    fn push(&mut self, mut cqe: Cqe) -> (Cqe, u16) {
+        cqe.status.set_p(self.phase);
+        let [d0, d1, d2, d3] = cqe.to_dwords();
+        let ring = self.ring.view();
+        ring.write_dw012(self.tail as usize, [d0, d1, d2]);
+        // The phase/status dword last, with Release: the host's Acquire load
+        // of it makes the rest of the entry (and any read data) visible.
+        ring.store_dw3_release(self.tail as usize, d3);
+        let slot = self.tail;
+        self.tail = next_slot(self.tail, self.size);
+        self.phase ^= self.tail == 0;
+        (cqe, slot)
     }
-    next as u32 == *head_seen
+
+    /// Is this queue without room for a completion that moves its tail to
+    /// `next`? The host's head is read again only when the queue looks full
+    /// by the value last read (see `Cq::head_seen`).
+    #[inline(always)]
+    fn full(&mut self, next: u16, regs: &SimRegisters) -> bool {
+        if next as u32 != self.head_seen {
+            return false;
+        }
+        if let Some(head) = self.slot.doorbell(regs, self.db).0 {
+            self.head_seen = head;
+        }
+        next as u32 == self.head_seen
+    }
 }
 
 /// Where the controller reads one queue's doorbell value from, and writes
@@ -294,6 +300,8 @@ pub(crate) struct Device {
     state: State,
     last_cc: u32,
     page_size: usize,
+    /// MDTS in bytes (u64::MAX: no limit).
+    max_transfer: u64,
     sqs: Vec<Option<Sq>>,
     cqs: Vec<Option<Cq>>,
     active: Vec<u16>,
@@ -320,6 +328,12 @@ pub(crate) struct Device {
     scratch: Vec<u8>,
 }
 
+impl InlineController for Device {
+    fn step(&mut self) -> usize {
+        Device::step(self)
+    }
+}
+
 fn err(sc: u8) -> Status {
     Status::generic(sc).with_dnr()
 }
@@ -328,6 +342,58 @@ fn cs_err(sc: u8) -> Status {
 }
 
 type Outcome = Result<u32, Status>;
+
+/// The active namespace `nsid` names (I/O commands).
+#[inline(always)]
+fn active_ns(cfg: &SimConfig, nsid: u32) -> Result<NamespaceConfig, Status> {
+    let nn = cfg.namespaces.len() as u32 + cfg.inactive_namespaces;
+    if nsid == 0 || nsid > nn {
+        return Err(err(gs::INVALID_NAMESPACE_OR_FORMAT));
+    }
+    match cfg.namespaces.get(nsid as usize - 1) {
+        Some(ns) if ns.blocks != 0 => Ok(*ns),
+        _ => Err(err(gs::INVALID_NAMESPACE_OR_FORMAT)), // inactive
+    }
+}
+
+/// The starting LBA and block count of a Read, Write or Write Zeroes,
+/// checked against the namespace's size.
+#[inline(always)]
+fn lba_range(sqe: &Sqe, ns: NamespaceConfig) -> Result<(u64, u64), Status> {
+    let slba = sqe.cdw10 as u64 | (sqe.cdw11 as u64) << 32;
+    let nlb = (sqe.cdw12 & 0xffff) as u64 + 1;
+    if slba.checked_add(nlb).is_none_or(|end| end > ns.blocks) {
+        return Err(err(gs::LBA_OUT_OF_RANGE));
+    }
+    Ok((slba, nlb))
+}
+
+/// Every check of a Read or Write before its data moves, in the order
+/// [`Device::nvm_execute`] words them: fused, namespace, LBA range, MDTS
+/// (`max_transfer` bytes), and with null data the data pointer. Returns
+/// the starting LBA and the length in bytes.
+#[inline(always)]
+fn check_rw(cfg: &SimConfig, max_transfer: u64, sqe: &Sqe) -> Result<(u64, usize), Status> {
+    if sqe.cdw0.fuse() != 0 {
+        return Err(err(gs::INVALID_FIELD));
+    }
+    let ns = active_ns(cfg, sqe.nsid)?;
+    let (slba, nlb) = lba_range(sqe, ns)?;
+    let len = nlb * ns.lba_size as u64;
+    if len > max_transfer {
+        return Err(err(gs::INVALID_FIELD));
+    }
+    if cfg.data == DataMode::Null {
+        // No data moves: only the cheap checks of the data pointer.
+        if sqe.cdw0.psdt() != 0 {
+            return Err(err(gs::INVALID_FIELD));
+        }
+        if sqe.prp1 & 3 != 0 {
+            return Err(err(gs::INVALID_PRP_OFFSET));
+        }
+    }
+    Ok((slba, len as usize))
+}
 
 /// Largest RAM-backed namespace (memory is committed only when written).
 const MAX_RAM_NAMESPACE: u64 = 64 << 30;
@@ -441,6 +507,7 @@ impl Device {
             state: State::Disabled,
             last_cc: 0,
             page_size: 4096,
+            max_transfer: if cfg.mdts == 0 { u64::MAX } else { 4096 << cfg.mdts },
             sqs: (0..nq).map(|_| None).collect(),
             cqs: (0..nq).map(|_| None).collect(),
             active: vec![],
@@ -715,80 +782,11 @@ impl Device {
         }
     }
 
-    /// True when a pass over an I/O queue needs none of the general path's
-    /// per-command hooks: no trace listener, no data to move, no fault armed.
-    /// Then [`Device::plain_io`] may take the pass.
+    /// True when a pass over an I/O queue needs none of the per-command
+    /// hooks: no trace listener, no data to move, no fault armed. Then
+    /// [`Device::take_entries`] runs with those hooks compiled out.
     fn plain_pass(&self) -> bool {
         self.cfg.events.is_none() && self.cfg.data == DataMode::Null && !self.faults.io_armed()
-    }
-
-    /// The fast path of [`Device::process_sq`] for an I/O queue in a plain
-    /// pass (null data): it takes Read and Write commands that pass every
-    /// check the general path makes ([`Device::nvm_execute`]) and posts their
-    /// successful completions, with both rings' positions kept in registers.
-    /// It stops at the first entry that is anything else (the general path,
-    /// [`Device::fetch_one`], then takes that entry and reaches the outcome
-    /// it alone would have), at a full completion queue, or after `burst`
-    /// entries, and returns the entries it took. On a benchmark this loop is
-    /// the controller's whole cost per I/O, so that the driver, not the
-    /// model, is what paces the pair.
-    #[inline(never)]
-    fn plain_io(&mut self, qid: u16, tail: u16, burst: usize) -> usize {
-        let Device { sqs, cqs, cfg, regs, io_count, posted, faults, .. } = self;
-        let Some(sq) = sqs[qid as usize].as_mut() else { return 0 };
-        let Some(cq) = cqs[sq.cqid as usize].as_mut() else { return 0 };
-        let (sv, cv) = (sq.ring.view(), cq.ring.view());
-        let (sq_size, cq_size) = (sq.size, cq.size);
-        let max_len = if cfg.mdts == 0 { u64::MAX } else { 4096 << cfg.mdts };
-        let namespaces = &cfg.namespaces[..];
-        let (mut head, mut ctail, mut phase) = (sq.head, cq.tail, cq.phase);
-        // Ask for every entry of the pass at once: the host's streaming
-        // stores left them in memory, and fetched one by one each would cost
-        // a full memory latency (a device, likewise, fetches many at once).
-        let pending = if tail >= head { (tail - head) as usize } else { (tail as usize + sq_size as usize) - head as usize };
-        let mut ahead = head as usize;
-        for _ in 0..pending.min(burst) {
-            sv.prefetch_read(ahead);
-            ahead += 1;
-            if ahead == sq_size as usize {
-                ahead = 0;
-            }
-        }
-        let mut n = 0;
-        // A hang or fatal fault set by another thread stops the device at
-        // the next command, as in the general path.
-        while n < burst && head != tail && !faults.halted() {
-            let next = next_slot(ctail, cq_size);
-            if cq_full(&mut cq.head_seen, &cq.slot, cq.db, next, regs) {
-                break;
-            }
-            let h = head as usize;
-            let cdw0 = Cdw0::from_bits(sv.read_dw::<0>(h));
-            let op = cdw0.opc();
-            if (op != NvmOpcode::Read as u8 && op != NvmOpcode::Write as u8) || cdw0.fuse() != 0 || cdw0.psdt() != 0 {
-                break;
-            }
-            let nsid = sv.read_dw::<1>(h) as usize;
-            let Some(ns) = nsid.checked_sub(1).and_then(|i| namespaces.get(i)) else { break };
-            let slba = sv.read_dw::<10>(h) as u64 | (sv.read_dw::<11>(h) as u64) << 32;
-            let nlb = (sv.read_dw::<12>(h) & 0xffff) as u64 + 1;
-            let in_range = slba.checked_add(nlb).is_some_and(|end| end <= ns.blocks);
-            if !in_range || nlb * ns.lba_size as u64 > max_len || sv.read_dw::<6>(h) & 3 != 0 {
-                break; // an error status: the general path words it
-            }
-            head = next_slot(head, sq_size);
-            let status = Status::SUCCESS.to_cqe_status(phase);
-            let [d0, d1, d2, d3] = Cqe { dw0: 0, dw1: 0, sq_head: head, sq_id: qid, cid: cdw0.cid(), status }.to_dwords();
-            cv.write_dw012(ctail as usize, [d0, d1, d2]);
-            cv.store_dw3_release(ctail as usize, d3); // phase last, as in post()
-            ctail = next;
-            phase ^= next == 0;
-            n += 1;
-        }
-        (sq.head, cq.tail, cq.phase) = (head, ctail, phase);
-        *io_count = io_count.wrapping_add(n as u32);
-        *posted += n as u64;
-        n
     }
 
     /// Fetch and execute up to `burst` commands of submission queue `qid`.
@@ -810,23 +808,14 @@ impl Device {
             self.map = self.mem.snapshot();
         }
         self.emit(|| SimEvent::DoorbellSeen { qid, tail, shadow });
-        // Plain entries go through the fast loop; whatever stops it (an
-        // error to word, a command it does not handle) takes one turn of the
-        // general path, then the fast loop resumes.
-        let plain = qid != 0 && self.plain_pass();
-        let mut n = 0;
-        while n < burst {
-            if plain {
-                n += self.plain_io(qid, tail, burst - n);
-                if n == burst {
-                    break;
-                }
-            }
-            if !self.fetch_one(qid, tail) {
-                break;
-            }
-            n += 1;
-        }
+        // On a benchmark this pass is the controller's whole cost per I/O:
+        // it must stay cheap for the driver, not the model, to pace the
+        // pair. A plain pass is the same loop without the hooks.
+        let n = if qid != 0 && self.plain_pass() {
+            self.take_entries::<true>(qid, tail, burst)
+        } else {
+            self.take_entries::<false>(qid, tail, burst)
+        };
         if n > 0 {
             self.update_eventidx(qid);
             // This thread is the counters' only writer: a load and a store,
@@ -838,50 +827,127 @@ impl Device {
         n
     }
 
-    /// The general path: fetch, execute and complete the next entry of
-    /// submission queue `qid` (doorbell value `tail`), with every trace and
-    /// fault hook. False when there is none to take (queue empty, device
+    /// Take up to `burst` entries of submission queue `qid` (doorbell value
+    /// `tail`); `PLAIN` (see [`Device::plain_pass`]) leaves out the trace
+    /// and fault hooks. Returns the entries taken.
+    #[inline(never)]
+    fn take_entries<const PLAIN: bool>(&mut self, qid: u16, tail: u16, burst: usize) -> usize {
+        // Ask for every entry of the pass at once: the host's streaming
+        // stores left them in memory, and fetched one by one each would cost
+        // a full memory latency (a device, likewise, fetches many at once).
+        if let Some(sq) = self.sqs[qid as usize].as_ref() {
+            let pending = (tail as usize + sq.size as usize - sq.head as usize) % sq.size as usize;
+            let view = sq.ring.view();
+            let mut i = sq.head;
+            for _ in 0..pending.min(burst) {
+                view.prefetch_read(i as usize);
+                i = next_slot(i, sq.size);
+            }
+        }
+        let mut n = 0;
+        while n < burst {
+            if PLAIN {
+                n += self.plain_run(qid, tail, burst - n);
+                if n == burst {
+                    break;
+                }
+            }
+            if !self.fetch_one::<PLAIN>(qid, tail) {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// In a plain pass, the common case of [`Device::fetch_one`]: a run of
+    /// Read and Write entries that succeed, taken with both queues held
+    /// rather than looked up per entry, through the same steps
+    /// ([`Sq::entry`], [`check_rw`], [`Cq::push`]). It stops at a full
+    /// completion queue, at a halt, and at any entry that is not such a
+    /// command, which `fetch_one` then takes (and words the error of).
+    /// Returns the entries taken.
+    #[inline(always)]
+    fn plain_run(&mut self, qid: u16, tail: u16, burst: usize) -> usize {
+        let Device { sqs, cqs, cfg, regs, faults, max_transfer, io_count, posted, .. } = self;
+        let Some(sq) = sqs[qid as usize].as_mut() else { return 0 };
+        let Some(cq) = cqs[sq.cqid as usize].as_mut() else { return 0 };
+        let mut n = 0;
+        while n < burst && sq.head != tail && !faults.halted() && !cq.full(next_slot(cq.tail, cq.size), regs) {
+            let sqe = sq.entry();
+            let op = sqe.opcode();
+            if (op != NvmOpcode::Read as u8 && op != NvmOpcode::Write as u8) || check_rw(cfg, *max_transfer, &sqe).is_err() {
+                break;
+            }
+            sq.head = next_slot(sq.head, sq.size);
+            let status = CqeStatus::new(); // success
+            cq.push(Cqe { dw0: 0, dw1: 0, sq_head: sq.head, sq_id: qid, cid: sqe.cid(), status });
+            n += 1;
+        }
+        *io_count = io_count.wrapping_add(n as u32);
+        *posted += n as u64;
+        n
+    }
+
+    /// Fetch, execute and complete the next entry of submission queue `qid`
+    /// (doorbell value `tail`), with every trace and fault hook unless
+    /// `PLAIN`. False when there is none to take (queue empty, device
     /// halted, or completion queue full).
-    fn fetch_one(&mut self, qid: u16, tail: u16) -> bool {
+    #[inline(always)]
+    fn fetch_one<const PLAIN: bool>(&mut self, qid: u16, tail: u16) -> bool {
         if self.faults.halted() {
-            // Hung, or a fault tripped by the last command stops the
-            // device now. (Checked after the doorbell load: a fault set
-            // before the doorbell write is seen.)
+            // Hung, or a fault tripped by the last command (or set by
+            // another thread) stops the device now. (Checked after the
+            // doorbell load: a fault set before the doorbell write is seen.)
             return false;
         }
-        let Some(sq) = self.sqs[qid as usize].as_ref() else { return false };
+        let Some(sq) = self.sqs[qid as usize].as_mut() else { return false };
         if sq.head == tail {
             return false;
         }
         let cqid = sq.cqid;
         let Some(cq) = self.cqs[cqid as usize].as_mut() else { return false };
-        if cq_full(&mut cq.head_seen, &cq.slot, cq.db, next_slot(cq.tail, cq.size), &self.regs) {
+        if cq.full(next_slot(cq.tail, cq.size), &self.regs) {
             return false; // leave the entry unfetched
         }
-        let sq = self.sqs[qid as usize].as_mut().unwrap();
         let slot = sq.head;
-        let sqe = Sqe::from_dwords(sq.ring.read_dwords16(slot as usize));
+        let sqe = sq.entry();
         sq.head = next_slot(sq.head, sq.size);
         let (mut sq_head, sq_size) = (sq.head, sq.size);
-        self.emit(|| SimEvent::Fetch { qid, slot, sqe });
-        let outcome = if qid == 0 { self.admin(&sqe) } else { self.nvm(&sqe) };
+        if !PLAIN {
+            self.emit(|| SimEvent::Fetch { qid, slot, sqe });
+        }
+        let outcome = if qid == 0 { self.admin(&sqe) } else { self.nvm::<PLAIN>(&sqe) };
         let (status, dw0) = match outcome {
-            Some(Ok(dw0)) => (Status::SUCCESS, dw0),
-            Some(Err(s)) => (s, 0),
+            Some(Ok(dw0)) => (CqeStatus::new(), dw0), // success: all status bits 0
+            Some(Err(s)) => (s.to_cqe_status(false), 0),
             None => return true, // no completion now (AER held, or dropped by fault injection)
         };
         let mut cid = sqe.cid();
-        let corrupt = self.faults.corrupt_cid_every.load(Ordering::Relaxed);
-        if qid != 0 && corrupt != 0 && self.io_count % corrupt == 0 {
-            cid = cid.wrapping_add(0x4000);
+        let mut sq_id = qid;
+        if !PLAIN && qid != 0 {
+            if Faults::every(&self.faults.corrupt_cid_every, self.io_count) {
+                cid = cid.wrapping_add(0x4000);
+            }
+            if Faults::every(&self.faults.bad_sqid_every, self.io_count) {
+                // Another queue's completion carries that queue's head, not ours.
+                sq_head = ((sq_head as u32 + sq_size / 2) % sq_size) as u16;
+                sq_id = qid + 1;
+            }
         }
-        let bad_sqid = qid != 0 && Faults::every(&self.faults.bad_sqid_every, self.io_count);
-        if bad_sqid {
-            // Another queue's completion carries that queue's head, not ours.
-            sq_head = ((sq_head as u32 + sq_size / 2) % sq_size) as u16;
+        let cqe = Cqe { dw0, dw1: 0, sq_head, sq_id, cid, status };
+        if !PLAIN && self.hold_back(qid, cqid, cqe) {
+            return true;
         }
-        let sq_id = if bad_sqid { qid + 1 } else { qid };
-        let cqe = Cqe { dw0, dw1: 0, sq_head, sq_id, cid, status: status.to_cqe_status(false) };
+        self.post::<PLAIN>(cqid, cqe);
+        true
+    }
+
+    /// The fault hooks between executing a command and posting its
+    /// completion: hold it (`stall_every`), post a stale one before it
+    /// (`replay_*`), or post it late (`admin_delay_us`). True when it is
+    /// not to be posted now.
+    fn hold_back(&mut self, qid: u16, cqid: u16, cqe: Cqe) -> bool {
         if std::mem::take(&mut self.hold_this) {
             self.held.push(Held { cqid, cqe });
             return true;
@@ -903,8 +969,7 @@ impl Device {
             self.late.push(Late { due: Instant::now() + Duration::from_micros(delay as u64), cqe });
             return true;
         }
-        self.post(cqid, cqe);
-        true
+        false
     }
 
     /// Post the completion `cqid` received last once more (`Faults::replay_*`),
@@ -913,12 +978,12 @@ impl Device {
         let Some(cq) = self.cqs[cqid as usize].as_mut() else { return };
         let Some(last) = cq.last else { return };
         let (first, second) = (next_slot(cq.tail, cq.size), next_slot(next_slot(cq.tail, cq.size), cq.size));
-        if cq_full(&mut cq.head_seen, &cq.slot, cq.db, first, &self.regs)
-            || cq_full(&mut cq.head_seen, &cq.slot, cq.db, second, &self.regs)
+        if cq.full(first, &self.regs)
+            || cq.full(second, &self.regs)
         {
             return;
         }
-        self.post(cqid, last);
+        self.post::<false>(cqid, last);
     }
 
     /// Post the admin completions held by `Faults::admin_delay_us` that are
@@ -928,11 +993,11 @@ impl Device {
         let mut n = 0;
         while let Some(i) = self.late.iter().position(|l| l.due <= now) {
             let Some(cq) = self.cqs[0].as_mut() else { break };
-            if cq_full(&mut cq.head_seen, &cq.slot, cq.db, next_slot(cq.tail, cq.size), &self.regs) {
+            if cq.full(next_slot(cq.tail, cq.size), &self.regs) {
                 break;
             }
             let l = self.late.remove(i);
-            self.post(0, l.cqe);
+            self.post::<false>(0, l.cqe);
             n += 1;
         }
         n
@@ -999,26 +1064,22 @@ impl Device {
         })
     }
 
-    fn post(&mut self, cqid: u16, mut cqe: Cqe) {
+    /// Post `cqe` to completion queue `cqid`. `PLAIN`: no trace listener
+    /// and no replay fault, so the entry need not be kept for a replay.
+    #[inline(always)]
+    fn post<const PLAIN: bool>(&mut self, cqid: u16, cqe: Cqe) {
         let Some(cq) = self.cqs[cqid as usize].as_mut() else { return };
-        cqe.status.set_p(cq.phase);
-        cq.last = Some(cqe);
-        let [d0, d1, d2, d3] = cqe.to_dwords();
-        let ring = cq.ring.view();
-        ring.write_dw012(cq.tail as usize, [d0, d1, d2]);
-        // The phase/status dword last, with Release: the host's Acquire load
-        // of it makes the rest of the entry (and any read data) visible.
-        ring.store_dw3_release(cq.tail as usize, d3);
-        let slot = cq.tail;
-        cq.tail = next_slot(cq.tail, cq.size);
-        if cq.tail == 0 {
-            cq.phase = !cq.phase;
+        let (cqe, slot) = cq.push(cqe);
+        if !PLAIN {
+            cq.last = Some(cqe);
         }
-        if !cqe.decoded_status().is_success() {
+        if cqe.status.sc() != 0 || cqe.status.sct() != 0 {
             self.stats.errors.fetch_add(1, Ordering::Relaxed);
         }
         self.posted += 1;
-        self.emit(|| SimEvent::Complete { cqid, slot, cqe });
+        if !PLAIN {
+            self.emit(|| SimEvent::Complete { cqid, slot, cqe });
+        }
     }
 
     // ---------------------------------------------------------------- PRPs
@@ -1273,7 +1334,7 @@ impl Device {
             let e = Sqe::from_dwords(sq.ring.read_dwords16(head as usize));
             head = next_slot(head, sq.size);
             let st = Status::generic(gs::ABORTED_SQ_DELETION).to_cqe_status(false);
-            self.post(sq.cqid, Cqe { dw0: 0, dw1: 0, sq_head: head, sq_id: qid, cid: e.cid(), status: st });
+            self.post::<false>(sq.cqid, Cqe { dw0: 0, dw1: 0, sq_head: head, sq_id: qid, cid: e.cid(), status: st });
         }
         if let Some(cq) = self.cqs[sq.cqid as usize].as_mut() {
             cq.sq_count -= 1;
@@ -1423,13 +1484,17 @@ impl Device {
         if let Some(sq) = self.sqs.get(sqid as usize).and_then(|q| q.as_ref()) {
             cqe.sq_head = sq.head;
         }
-        self.post(cqid, cqe);
+        self.post::<false>(cqid, cqe);
         0
     }
 
-    /// An I/O command with the fault hooks around it.
-    fn nvm(&mut self, sqe: &Sqe) -> Option<Outcome> {
+    /// An I/O command, with the fault hooks around it unless `PLAIN`.
+    #[inline(always)]
+    fn nvm<const PLAIN: bool>(&mut self, sqe: &Sqe) -> Option<Outcome> {
         self.io_count = self.io_count.wrapping_add(1);
+        if PLAIN {
+            return Some(self.nvm_execute(sqe));
+        }
         let drop_every = self.faults.drop_every.load(Ordering::Relaxed);
         if drop_every != 0 && self.io_count % drop_every == 0 {
             return None;
@@ -1480,7 +1545,7 @@ impl Device {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn nvm_execute(&mut self, sqe: &Sqe) -> Outcome {
         let Some(op) = NvmOpcode::from_u8(sqe.opcode()) else {
             return Err(err(gs::INVALID_OPCODE));
@@ -1492,41 +1557,21 @@ impl Device {
             return Ok(0);
         }
         let nsid = sqe.nsid;
-        let nn = self.cfg.namespaces.len() as u32 + self.cfg.inactive_namespaces;
-        if nsid == 0 || nsid > nn {
-            return Err(err(gs::INVALID_NAMESPACE_OR_FORMAT));
-        }
-        let Some(ns) = self.cfg.namespaces.get(nsid as usize - 1).copied().filter(|n| n.blocks != 0) else {
-            return Err(err(gs::INVALID_NAMESPACE_OR_FORMAT)); // inactive
-        };
+        let ns = active_ns(&self.cfg, nsid)?;
         match op {
             NvmOpcode::Flush => Ok(0),
-            NvmOpcode::Read | NvmOpcode::Write | NvmOpcode::WriteZeroes => {
-                let slba = sqe.cdw10 as u64 | (sqe.cdw11 as u64) << 32;
-                let nlb = (sqe.cdw12 & 0xffff) as u64 + 1;
-                if slba.checked_add(nlb).is_none_or(|end| end > ns.blocks) {
-                    return Err(err(gs::LBA_OUT_OF_RANGE));
+            NvmOpcode::WriteZeroes => {
+                let (slba, nlb) = lba_range(sqe, ns)?;
+                if self.cfg.data == DataMode::Ram {
+                    let b = ns.lba_size as usize;
+                    let store = &mut self.namespaces[nsid as usize - 1];
+                    store[slba as usize * b..(slba + nlb) as usize * b].fill(0);
                 }
-                if op == NvmOpcode::WriteZeroes {
-                    if self.cfg.data == DataMode::Ram {
-                        let b = ns.lba_size as usize;
-                        let store = &mut self.namespaces[nsid as usize - 1];
-                        store[slba as usize * b..(slba + nlb) as usize * b].fill(0);
-                    }
-                    return Ok(0);
-                }
-                let len = (nlb * ns.lba_size as u64) as usize;
-                if self.cfg.mdts != 0 && len > 4096usize << self.cfg.mdts {
-                    return Err(err(gs::INVALID_FIELD));
-                }
+                Ok(0)
+            }
+            NvmOpcode::Read | NvmOpcode::Write => {
+                let (slba, len) = check_rw(&self.cfg, self.max_transfer, sqe)?;
                 if self.cfg.data == DataMode::Null {
-                    // Cheap checks only: the data pointer's alignment.
-                    if sqe.cdw0.psdt() != 0 {
-                        return Err(err(gs::INVALID_FIELD));
-                    }
-                    if sqe.prp1 & 3 != 0 {
-                        return Err(err(gs::INVALID_PRP_OFFSET));
-                    }
                     return Ok(0);
                 }
                 let base = slba as usize * ns.lba_size as usize;

@@ -8,6 +8,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 
+/// A controller run synchronously, inside the register accesses of the
+/// host. The register window names the controller only through this, so
+/// the controller builds on the window and not the other way round.
+pub(crate) trait InlineController: Send {
+    /// One pass of the controller; returns the work done.
+    fn step(&mut self) -> usize;
+}
+
 /// Register window of a simulated controller.
 pub struct SimRegisters {
     mem: MemRegisters,
@@ -20,7 +28,7 @@ pub struct SimRegisters {
     count_writes: bool,
     /// Synchronous mode: the controller runs inside register accesses
     /// (no thread), one step per access while `auto_step` is set.
-    pub(crate) inline: Mutex<Option<Arc<Mutex<crate::device::Device>>>>,
+    pub(crate) inline: Mutex<Option<Arc<Mutex<dyn InlineController>>>>,
     pub(crate) auto_step: AtomicBool,
 }
 

@@ -128,6 +128,7 @@ impl Sqe {
         ]
     }
     /// Build an entry from its 16 dwords.
+    #[inline]
     pub fn from_dwords(d: [u32; 16]) -> Self {
         let q = |lo: u32, hi: u32| lo as u64 | (hi as u64) << 32;
         Sqe {

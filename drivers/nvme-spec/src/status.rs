@@ -3,7 +3,29 @@
 //! §4.6.1.2.1-4 (generic, command specific, media and data integrity, path
 //! related status values). Names are upper case as SPDK prints them.
 
-use crate::cqe::CqeStatus;
+use bitfield_struct::bitfield;
+
+/// Completion entry Dword 3 bits 31:16: the Phase Tag and the Status Field.
+/// NVMe 1.4c §4.6 and §4.6.1 ("Status Field Definition").
+#[bitfield(u16)]
+#[derive(PartialEq, Eq)]
+pub struct CqeStatus {
+    /// Phase Tag: inverted by the controller each time it wraps the queue, so
+    /// the host can tell a new entry from a stale one without a register read.
+    pub p: bool,
+    /// Status Code (meaning depends on SCT).
+    pub sc: u8,
+    /// Status Code Type.
+    #[bits(3)]
+    pub sct: u8,
+    /// Command Retry Delay: which CRDT field of Identify Controller to wait.
+    #[bits(2)]
+    pub crd: u8,
+    /// More: more status is in the Error Information log page.
+    pub m: bool,
+    /// Do Not Retry: the same command would fail again.
+    pub dnr: bool,
+}
 
 /// Status Code Type. NVMe 1.4c §4.6.1.1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]

@@ -22,7 +22,6 @@
 //! already covers the partitions both ways. When a disk refuses, its
 //! partitions are tried one by one to say which one is busy.
 
-use super::{BindError, BlockDev, DevNode};
 use crate::host::{devnum_string, list_dir, read_trimmed, Host};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -31,6 +30,42 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+
+/// A block device (namespace or partition) of the controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockDev {
+    /// Kernel name, e.g. `nvme0n1`, `nvme0c0n1`, `nvme0n1p2`.
+    pub name: String,
+    /// `major:minor`, when sysfs has it (a multipath path has none).
+    pub devnum: Option<String>,
+    /// Path of its directory in sysfs (holders live there).
+    pub sysfs: PathBuf,
+    /// The disk it is a partition of (`None` for a whole disk).
+    pub partition_of: Option<String>,
+    /// Hidden from userspace (a multipath path disk, `nvmeXcYnZ`).
+    pub hidden: bool,
+}
+
+/// A device node of the controller, for finding the processes that have it open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DevNode {
+    /// Name under /dev: `nvme0n1`, `nvme0n1p1`, `ng0n1`, `nvme0`.
+    pub name: String,
+    /// `major:minor`, when sysfs has it.
+    pub devnum: Option<String>,
+    /// A block device (else a character device).
+    pub block: bool,
+}
+
+/// Why [`claim`] could not claim a disk (a [`BindError`](super::BindError)
+/// of the same name to the caller).
+#[derive(Debug)]
+pub enum ClaimError {
+    /// A disk has no device node to claim it through.
+    NoDeviceNode { dev: String, devnum: String },
+    /// An exclusive open failed other than with EBUSY.
+    Claim { path: PathBuf, source: io::Error },
+}
 
 /// One reason a device of the controller is in use.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -382,7 +417,7 @@ fn is_busy(e: &io::Error) -> bool {
 /// unless `explained` already names it or them. A disk without a device
 /// number, or a hidden one without a node (a multipath path: userspace
 /// reaches it through the head), cannot be opened by anyone and is skipped.
-pub fn claim(host: &Host, devs: &[BlockDev], explained: &BTreeSet<String>) -> Result<(Claims, Vec<Use>), BindError> {
+pub fn claim(host: &Host, devs: &[BlockDev], explained: &BTreeSet<String>) -> Result<(Claims, Vec<Use>), ClaimError> {
     let mut claims = Claims::default();
     let mut uses = vec![];
     for d in devs.iter().filter(|d| d.partition_of.is_none() && d.devnum.is_some()) {
@@ -392,7 +427,7 @@ pub fn claim(host: &Host, devs: &[BlockDev], explained: &BTreeSet<String>) -> Re
             if d.hidden {
                 continue;
             }
-            return Err(BindError::NoDeviceNode { dev: d.name.clone(), devnum: d.devnum.clone().unwrap_or_default() });
+            return Err(ClaimError::NoDeviceNode { dev: d.name.clone(), devnum: d.devnum.clone().unwrap_or_default() });
         };
         match (host.open_exclusive)(&node, d.devnum.as_deref()) {
             Ok(f) => claims.held.push((d.name.clone(), f)),
@@ -414,7 +449,7 @@ pub fn claim(host: &Host, devs: &[BlockDev], explained: &BTreeSet<String>) -> Re
                     }
                 }
             }
-            Err(source) => return Err(BindError::Claim { path: node, source }),
+            Err(source) => return Err(ClaimError::Claim { path: node, source }),
         }
     }
     Ok((claims, uses))

@@ -11,7 +11,7 @@
 //! link followed, the file written to a fresh name (`O_EXCL|O_NOFOLLOW`)
 //! and renamed into place.
 
-use super::BindError;
+use super::error::BindError;
 use crate::host::{list_dir, process_euid, Host};
 use crate::Bdf;
 use std::io::{self, Read, Write};
