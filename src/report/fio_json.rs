@@ -4,7 +4,7 @@
 //! read fio results read ours; our own figures sit beside them under
 //! `nvme_bypass`.
 
-use super::{DirSummary, RunSummary};
+use super::summary::{DirSummary, RunSummary};
 use crate::engine::{JobSpec, ThreadResult};
 use serde_json::{json, Value};
 

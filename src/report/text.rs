@@ -3,7 +3,7 @@
 //! accounting (docs/methodology.md) and counters.
 
 use super::fmt::{bw, si};
-use super::RunSummary;
+use super::summary::RunSummary;
 use crate::engine::JobSpec;
 use crate::measure::stats::LatSummary;
 

@@ -1,0 +1,170 @@
+//! One run summed up: per direction, latency, CPU per I/O, the run's
+//! context. Every report (text, JSON, compare and sweep tables) reads this.
+
+use crate::engine::{DirResult, ThreadResult};
+use crate::measure::cpu::{self, ThreadCpu};
+pub use crate::measure::cpu::{CpuSummary, SystemSummary};
+use crate::measure::stats::{new_histogram, LatSummary};
+use serde::Serialize;
+
+
+/// Per-direction summary.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DirSummary {
+    /// I/Os.
+    pub ios: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// Bytes per second.
+    pub bw_bytes: f64,
+    /// Latency, ns.
+    pub lat_ns: LatSummary,
+}
+
+impl DirSummary {
+    fn of(d: &DirResult, elapsed_ns: u64) -> Self {
+        let secs = elapsed_ns.max(1) as f64 / 1e9;
+        DirSummary {
+            ios: d.ios,
+            bytes: d.bytes,
+            iops: d.ios as f64 / secs,
+            bw_bytes: d.bytes as f64 / secs,
+            lat_ns: LatSummary::of(&d.lat),
+        }
+    }
+}
+
+/// One run of one path, summarized.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSummary {
+    /// Path name.
+    pub backend: String,
+    /// True when the device is emulated (QEMU or the simulator).
+    pub emulated: bool,
+    /// Why it is emulated, in words.
+    pub emulated_note: Option<String>,
+    /// Facts about the target.
+    pub target: Vec<(String, String)>,
+    /// Threads.
+    pub threads: usize,
+    /// Measured wall time, ns (longest thread).
+    pub elapsed_ns: u64,
+    /// Reads.
+    pub read: DirSummary,
+    /// Writes.
+    pub write: DirSummary,
+    /// All I/Os per second.
+    pub iops: f64,
+    /// All bytes per second.
+    pub bw_bytes: f64,
+    /// Latency of all I/Os, ns.
+    pub lat_ns: LatSummary,
+    /// CPU accounting of the benchmark threads.
+    pub cpu: CpuSummary,
+    /// Doorbell / syscall counters per I/O.
+    pub sq_doorbells_per_io: f64,
+    /// Completion doorbells per I/O.
+    pub cq_doorbells_per_io: f64,
+    /// MMIO writes per I/O.
+    pub mmio_writes_per_io: f64,
+    /// System calls per I/O.
+    pub syscalls_per_io: f64,
+    /// Completions rejected as protocol errors.
+    pub rejected_completions: u64,
+    /// Blocks verified / mismatched.
+    pub verified_blocks: u64,
+    /// Mismatches.
+    pub mismatches: u64,
+    /// The first mismatch.
+    pub first_mismatch: Option<String>,
+    /// Failed I/Os.
+    pub errors: u64,
+    /// The first failure.
+    pub first_error: Option<String>,
+    /// Stopped by a signal.
+    pub interrupted: bool,
+    /// Clock used for latencies.
+    pub clock: String,
+    /// Core-to-core cache line latency before / after the run (simulator), ns.
+    pub core_to_core_ns: Option<(Option<f64>, Option<f64>)>,
+    /// Right after the run (simulator): the driver's CPU's multiply speed
+    /// while the simulator's CPU multiplies too, over its speed while that
+    /// CPU only pauses (`c2c::core_share`); clearly under 1 means the two
+    /// share a core.
+    pub core_share: Option<crate::measure::c2c::CoreShare>,
+    /// System-wide CPU over the measured interval (/proc/stat deltas), so
+    /// interrupt and softirq completion work on other cores counts.
+    pub system: Option<SystemSummary>,
+}
+
+impl RunSummary {
+    /// Summarize thread results.
+    pub fn new(backend: String, target: Vec<(String, String)>, threads: &[ThreadResult], clock: &str) -> Self {
+        let per_thread: Vec<ThreadCpu> = threads.iter().map(thread_cpu).collect();
+        let elapsed_ns = threads.iter().map(|t| t.elapsed_ns).max().unwrap_or(0);
+        let mut read = DirResult::default();
+        let mut write = DirResult::default();
+        for t in threads {
+            read.add(&t.read);
+            write.add(&t.write);
+        }
+        let mut lat = new_histogram();
+        lat.add(&read.lat).unwrap();
+        lat.add(&write.lat).unwrap();
+        let ios: u64 = threads.iter().map(|t| t.ios()).sum();
+        let per = |x: u64| if ios == 0 { 0.0 } else { x as f64 / ios as f64 };
+        let secs = elapsed_ns.max(1) as f64 / 1e9;
+        RunSummary {
+            backend,
+            emulated: false,
+            emulated_note: None,
+            target,
+            threads: threads.len(),
+            elapsed_ns,
+            iops: ios as f64 / secs,
+            bw_bytes: (read.bytes + write.bytes) as f64 / secs,
+            read: DirSummary::of(&read, elapsed_ns),
+            write: DirSummary::of(&write, elapsed_ns),
+            lat_ns: LatSummary::of(&lat),
+            cpu: CpuSummary::of(&per_thread),
+            sq_doorbells_per_io: per(threads.iter().map(|t| t.counters.sq_doorbells).sum()),
+            cq_doorbells_per_io: per(threads.iter().map(|t| t.counters.cq_doorbells).sum()),
+            mmio_writes_per_io: per(threads.iter().map(|t| t.counters.mmio_writes).sum()),
+            syscalls_per_io: per(threads.iter().map(|t| t.counters.syscalls).sum()),
+            rejected_completions: threads.iter().map(|t| t.counters.rejected_completions).sum(),
+            verified_blocks: threads.iter().map(|t| t.verified_blocks).sum(),
+            mismatches: threads.iter().map(|t| t.mismatches).sum(),
+            first_mismatch: threads.iter().find_map(|t| t.first_mismatch.clone()),
+            errors: threads.iter().map(|t| t.errors).sum(),
+            first_error: threads.iter().find_map(|t| t.first_error.clone()),
+            interrupted: threads.iter().any(|t| t.interrupted),
+            clock: clock.into(),
+            core_to_core_ns: None,
+            core_share: None,
+            system: threads.iter().find_map(|t| t.system_cpu).map(|c| SystemSummary::of(c, &per_thread, elapsed_ns)),
+        }
+    }
+
+    /// The per-core ceiling at the useful cost (compare's and sweep's
+    /// `ceiling`); None without system-wide figures.
+    pub fn useful_ceiling_iops(&self) -> Option<f64> {
+        cpu::useful_ceiling(&self.cpu, self.system.as_ref())
+    }
+}
+
+/// What the CPU accounting needs of one thread's results.
+fn thread_cpu(t: &ThreadResult) -> ThreadCpu {
+    ThreadCpu {
+        ios: t.ios(),
+        elapsed_ns: t.elapsed_ns,
+        user_ns: t.cpu_time.user_ns,
+        sys_ns: t.cpu_time.sys_ns,
+        cpu_ns: t.cpu_ns,
+        polls: t.polls,
+        empty_polls: t.empty_polls,
+        empty_poll_ns: t.empty_poll_ns,
+    }
+}
+
