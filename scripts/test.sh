@@ -23,6 +23,16 @@ if ! command -v cargo >/dev/null; then
 fi
 cargo --version
 
+step "layout: no use cycle between files; queue mechanics only in queue.rs"
+# Imports point one way (src/lib.rs lists the layers) in every crate.
+python3 scripts/check-use-cycles.py
+# The rings' slots and indices belong to the queue code people read.
+if grep -rnwE 'sq_tail|last_sq_tail|cq_head|cq_phase|SqRing|CqRing|RingView' src drivers/nvme-driver/src --include='*.rs' | grep -v '^drivers/nvme-driver/src/queue.rs:'; then
+  echo "FAIL: ring slots or indices used outside drivers/nvme-driver/src/queue.rs (above): go through SubmissionQueue/CompletionQueue" >&2
+  exit 1
+fi
+python3 scripts/check-use-cycles.py --self-test >/dev/null
+
 step "tier 1: cargo test (no hardware)"
 LOG=$(mktemp)
 if cargo test --workspace >"$LOG" 2>&1; then

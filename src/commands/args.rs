@@ -4,7 +4,7 @@ pub use crate::backend::path::PathKind;
 use crate::backend::path::PathSpec;
 use crate::backend::userspace::sim::SimOptions;
 use crate::backend::userspace::vfio::VfioOptions;
-use crate::cli::parse::{parse_cpu, parse_size};
+use crate::cli::parse::parse_size;
 use crate::error::Error;
 use clap::ValueEnum;
 
@@ -238,5 +238,54 @@ mod tests {
             let e = spec(args).unwrap_err().to_string();
             assert!(e.contains(want), "{args:?}: {e}");
         }
+    }
+}
+
+/// A list of CPUs, parsed from one argument ("0,1" or "0-3"). An alias so
+/// clap takes the whole list as one value (it treats a literal `Vec` field as
+/// a repeated option, and panics when the parser returns a Vec).
+pub type CpuList = Vec<usize>;
+
+/// Parse "0,1" or "0-3" or "0-1,4": CPUs this machine has.
+pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
+    let v = crate::cli::parse::parse_cpu_list(s)?;
+    let n = crate::measure::c2c::online_cpus();
+    if let Some(bad) = v.iter().find(|&&c| c >= n) {
+        return Err(format!("CPU {bad} does not exist: this machine has CPUs 0-{}", n - 1));
+    }
+    Ok(v)
+}
+
+/// One CPU this machine has.
+pub fn parse_cpu(s: &str) -> Result<usize, String> {
+    match parse_cpus(s)?[..] {
+        [c] => Ok(c),
+        _ => Err("one CPU number, such as 1".into()),
+    }
+}
+
+#[cfg(test)]
+mod cli_value_tests {
+    use super::*;
+    use crate::cli::parse::{parse_duration, parse_size};
+    use std::time::Duration;
+
+    #[test]
+    fn sizes_durations_cpus() {
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("128K"), Ok(128 << 10));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("512"), Ok(512));
+        assert!(parse_size("4x").is_err());
+        assert!(parse_size("k").is_err());
+        assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("fast").is_err());
+        assert_eq!(parse_cpus("0"), Ok(vec![0]));
+        assert!(parse_cpus("0-").is_err());
+        assert!(parse_cpus("99999").is_err());
     }
 }

@@ -1,7 +1,8 @@
 //! `bench`: one workload on one path, reported as fio reports it.
 
 use crate::backend::Target;
-use crate::cli::parse::{parse_cpus, parse_duration, parse_size};
+use crate::cli::parse::{parse_duration, parse_size};
+use crate::commands::args::parse_cpus;
 use crate::commands::args::*;
 use crate::error::{exit, Error};
 use crate::measure::clock::Clock;
@@ -69,7 +70,7 @@ pub struct BenchArgs {
     pub numjobs: usize,
     /// Pin threads to these CPUs, round robin ("0,1" or "0-3").
     #[arg(long, value_parser = parse_cpus)]
-    pub cpus: Option<crate::cli::parse::CpuList>,
+    pub cpus: Option<crate::commands::args::CpuList>,
     /// I/Os per submission (doorbell or system call); 0 = all that fit.
     #[arg(long, default_value_t = 0)]
     pub batch: usize,

@@ -65,8 +65,8 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 1)]
     pub numjobs: usize,
     /// Pin threads to these CPUs.
-    #[arg(long, value_parser = crate::cli::parse::parse_cpus)]
-    pub cpus: Option<crate::cli::parse::CpuList>,
+    #[arg(long, value_parser = crate::commands::args::parse_cpus)]
+    pub cpus: Option<crate::commands::args::CpuList>,
     /// Allow writing to the device (needed for write patterns).
     #[arg(long)]
     pub allow_write: bool,

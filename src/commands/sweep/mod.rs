@@ -92,13 +92,13 @@ pub struct SweepArgs {
     #[arg(long, value_parser = crate::cli::parse::parse_size)]
     pub size: Option<u64>,
     /// Pin job threads to these CPUs, round robin (simulator default: every CPU but the controller's).
-    #[arg(long, value_parser = crate::cli::parse::parse_cpus)]
-    pub cpus: Option<crate::cli::parse::CpuList>,
+    #[arg(long, value_parser = crate::commands::args::parse_cpus)]
+    pub cpus: Option<crate::commands::args::CpuList>,
     /// Simulated namespace size (sim paths).
     #[arg(long, default_value = "1G", value_parser = crate::cli::parse::parse_size)]
     pub sim_size: u64,
     /// CPU of the simulated controller's thread (default: one the job threads do not use).
-    #[arg(long, value_parser = crate::cli::parse::parse_cpu)]
+    #[arg(long, value_parser = crate::commands::args::parse_cpu)]
     pub sim_cpu: Option<usize>,
     /// Allow writing to the device (needed for write patterns; the simulator needs no permission).
     #[arg(long)]

@@ -1,12 +1,12 @@
 //! Option values as a user types them (--bs, --size, --runtime,
-//! --io-timeout, --cpus, --sim-fault): the parsers of src/parse.rs, compiled
+//! --io-timeout, --cpus, --sim-fault): the parsers of src/cli/parse.rs, compiled
 //! here as they are. Any string gives a value or an error, never a panic or
 //! an unbounded allocation, and values round-trip where they can.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../../src/parse.rs"]
+#[path = "../../../src/cli/parse.rs"]
 #[allow(dead_code)]
 mod parse;
 
