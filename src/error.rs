@@ -43,7 +43,16 @@ pub enum Error {
     /// A device could not be resolved to its controller and namespaces.
     #[error(transparent)]
     Topology(#[from] crate::measure::topology::TopologyError),
-    /// A results file or directory could not be written.
+    /// Something the command needs before any I/O could not be had (a
+    /// results folder, a sysfs file): nothing was done to the device.
+    #[error("{what}: {source}{hint}")]
+    Setup {
+        what: String,
+        hint: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A results file or directory could not be written after the runs.
     #[error("{what}")]
     Io {
         what: String,
@@ -64,6 +73,12 @@ impl Error {
             what: what.into(),
             source,
         }
+    }
+
+    /// A failure before any I/O, with what to do next (`hint`, may be empty).
+    pub fn setup(what: impl Into<String>, hint: impl Into<String>, source: std::io::Error) -> Self {
+        let hint = hint.into();
+        Error::Setup { what: what.into(), hint: if hint.is_empty() { hint } else { format!("; {hint}") }, source }
     }
 
     /// The process exit status for this error.

@@ -227,6 +227,11 @@ pub fn compare(a: &CompareArgs) -> Result<i32, Error> {
         )));
     }
     let mut session = Session::open(&a.device, a.nsid, "compare", "")?;
+    // The results folder exists before any row runs: a folder that cannot
+    // be made is bad input, found before anything is done to the device.
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).map_err(|e| Error::setup(format!("cannot create --out {}", dir.display()), "pick a folder you can write", e))?;
+    }
     let t = session.topology.clone();
     let (variants, skipped) = plan(a, &t);
     for s in &skipped {
@@ -294,9 +299,8 @@ pub fn compare(a: &CompareArgs) -> Result<i32, Error> {
     let text = table(&c);
     let json = serde_json::to_string_pretty(&c).unwrap();
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).map_err(|e| Error::usage(format!("create {}: {e}", dir.display())))?;
-        std::fs::write(dir.join("table.txt"), &text).map_err(|e| Error::usage(format!("write table: {e}")))?;
-        std::fs::write(dir.join("compare.json"), &json).map_err(|e| Error::usage(format!("write json: {e}")))?;
+        std::fs::write(dir.join("table.txt"), &text).map_err(|e| Error::io(format!("cannot write {}", dir.join("table.txt").display()), e))?;
+        std::fs::write(dir.join("compare.json"), &json).map_err(|e| Error::io(format!("cannot write {}", dir.join("compare.json").display()), e))?;
     }
     match a.output_format {
         OutputFormat::Normal => print!("{text}"),

@@ -360,7 +360,7 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Error> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         PathBuf::from(format!("results/sweep-{}", utc_stamp(now)))
     });
-    std::fs::create_dir_all(&out).map_err(|e| Error::usage(format!("cannot create --out {}: {e}; pick a folder you can write", out.display())))?;
+    std::fs::create_dir_all(&out).map_err(|e| Error::setup(format!("cannot create --out {}", out.display()), "pick a folder you can write", e))?;
     eprintln!(
         "nvme-bypass: sweeping {} point{} x {} path{} ({} each, {} warm-up) into {}",
         settings.len(),
@@ -448,7 +448,7 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Error> {
     let text = table(&sw, &out);
     let json = serde_json::to_string_pretty(&sw).expect("serializable");
     let write = |name: &str, body: &str| {
-        std::fs::write(out.join(name), body).map_err(|e| Error::usage(format!("cannot write {}: {e}", out.join(name).display())))
+        std::fs::write(out.join(name), body).map_err(|e| Error::io(format!("cannot write {}", out.join(name).display()), e))
     };
     write("sweep.json", &json)?;
     write("table.txt", &text)?;
