@@ -14,7 +14,7 @@ use crate::backend::Target;
 use crate::error::{exit, Error};
 use crate::report::OutputFormat;
 use crate::measure::clock::Clock;
-use crate::engine::{self, JobSpec, ThreadResult};
+use crate::engine::{self, JobSpec, Stop, ThreadResult};
 use crate::report::RunSummary;
 use crate::measure::topology::{self, Topology};
 use crate::engine::workload::Rw;
@@ -480,7 +480,7 @@ pub fn table(c: &Comparison) -> String {
 }
 
 /// Run the comparison.
-pub fn compare(a: &CompareArgs) -> Result<i32, Error> {
+pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
     if a.rw.writes() && !a.allow_write {
         return Err(Error::usage(format!(
             "--rw {} writes to {}, destroying its data; add --allow-write if it holds nothing you need",
@@ -520,6 +520,8 @@ pub fn compare(a: &CompareArgs) -> Result<i32, Error> {
         cpus: a.cpus.clone().unwrap_or_default(),
         continue_on_error: false,
         seed: 1,
+        reliability: Default::default(),
+        stop: stop.clone(),
     };
     let clock = Clock::calibrate();
     let status = a.output_format == OutputFormat::Normal && crate::sys::isatty(2);
@@ -527,7 +529,7 @@ pub fn compare(a: &CompareArgs) -> Result<i32, Error> {
     let mut rows: Vec<Row> = vec![];
     let mut binding = None;
     for v in &variants {
-        if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+        if stop.requested() {
             rows.push(Row { variant: v.clone(), summary: None, error: Some("interrupted".into()), iops_per_busy_core: None, useful_ceiling_iops: None, ratio_vs_baseline: None, useful_ratio_vs_baseline: None });
             continue;
         }
