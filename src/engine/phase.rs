@@ -491,9 +491,11 @@ impl<'c> Phase<'c> {
         Ok(())
     }
 
-    /// The pass's `n` completions, one by one: a failed one goes to the
-    /// watchdog (retried, or counted), the verifier sees each (`VERIFY`),
-    /// the slot is freed, and it is counted (`MEASURING`).
+    /// The pass's `n` completions, in order: the verifier sees each
+    /// (`VERIFY`), its slot is freed, and it is counted (`MEASURING`). They
+    /// are taken in runs up to the next failure, whose slots go back to the
+    /// free stack at once; a failed one goes to the watchdog (retried, or
+    /// counted and finished like the others).
     #[inline(always)]
     fn complete<const VERIFY: bool, const MEASURING: bool>(
         &mut self,
@@ -507,19 +509,36 @@ impl<'c> Phase<'c> {
         // The tally as a local, kept in registers.
         let mut tally = PassTally::default();
         let Phase { slots, done, wd, m, stopping, ctx, .. } = self;
-        let blocks = wl.blocks;
-        for d in &done[..n] {
-            let slot = d.tag as usize;
-            let SlotIo { submit_ts, unit, op } = slots.io[slot];
-            let ok = d.status.is_ok();
-            if !ok {
-                match failed_io(wd, res, slots, wl, slot, &d.status, blocks) {
-                    Failed::Retried => continue,
-                    Failed::Counted => *stopping |= !ctx.spec.continue_on_error,
+        let done = &done[..n];
+        let mut i = 0;
+        while i < done.len() {
+            let run = &done[i..];
+            let mut k = run.len();
+            for (j, d) in run.iter().enumerate() {
+                if !d.status.is_ok() {
+                    k = j;
+                    break;
+                }
+                let SlotIo { submit_ts, unit, op } = slots.io[d.tag as usize];
+                if let (true, Some(v)) = (VERIFY, verifier.as_deref_mut()) {
+                    v.on_complete(q, d.tag as u32, op, unit, true, wl, res);
+                }
+                if MEASURING {
+                    tally.add(op, submit_ts, m, lat);
                 }
             }
+            slots.free.extend(run[..k].iter().map(|d| d.tag as u32));
+            i += k;
+            let Some(d) = done.get(i) else { break };
+            i += 1;
+            let slot = d.tag as usize;
+            let SlotIo { submit_ts, unit, op } = slots.io[slot];
+            match failed_io(wd, res, slots, wl, slot, &d.status, wl.blocks) {
+                Failed::Retried => continue,
+                Failed::Counted => *stopping |= !ctx.spec.continue_on_error,
+            }
             if let (true, Some(v)) = (VERIFY, verifier.as_deref_mut()) {
-                v.on_complete(q, slot as u32, op, unit, ok, wl, res);
+                v.on_complete(q, slot as u32, op, unit, false, wl, res);
             }
             slots.free.push(slot as u32);
             if MEASURING {
