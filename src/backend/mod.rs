@@ -236,7 +236,7 @@ impl BackendError {
 }
 
 /// What a path did about overdue I/Os or a controller in trouble: the
-/// slow path of the engine's watchdog (`engine::Watchdog`), which calls
+/// slow path of the engine's watchdog (`engine::watchdog::Watchdog`), which calls
 /// [`IoQueue::check_health`], [`IoQueue::abort`] and [`IoQueue::reset`].
 #[derive(Debug, Default)]
 pub struct Recovery {

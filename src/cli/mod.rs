@@ -37,11 +37,12 @@ pub enum Command {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    install_signal_handlers();
+    let stop = crate::engine::Stop::new();
+    install_signal_handlers(&stop);
     let r = match cli.cmd {
-        Command::Bench(a) => commands::bench::bench(&a),
-        Command::Compare(a) => crate::commands::compare::compare(&a),
-        Command::Sweep(a) => crate::commands::sweep::sweep(&a),
+        Command::Bench(a) => commands::bench::bench(&a, &stop),
+        Command::Compare(a) => crate::commands::compare::compare(&a, &stop),
+        Command::Sweep(a) => crate::commands::sweep::sweep(&a, &stop),
         Command::Info(a) => commands::info::info(&a),
         Command::Bind(a) => crate::commands::bind::bind(&a),
         Command::Unbind(a) => crate::commands::bind::unbind(&a),
@@ -57,11 +58,12 @@ pub fn main() -> i32 {
     }
 }
 
-fn install_signal_handlers() {
+/// Ctrl-C / SIGTERM request `stop`: the runs stop submitting and drain.
+fn install_signal_handlers(stop: &crate::engine::Stop) {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // A second signal while the first is being handled ends the process
         // at once (exit 1); VFIO's release of the device then resets it.
-        let _ = signal_hook::flag::register_conditional_shutdown(sig, 1, crate::engine::STOP.clone());
-        let _ = signal_hook::flag::register(sig, crate::engine::STOP.clone());
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 1, stop.flag());
+        let _ = signal_hook::flag::register(sig, stop.flag());
     }
 }

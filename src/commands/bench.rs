@@ -6,7 +6,7 @@ use crate::commands::args::parse_cpus;
 use crate::commands::args::*;
 use crate::error::{exit, Error};
 use crate::measure::clock::Clock;
-use crate::engine::{self, JobSpec, VerifySpec};
+use crate::engine::{self, JobSpec, Stop, VerifySpec};
 use crate::report::{self, OutputFormat, RunSummary};
 use crate::engine::workload::Rw;
 use std::time::Duration;
@@ -105,7 +105,7 @@ pub struct BenchArgs {
     pub driver: DriverArgs,
 }
 
-pub fn bench(a: &BenchArgs) -> Result<i32, Error> {
+pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
     if a.backend != PathKind::Sim && !a.allow_write && (a.rw.writes() || (a.verify && !a.verify_only)) {
         return Err(Error::usage(format!(
             "--rw {}{} writes to the device, which destroys its data; add --allow-write if {} holds nothing you need",
@@ -117,7 +117,7 @@ pub fn bench(a: &BenchArgs) -> Result<i32, Error> {
     if a.verify_only && !a.verify {
         return Err(Error::usage("--verify-only needs --verify"));
     }
-    a.reliability.apply()?;
+    let reliability = a.reliability.apply()?;
     if a.backend != PathKind::Sim && !a.sim.sim_fault.is_empty() {
         return Err(Error::usage("--sim-fault injects faults into the simulated controller; it needs --backend sim"));
     }
@@ -187,6 +187,8 @@ pub fn bench(a: &BenchArgs) -> Result<i32, Error> {
         cpus: cpus.clone(),
         continue_on_error: a.continue_on_error,
         seed: a.seed,
+        reliability,
+        stop: stop.clone(),
     };
     engine::validate(&spec, &geo)?;
     let clock = Clock::calibrate();

@@ -13,7 +13,7 @@ use crate::backend::path::PathKind;
 use crate::error::{exit, Error};
 use crate::report::OutputFormat;
 use crate::measure::clock::Clock;
-use crate::engine::{self, JobSpec};
+use crate::engine::{JobSpec, Stop};
 use crate::experiment::plan::{plan_paths, Variant};
 use crate::experiment::session::{self, Session};
 use crate::report::fmt::{si, us};
@@ -218,7 +218,7 @@ pub fn table(c: &Comparison) -> String {
 }
 
 /// Run the comparison.
-pub fn compare(a: &CompareArgs) -> Result<i32, Error> {
+pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
     if a.rw.writes() && !a.allow_write {
         return Err(Error::usage(format!(
             "--rw {} writes to {}, destroying its data; add --allow-write if it holds nothing you need",
@@ -253,13 +253,15 @@ pub fn compare(a: &CompareArgs) -> Result<i32, Error> {
         cpus: a.cpus.clone().unwrap_or_default(),
         continue_on_error: false,
         seed: 1,
+        reliability: Default::default(),
+        stop: stop.clone(),
     };
     let clock = Clock::calibrate();
     let status = a.output_format == OutputFormat::Normal && crate::sys::isatty(2);
     let driver_before = t.driver.clone();
     let mut rows: Vec<Row> = vec![];
     for v in &variants {
-        if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+        if stop.requested() {
             rows.push(Row { variant: v.clone(), summary: None, error: Some("interrupted".into()), iops_per_busy_core: None, useful_ceiling_iops: None, ratio_vs_baseline: None, useful_ratio_vs_baseline: None });
             continue;
         }

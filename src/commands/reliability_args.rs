@@ -20,8 +20,8 @@ pub struct ReliabilityArgs {
 }
 
 impl ReliabilityArgs {
-    /// Check the values and hand them to the engine.
-    pub fn apply(&self) -> Result<(), Error> {
+    /// Check the values; the engine's settings (`JobSpec::reliability`).
+    pub fn apply(&self) -> Result<crate::engine::Reliability, Error> {
         if self.io_timeout < Duration::from_millis(10) || self.io_timeout > Duration::from_secs(3600) {
             return Err(Error::usage(format!(
                 "--io-timeout {:?} is out of range: give 10ms to 1h (the Linux nvme driver uses 30s)",
@@ -31,8 +31,7 @@ impl ReliabilityArgs {
         if self.retries > 100 {
             return Err(Error::usage(format!("--retries {} is too many: give 0 to 100 (the Linux nvme driver uses 5)", self.retries)));
         }
-        crate::engine::set_reliability(crate::engine::Reliability { io_timeout: self.io_timeout, retries: self.retries });
-        Ok(())
+        Ok(crate::engine::Reliability { io_timeout: self.io_timeout, retries: self.retries })
     }
 }
 

@@ -2,7 +2,7 @@
 //! on one line of the terminal. Silent unless stderr is a terminal and the
 //! output format is for people.
 
-use crate::engine::{JobSpec, Progress};
+use crate::engine::job::{JobSpec, Progress};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};

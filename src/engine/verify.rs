@@ -9,6 +9,10 @@
 //! `32..36` CRC-32C of bytes `0..32` and `36..end`, `36..end` a pattern
 //! derived from (seed, LBA, generation).
 
+use crate::backend::{IoQueue, Op};
+use crate::engine::job::{ThreadResult, VerifySpec};
+use crate::engine::workload::Workload;
+
 /// The magic at the start of every stamped block.
 pub const MAGIC: &[u8; 8] = b"NVBYPASS";
 
@@ -83,6 +87,108 @@ pub fn check_block(block: &[u8], lba: u64, seed: u64, generation: Option<u64>) -
         }
     }
     Ok(())
+}
+
+/// Verification state of one thread, with one hook on each side of the
+/// phase loop: [`Verifier::on_submit`] before an I/O is placed,
+/// [`Verifier::on_complete`] when it is reaped, [`Verifier::release`] when
+/// it will not run after all.
+pub(crate) struct Verifier {
+    seed: u64,
+    only: bool,
+    /// Generation last written per unit (0 = never written by this run).
+    gens: Vec<u64>,
+    /// Units with an I/O in flight (no two I/Os on one unit at once).
+    busy: Vec<bool>,
+    /// The generation each slot's write stamps.
+    slot_gen: Vec<u64>,
+    scratch: Vec<u8>,
+    lba_size: usize,
+}
+
+impl Verifier {
+    /// `units` I/O units of `bs` bytes, a queue of `depth` slots.
+    pub fn new(v: VerifySpec, units: u64, bs: usize, lba_size: usize, depth: usize) -> Self {
+        Verifier { seed: v.seed, only: v.only, gens: vec![0; units as usize], busy: vec![false; units as usize], slot_gen: vec![0; depth], scratch: vec![0; bs], lba_size }
+    }
+
+    /// Only checking what is there (no prefill, no generations).
+    pub fn only(&self) -> bool {
+        self.only
+    }
+
+    /// The units this run wrote, in order.
+    pub fn written(&self) -> Vec<u64> {
+        (0..self.gens.len() as u64).filter(|&u| self.gens[u as usize] > 0).collect()
+    }
+
+    /// Submit side: `op` on `unit` is about to go out in `slot`. Returns the
+    /// unit to use (another one when `unit` has an I/O in flight: the
+    /// expected content of a read must not depend on completion order), or
+    /// None to try again after some completions. A write's buffer is
+    /// stamped with the unit's next generation.
+    pub fn on_submit(&mut self, q: &mut dyn IoQueue, wl: &mut Workload, slot: u32, op: Op, mut unit: u64) -> Option<u64> {
+        let mut tries = 0;
+        while self.busy[unit as usize] {
+            unit = wl.another_unit();
+            tries += 1;
+            if tries > 64 {
+                break;
+            }
+        }
+        if self.busy[unit as usize] {
+            return None;
+        }
+        self.busy[unit as usize] = true;
+        if op == Op::Write {
+            let g = self.gens[unit as usize] + 1;
+            self.slot_gen[slot as usize] = g;
+            let lba0 = wl.lba_of(unit);
+            for (i, blk) in self.scratch.chunks_mut(self.lba_size).enumerate() {
+                stamp_block(blk, lba0 + i as u64, self.seed, g);
+            }
+            q.buf_write(slot, 0, &self.scratch);
+        }
+        Some(unit)
+    }
+
+    /// The I/O on `unit` will not run (not accepted, or lost for good).
+    pub fn release(&mut self, unit: u64) {
+        self.busy[unit as usize] = false;
+    }
+
+    /// Reap side: `op` on `unit` in `slot` completed (`ok`: successfully).
+    /// A write's generation becomes the unit's; a read's blocks are checked.
+    pub fn on_complete(&mut self, q: &mut dyn IoQueue, slot: u32, op: Op, unit: u64, ok: bool, wl: &Workload, res: &mut ThreadResult) {
+        self.busy[unit as usize] = false;
+        if !ok {
+            return;
+        }
+        match op {
+            Op::Write => self.gens[unit as usize] = self.slot_gen[slot as usize],
+            Op::Read => self.check_read(q, slot, wl.lba_of(unit), unit, res),
+            Op::Flush => {}
+        }
+    }
+
+    fn check_read(&mut self, q: &mut dyn IoQueue, slot: u32, lba0: u64, unit: u64, res: &mut ThreadResult) {
+        q.buf_read(slot, 0, &mut self.scratch);
+        let expected = if self.only { None } else { Some(self.gens[unit as usize]) };
+        for (i, blk) in self.scratch.chunks(self.lba_size).enumerate() {
+            let lba = lba0 + i as u64;
+            // A unit never written by this run (and no prefill): nothing to expect.
+            if expected == Some(0) {
+                continue;
+            }
+            res.verified_blocks += 1;
+            if let Err(m) = check_block(blk, lba, self.seed, expected) {
+                res.mismatches += 1;
+                if res.first_mismatch.is_none() {
+                    res.first_mismatch = Some(format!("LBA {lba}: {m}"));
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

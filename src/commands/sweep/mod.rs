@@ -33,12 +33,11 @@ use crate::measure::clock::Clock;
 use crate::backend::path::PathKind;
 use crate::experiment::plan::{self, plan_paths, Variant};
 use crate::experiment::session::{self, Session, SIM_NOTE};
-use crate::engine::{self, JobSpec};
+use crate::engine::{self, JobSpec, Stop};
 use crate::report::fmt::{self, join, si, size_label, us};
 use crate::report::RunSummary;
 use crate::engine::workload::Rw;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Names `--paths` takes for the simulator: RAM data and null data.
@@ -200,7 +199,7 @@ fn utc_stamp(secs: u64) -> String {
 }
 
 /// The job of one point.
-fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>) -> JobSpec {
+fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop) -> JobSpec {
     JobSpec {
         rw: a.rw,
         bs: s.bs as usize,
@@ -217,6 +216,8 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>) -> JobSpec {
         cpus,
         continue_on_error: false,
         seed: 1,
+        reliability: Default::default(),
+        stop: stop.clone(),
     }
 }
 
@@ -227,6 +228,8 @@ struct Runner<'a> {
     /// Show the engine's live status line (stderr is a terminal).
     status: bool,
     progress: Progress,
+    /// Ctrl-C: the remaining points are not run.
+    stop: Stop,
 }
 
 /// Run every setting on one simulator path. The controller is started once
@@ -251,14 +254,14 @@ fn run_sim(r: &mut Runner, v: &Variant, settings: &[(Setting, Vec<Axis>)], sim_c
     let geo = target.geometry();
     let size = a.size.unwrap_or_else(|| geo.bytes().saturating_sub(a.offset));
     for p in &mut points {
-        if engine::STOP.load(Ordering::Relaxed) {
+        if r.stop.requested() {
             p.error = Some("interrupted".into());
             continue;
         }
         let setting = Setting { bs: p.bs, iodepth: p.iodepth, numjobs: p.numjobs };
         r.progress.announce(label, setting);
         let (cpus, _) = crate::commands::args::sim_placement(p.numjobs, a.cpus.as_deref(), sim_cpu);
-        let spec = spec_for(a, setting, size, cpus);
+        let spec = spec_for(a, setting, size, cpus, &r.stop);
         let run = engine::validate(&spec, &geo).and_then(|_| engine::run(&*target, &spec, r.clock, r.status));
         match run {
             Ok(threads) => {
@@ -282,19 +285,19 @@ fn run_device(r: &mut Runner, session: &mut Session, paths: &[Variant], settings
     let mut points = vec![];
     for v in paths.iter().filter(|v| v.path != PathKind::Sim) {
         let mut bind_error = None;
-        if v.path == PathKind::Vfio && !engine::STOP.load(Ordering::Relaxed) {
+        if v.path == PathKind::Vfio && !r.stop.requested() {
             bind_error = session.bind_vfio().err();
         }
         for (s, axes) in settings {
             let mut pt = Point::new(&v.label, *s, axes);
-            if engine::STOP.load(Ordering::Relaxed) {
+            if r.stop.requested() {
                 pt.error = Some("interrupted".into());
             } else if let (PathKind::Vfio, Some(e)) = (v.path, &bind_error) {
                 pt.error = Some(format!("could not bind to vfio-pci: {e}"));
                 r.progress.skip(1);
             } else {
                 r.progress.announce(&v.label, *s);
-                let spec = spec_for(a, *s, a.size.unwrap_or(0), a.cpus.clone().unwrap_or_default());
+                let spec = spec_for(a, *s, a.size.unwrap_or(0), a.cpus.clone().unwrap_or_default(), &r.stop);
                 match session::run_variant(v, &t, &spec, r.clock, r.status) {
                     Ok((summary, _)) => pt.record(summary),
                     Err(e) => pt.error = Some(crate::error::chain(&e)),
@@ -323,7 +326,7 @@ impl Progress {
 }
 
 /// Run the sweep.
-pub fn sweep(a: &SweepArgs) -> Result<i32, Error> {
+pub fn sweep(a: &SweepArgs, stop: &Stop) -> Result<i32, Error> {
     let (sim_paths, device_paths) = check(a)?;
     let (iodepths, bss, numjobs) = (dedup(&a.iodepth), dedup(&a.bs), dedup(&a.numjobs));
     let settings = grid(&iodepths, &bss, &numjobs);
@@ -377,6 +380,7 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Error> {
         clock: Clock::calibrate(),
         status: a.output_format == OutputFormat::Normal && crate::sys::isatty(2),
         progress: Progress { done: 0, total: settings.len() * paths.len() },
+        stop: stop.clone(),
     };
     let mut points: Vec<Point> = vec![];
 

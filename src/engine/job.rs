@@ -1,0 +1,237 @@
+//! What a run is asked to do and what it measured: the job (fio's options,
+//! plus the watchdog's settings and the stop handle), and the per-thread
+//! results the report reads.
+
+use crate::measure::stats::{new_histogram, CpuTime};
+use crate::engine::workload::Rw;
+use hdrhistogram::Histogram;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Data verification settings.
+#[derive(Clone, Copy, Debug)]
+pub struct VerifySpec {
+    /// Seed stamped into every block.
+    pub seed: u64,
+    /// Only check what is there (written by an earlier run or another path
+    /// with the same seed); no prefill, any generation accepted.
+    pub only: bool,
+}
+
+/// I/O timeout and retry settings (`--io-timeout`, `--retries`).
+#[derive(Clone, Copy, Debug)]
+pub struct Reliability {
+    /// An I/O outstanding this long is overdue: Abort, then, as long again
+    /// later, a controller reset.
+    pub io_timeout: Duration,
+    /// Resubmissions of one I/O that failed with DNR clear, was aborted, or
+    /// was lost in a controller reset.
+    pub retries: u32,
+}
+
+impl Default for Reliability {
+    fn default() -> Self {
+        // The Linux nvme driver's defaults are 30 s (nvme_core.io_timeout)
+        // and 5 retries (nvme_core.max_retries).
+        Reliability { io_timeout: Duration::from_secs(30), retries: 3 }
+    }
+}
+
+/// A request to stop, shared between whoever asks (the Ctrl-C / SIGTERM
+/// handlers, a test) and the runs that obey it: every worker stops
+/// submitting, drains what is in flight, and the device is handed back.
+/// Clones share one flag; the default is a flag nobody else holds.
+#[derive(Clone, Debug, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    /// A fresh handle, not requested.
+    pub fn new() -> Self {
+        Stop::default()
+    }
+    /// Ask every run holding a clone to stop.
+    pub fn request(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    /// True once a stop was requested.
+    #[inline]
+    pub fn requested(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+    /// The flag itself, for signal handlers (`signal_hook::flag`).
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.0.clone()
+    }
+}
+
+/// One benchmark job, as fio's options describe it.
+#[derive(Clone, Debug)]
+pub struct JobSpec {
+    /// Access pattern.
+    pub rw: Rw,
+    /// Bytes per I/O.
+    pub bs: usize,
+    /// I/Os in flight per thread.
+    pub iodepth: usize,
+    /// Percent reads for mixed patterns.
+    pub rwmixread: u8,
+    /// First byte of the region.
+    pub offset: u64,
+    /// Bytes in the region (all threads share it, unless verifying).
+    pub size: u64,
+    /// Measured time (time based), or None.
+    pub runtime: Option<Duration>,
+    /// I/Os per thread, or None.
+    pub ios: Option<u64>,
+    /// Warm-up before measuring.
+    pub ramp: Duration,
+    /// Verification.
+    pub verify: Option<VerifySpec>,
+    /// I/Os per submission (doorbell / system call); 0 = all that fit.
+    pub batch: usize,
+    /// Threads.
+    pub numjobs: usize,
+    /// CPUs to pin threads to, round robin (empty: not pinned).
+    pub cpus: Vec<usize>,
+    /// Keep going after an I/O error.
+    pub continue_on_error: bool,
+    /// Random seed of the offset generator.
+    pub seed: u64,
+    /// The watchdog's I/O timeout and retry limit.
+    pub reliability: Reliability,
+    /// Stop early when this is requested (Ctrl-C).
+    pub stop: Stop,
+}
+
+/// Per-direction results.
+#[derive(Clone, Debug)]
+pub struct DirResult {
+    /// I/Os completed.
+    pub ios: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Completion latency (submit to reap), ns.
+    pub lat: Histogram<u64>,
+}
+
+impl Default for DirResult {
+    fn default() -> Self {
+        DirResult { ios: 0, bytes: 0, lat: new_histogram() }
+    }
+}
+
+impl DirResult {
+    /// Merge another thread's results.
+    pub fn add(&mut self, o: &DirResult) {
+        self.ios += o.ios;
+        self.bytes += o.bytes;
+        self.lat.add(&o.lat).expect("same histogram bounds");
+    }
+}
+
+/// What one thread measured.
+#[derive(Clone, Debug, Default)]
+pub struct ThreadResult {
+    /// Thread index.
+    pub thread: usize,
+    /// CPU it was pinned to.
+    pub cpu: Option<usize>,
+    /// Reads.
+    pub read: DirResult,
+    /// Writes.
+    pub write: DirResult,
+    /// Flushes.
+    pub flushes: u64,
+    /// Measured wall time, ns.
+    pub elapsed_ns: u64,
+    /// Thread CPU time over the measured interval (getrusage user/sys).
+    pub cpu_time: CpuTime,
+    /// Thread CPU time over the measured interval (CLOCK_THREAD_CPUTIME_ID), ns.
+    pub cpu_ns: u64,
+    /// Loop iterations.
+    pub polls: u64,
+    /// Iterations that neither submitted nor completed anything.
+    pub empty_polls: u64,
+    /// Wall time spent in those iterations, ns.
+    pub empty_poll_ns: u64,
+    /// Times the thread blocked in the path's wait (interrupt-driven paths).
+    pub waits: u64,
+    /// The thread's own queue (IoQueue::describe).
+    pub queue: String,
+    /// Blocks verified.
+    pub verified_blocks: u64,
+    /// Blocks that failed verification.
+    pub mismatches: u64,
+    /// The first mismatch, described.
+    pub first_mismatch: Option<String>,
+    /// I/Os that failed.
+    pub errors: u64,
+    /// The first error, described.
+    pub first_error: Option<String>,
+    /// Queue counters over the measured interval.
+    pub counters: crate::backend::QueueCounters,
+    /// Verification prefill / read-back I/Os (not in the figures).
+    pub verify_ios: u64,
+    /// Stopped early by a signal.
+    pub interrupted: bool,
+    /// System-wide CPU over this thread's measured interval (thread 0 only).
+    pub system_cpu: Option<crate::measure::stats::SystemCpu>,
+    /// Timeouts, Aborts, resets and retries (all phases).
+    pub recovery: RecoveryCounters,
+}
+
+impl ThreadResult {
+    /// All I/Os of the measured interval.
+    pub fn ios(&self) -> u64 {
+        self.read.ios + self.write.ios + self.flushes
+    }
+}
+
+/// Recovery counters of one thread (summed for the report by
+/// `watchdog::recovery_summary`).
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryCounters {
+    /// I/Os found outstanding past the I/O timeout.
+    pub timeouts: u64,
+    /// Abort commands sent.
+    pub aborts: u64,
+    /// Of those, commands the controller aborted.
+    pub aborted: u64,
+    /// Controller resets this thread did.
+    pub resets: u64,
+    /// Queue pairs re-created (after any thread's reset, or when stuck).
+    pub requeues: u64,
+    /// I/Os resubmitted (DNR clear, aborted, lost in a reset).
+    pub retries: u64,
+    /// What happened, in order (the first few).
+    pub log: Vec<String>,
+}
+
+impl RecoveryCounters {
+    pub(crate) fn note(&mut self, s: String) {
+        if self.log.len() < 8 {
+            self.log.push(s);
+        }
+    }
+    pub(crate) fn add(&mut self, r: &crate::backend::Recovery) {
+        self.aborts += r.aborts_sent;
+        self.aborted += r.aborted;
+        self.resets += r.reset as u64;
+        self.requeues += r.recreated as u64;
+    }
+    /// True when nothing happened.
+    pub fn is_empty(&self) -> bool {
+        self.timeouts + self.aborts + self.resets + self.requeues + self.retries == 0
+    }
+}
+
+/// Live counters a progress line reads once a second.
+#[derive(Default)]
+#[repr(align(128))]
+pub struct Progress {
+    /// I/Os completed so far (all phases).
+    pub ios: AtomicU64,
+    /// Bytes moved so far.
+    pub bytes: AtomicU64,
+}

@@ -1,0 +1,600 @@
+//! One thread's work: `worker` runs the job's phases (prefill, the measured
+//! main phase, read-back) on the thread's own queue, each with the one
+//! loop of this file: keep the queue full, reap, check on the watchdog,
+//! until the phase's source runs out (or the runtime ends, or a stop is
+//! requested), then drain.
+//!
+//! The loop is generic over whether it verifies (`const VERIFY`); the
+//! common case, the workload's I/Os with nothing to verify and nothing to
+//! retry, is the same loop with the verifier's hooks compiled out and the
+//! free slots taken from the workload in one run per pass.
+
+use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, Op, QueueCounters};
+use crate::engine::job::{DirResult, JobSpec, Progress, ThreadResult};
+use crate::engine::slots::{fill_one, op_name, SlotIo, Slots};
+use crate::engine::verify::Verifier;
+use crate::engine::watchdog::{failed_io, Failed, Watchdog};
+use crate::engine::workload::{Rng, Workload};
+use crate::measure::clock::Clock;
+use crate::measure::stats::{CpuTime, LatencyRun, SystemCpu};
+use std::sync::atomic::Ordering;
+
+/// Everything one worker needs.
+pub(crate) struct Ctx<'a> {
+    pub spec: &'a JobSpec,
+    pub clock: Clock,
+    pub geo: Geometry,
+    pub progress: &'a Progress,
+    /// The path finds completions by polling: spin. Otherwise (interrupts)
+    /// block in the path's wait when there is nothing else to do, as fio does.
+    pub polled: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PhaseKind {
+    Prefill,
+    Main,
+    ReadBack,
+}
+
+/// Run the job's phases on `q` as thread `thread`.
+pub(crate) fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<ThreadResult, BackendError> {
+    let spec = ctx.spec;
+    let lba_size = ctx.geo.lba_size as usize;
+    let blocks = (spec.bs / lba_size) as u32;
+    let first_lba = spec.offset / lba_size as u64;
+    let units_total = spec.size / spec.bs as u64;
+    // Verifying threads own disjoint slices so generations are exact.
+    let (first_lba, units) = if spec.verify.is_some() {
+        let per = units_total / spec.numjobs as u64;
+        (first_lba + thread as u64 * per * blocks as u64, per)
+    } else {
+        (first_lba, units_total)
+    };
+    let start_unit = if spec.verify.is_some() { 0 } else { units / spec.numjobs as u64 * thread as u64 };
+    let mut wl = Workload::new(spec.rw, first_lba, blocks, units, spec.rwmixread, spec.seed.wrapping_add(thread as u64), start_unit);
+    let mut verifier = spec.verify.map(|v| Verifier::new(v, units, spec.bs, lba_size, q.depth()));
+    // Without verification, write buffers hold a fixed non-zero pattern
+    // (written once, as fio does), so compressing devices see real data.
+    if verifier.is_none() && spec.rw.writes() {
+        let mut pattern = vec![0u8; spec.bs];
+        let mut rng = Rng::new(0xF10 + thread as u64);
+        for c in pattern.chunks_mut(8) {
+            c.copy_from_slice(&rng.next_u64().to_le_bytes()[..c.len()]);
+        }
+        for b in 0..q.depth() as u32 {
+            q.buf_write(b, 0, &pattern);
+        }
+    }
+    let mut res = ThreadResult { thread, queue: q.describe(), ..Default::default() };
+
+    if let Some(v) = verifier.as_mut() {
+        if !v.only() && spec.rw.reads() {
+            // Prefill: write every unit once (generation 1) so every read can be checked.
+            let mut next_unit = 0u64;
+            let src = |_: &mut Workload| -> Option<(Op, u64)> {
+                (next_unit < units).then(|| {
+                    next_unit += 1;
+                    (Op::Write, next_unit - 1)
+                })
+            };
+            run_phase::<true, _>(ctx, q, &mut wl, Some(v), &mut res, PhaseKind::Prefill, &mut Source::List(src))?;
+        }
+    }
+    let left = spec.ios.or(if spec.runtime.is_none() { Some(units) } else { None }).unwrap_or(u64::MAX);
+    let mut main = Source::<NoList>::Workload { left };
+    match verifier.as_mut() {
+        Some(v) => run_phase::<true, _>(ctx, q, &mut wl, Some(v), &mut res, PhaseKind::Main, &mut main)?,
+        None => run_phase::<false, _>(ctx, q, &mut wl, None, &mut res, PhaseKind::Main, &mut main)?,
+    }
+    if let Some(v) = verifier.as_mut() {
+        if spec.rw.writes() && !spec.stop.requested() {
+            // Read back everything this run wrote and check its last generation.
+            let written = v.written();
+            let mut i = 0usize;
+            let src = |_: &mut Workload| -> Option<(Op, u64)> {
+                let u = *written.get(i)?;
+                i += 1;
+                Some((Op::Read, u))
+            };
+            run_phase::<true, _>(ctx, q, &mut wl, Some(v), &mut res, PhaseKind::ReadBack, &mut Source::List(src))?;
+        }
+    }
+    res.interrupted = spec.stop.requested();
+    Ok(res)
+}
+
+/// Where a phase's I/Os come from.
+enum Source<F> {
+    /// The job's workload, `left` more I/Os (u64::MAX: until the runtime ends).
+    Workload { left: u64 },
+    /// A list of the phase's own (prefill, read-back).
+    List(F),
+}
+
+/// The type of a [`Source::Workload`]'s unused list.
+type NoList = fn(&mut Workload) -> Option<(Op, u64)>;
+
+impl<F: FnMut(&mut Workload) -> Option<(Op, u64)>> Source<F> {
+    /// The next I/O, or None when the source has no more.
+    #[inline]
+    fn next(&mut self, wl: &mut Workload) -> Option<(Op, u64)> {
+        match self {
+            Source::Workload { left: 0 } => None,
+            Source::Workload { left } => {
+                *left -= 1;
+                Some(wl.next())
+            }
+            Source::List(f) => f(wl),
+        }
+    }
+}
+
+/// The workload's next I/Os for every free slot at once (`left` more at
+/// most), in the order the loop would take them one by one (down the
+/// free-slot stack). Returns true when the workload ran out. A function of
+/// its own so its few values stay in registers.
+#[inline(never)]
+fn take_run(slots: &mut Slots, ios: &mut Vec<Io>, wl: &mut Workload, left: &mut u64, t: u64) -> bool {
+    let Slots { free, io } = slots;
+    let n = free.len();
+    let k = (n as u64).min(*left) as usize;
+    *left -= k as u64;
+    let blocks = wl.blocks;
+    // The generator as a local (kept in registers), and an exact-size
+    // iterator: `extend` reserves once, no check per I/O.
+    let mut w = wl.clone();
+    let io = io.as_mut_slice();
+    let slots = free.drain(n - k..).rev();
+    // randread and randwrite (the benchmarks' patterns): the pattern is
+    // decided here once, not per I/O.
+    match w.single_random_op() {
+        Some(op) => ios.extend(slots.map(|slot| fill_one(io, slot, op, w.random_unit(), t, &w, blocks))),
+        None => ios.extend(slots.map(|slot| {
+            let (op, unit) = w.next();
+            fill_one(io, slot, op, unit, t, &w, blocks)
+        })),
+    }
+    *wl = w;
+    k < n
+}
+
+/// One completion pass's measured I/Os, counted in locals and added to the
+/// results once: I/Os per direction, flushes, and each direction's run of
+/// equal latencies. (Bytes are I/Os x bs, filled in at the end of the phase.)
+#[derive(Default, Clone, Copy)]
+struct PassTally {
+    reads: u64,
+    writes: u64,
+    flushes: u64,
+    run_r: LatencyRun,
+    run_w: LatencyRun,
+}
+
+impl PassTally {
+    /// Count a completed `op` submitted at `submit_ts`.
+    #[inline(always)]
+    fn add(&mut self, op: Op, submit_ts: u64, m: &mut Measured, lat: &impl Fn(u64) -> u64) {
+        match op {
+            Op::Read => {
+                self.reads += 1;
+                self.run_r.add(&mut m.read.lat, submit_ts, lat);
+            }
+            Op::Write => {
+                self.writes += 1;
+                self.run_w.add(&mut m.write.lat, submit_ts, lat);
+            }
+            Op::Flush => self.flushes += 1,
+        }
+    }
+
+    /// Record the pending runs and add the counts to the results.
+    fn finish(mut self, m: &mut Measured, lat: &impl Fn(u64) -> u64) {
+        self.run_r.flush(&mut m.read.lat, lat);
+        self.run_w.flush(&mut m.write.lat, lat);
+        m.read.ios += self.reads;
+        m.write.ios += self.writes;
+        m.flushes += self.flushes;
+    }
+}
+
+/// What the main phase measures, from the end of the ramp.
+struct Measured {
+    /// Counting (the main phase, ramp over).
+    on: bool,
+    start: u64,
+    cpu0: CpuTime,
+    cpu_ns0: u64,
+    counters0: QueueCounters,
+    /// System-wide CPU at the start (thread 0 of the main phase only).
+    sys0: Option<SystemCpu>,
+    polls: u64,
+    empty: u64,
+    empty_ticks: u64,
+    waits: u64,
+    read: DirResult,
+    write: DirResult,
+    flushes: u64,
+}
+
+impl Measured {
+    fn new(q: &dyn IoQueue, on: bool, start: u64, sample_system: bool) -> Self {
+        Measured {
+            on,
+            start,
+            cpu0: CpuTime::thread(),
+            cpu_ns0: CpuTime::thread_total_ns(),
+            counters0: q.counters(),
+            sys0: if sample_system && on { SystemCpu::now() } else { None },
+            polls: 0,
+            empty: 0,
+            empty_ticks: 0,
+            waits: 0,
+            read: DirResult::default(),
+            write: DirResult::default(),
+            flushes: 0,
+        }
+    }
+
+    /// Into the thread's results, at the end of the main phase.
+    fn finish(self, q: &dyn IoQueue, clock: Clock, bs: u64, res: &mut ThreadResult) {
+        let t_end = clock.now();
+        if let (Some(a), Some(b)) = (self.sys0, SystemCpu::now()) {
+            res.system_cpu = Some(b.since(&a));
+        }
+        res.elapsed_ns = clock.to_ns(t_end - self.start);
+        res.cpu_time = CpuTime::thread().since(&self.cpu0);
+        res.cpu_ns = CpuTime::thread_total_ns() - self.cpu_ns0;
+        res.polls = self.polls;
+        res.empty_polls = self.empty;
+        res.empty_poll_ns = clock.to_ns(self.empty_ticks);
+        res.waits = self.waits;
+        let (c, c0) = (q.counters(), self.counters0);
+        res.counters = QueueCounters {
+            sq_doorbells: c.sq_doorbells - c0.sq_doorbells,
+            cq_doorbells: c.cq_doorbells - c0.cq_doorbells,
+            mmio_writes: c.mmio_writes - c0.mmio_writes,
+            syscalls: c.syscalls - c0.syscalls,
+            rejected_completions: c.rejected_completions - c0.rejected_completions,
+        };
+        let (mut read, mut write) = (self.read, self.write);
+        read.bytes = read.ios * bs;
+        write.bytes = write.ios * bs;
+        res.read = read;
+        res.write = write;
+        res.flushes = self.flushes;
+    }
+}
+
+/// The state of one phase's loop.
+struct Phase<'c> {
+    ctx: &'c Ctx<'c>,
+    kind: PhaseKind,
+    slots: Slots,
+    /// The pass's commands.
+    ios: Vec<Io>,
+    /// I/Os taken from the source that did not run yet (the path did not
+    /// accept them, or a verify run could not place them): they go first.
+    retry: Vec<(Op, u64)>,
+    /// The pass's completions.
+    done: Vec<IoDone>,
+    in_flight: usize,
+    /// Take no more I/Os (runtime over, a stop requested, an error).
+    stopping: bool,
+    /// The source has no more (what is in `retry` is still to run).
+    ran_out: bool,
+    wd: Watchdog,
+    /// End of the ramp, and of the runtime (clock values).
+    ramp_end: u64,
+    end: u64,
+    m: Measured,
+    /// All I/Os the phase completed.
+    total_ios: u64,
+    /// Start of the previous pass if it found nothing to do: its time, up
+    /// to this pass's timestamp, is empty-poll time (one clock read per
+    /// pass; the clock costs 20-30 ns on some virtual machines).
+    empty_since: Option<u64>,
+    /// Thread 0 samples system-wide CPU (/proc/stat) around the measured
+    /// interval of the main phase.
+    sample_system: bool,
+}
+
+/// Keep the queue full with I/Os from `next` until it has no more (or the
+/// runtime ends, or a stop is requested), then drain. `VERIFY`: `verifier`
+/// is Some, and its hooks run.
+fn run_phase<const VERIFY: bool, F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
+    ctx: &Ctx,
+    q: &mut dyn IoQueue,
+    wl: &mut Workload,
+    mut verifier: Option<&mut Verifier>,
+    res: &mut ThreadResult,
+    kind: PhaseKind,
+    next: &mut Source<F>,
+) -> Result<(), BackendError> {
+    debug_assert_eq!(VERIFY, verifier.is_some());
+    let mut p = Phase::new(ctx, q, kind, res.thread);
+    loop {
+        let t = ctx.clock.now();
+        q.prefetch_completions();
+        p.begin_pass(q, t);
+        let submitted = p.submit::<VERIFY, F>(q, wl, next, verifier.as_deref_mut(), t)?;
+        p.reap::<VERIFY>(q, wl, verifier.as_deref_mut(), res, submitted, t)?;
+        if t >= p.wd.next_check {
+            p.check(q, wl, verifier.as_deref_mut(), res, t)?;
+        }
+        if p.finished() {
+            debug_assert_eq!(q.in_flight(), 0, "the path still holds I/Os the loop thinks are done");
+            break;
+        }
+    }
+    p.finish(q, res);
+    Ok(())
+}
+
+impl<'c> Phase<'c> {
+    fn new(ctx: &'c Ctx<'c>, q: &dyn IoQueue, kind: PhaseKind, thread: usize) -> Self {
+        let spec = ctx.spec;
+        let clock = ctx.clock;
+        // The queue's depth: --iodepth, or that times the devices when one
+        // thread drives several (backend::multi).
+        let depth = q.depth();
+        let main = kind == PhaseKind::Main;
+        let wd = Watchdog::new(depth, clock, clock.now(), spec.reliability, spec.stop.clone());
+        let start = clock.now();
+        let ramp_end = start + if main { clock.ticks(spec.ramp) } else { 0 };
+        let end = spec.runtime.filter(|_| main).map(|r| ramp_end + clock.ticks(r)).unwrap_or(u64::MAX);
+        // Thread 0 samples system-wide CPU (/proc/stat) around the measured interval.
+        let sample_system = main && thread == 0;
+        let m = Measured::new(q, main && spec.ramp.is_zero(), start, sample_system);
+        Phase {
+            ctx,
+            kind,
+            slots: Slots::new(depth),
+            ios: Vec::with_capacity(depth),
+            retry: Vec::with_capacity(depth),
+            done: vec![IoDone::default(); depth],
+            in_flight: 0,
+            stopping: false,
+            ran_out: false,
+            wd,
+            ramp_end,
+            end,
+            m,
+            total_ios: 0,
+            empty_since: None,
+            sample_system,
+        }
+    }
+
+    /// Start of a pass at `t`: account the previous empty pass, end the
+    /// ramp, notice the end of the runtime or a stop.
+    #[inline(always)]
+    fn begin_pass(&mut self, q: &dyn IoQueue, t: u64) {
+        if let Some(e) = self.empty_since.take() {
+            self.m.empty_ticks += t.wrapping_sub(e);
+        }
+        if self.kind == PhaseKind::Main && !self.m.on && t >= self.ramp_end {
+            // Ramp over: start counting from here.
+            self.m = Measured::new(q, true, t, self.sample_system);
+        }
+        if t >= self.end || self.ctx.spec.stop.requested() {
+            self.stopping = true;
+        }
+    }
+
+    /// Submit side of a pass: fill every free slot, I/Os waiting for a
+    /// retry first, then those the path did not accept last time, then the
+    /// source's; submit them. Returns how many the path accepted.
+    #[inline(always)]
+    fn submit<const VERIFY: bool, F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
+        &mut self,
+        q: &mut dyn IoQueue,
+        wl: &mut Workload,
+        next: &mut Source<F>,
+        mut verifier: Option<&mut Verifier>,
+        t: u64,
+    ) -> Result<usize, BackendError> {
+        self.ios.clear();
+        let blocks = wl.blocks;
+        let resubmitted = if self.wd.pending.is_empty() { 0 } else { self.wd.resubmit(&mut self.ios, &self.slots, wl, blocks, t) };
+        while !self.stopping {
+            let Some(&slot) = self.slots.free.last() else { break };
+            let (op, drawn) = match self.retry.pop() {
+                Some(x) => x,
+                None if self.ran_out => break,
+                None => {
+                    if let (false, Source::Workload { left }) = (VERIFY, &mut *next) {
+                        // Nothing to retry, nothing to verify: the workload
+                        // fills every free slot in one run. (Most passes of
+                        // a polled run find no free slot.)
+                        self.ran_out = take_run(&mut self.slots, &mut self.ios, wl, left, t);
+                        break;
+                    }
+                    match next.next(wl) {
+                        Some(x) => x,
+                        None => {
+                            self.ran_out = true;
+                            break;
+                        }
+                    }
+                }
+            };
+            let unit = match verifier.as_deref_mut() {
+                Some(v) if VERIFY => match v.on_submit(q, wl, slot, op, drawn) {
+                    Some(u) => u,
+                    None => {
+                        // Try again after some completions (it counts as taken
+                        // from the source already: --ios counts what ran).
+                        self.retry.push((op, drawn));
+                        break;
+                    }
+                },
+                _ => drawn,
+            };
+            self.slots.free.pop();
+            self.ios.push(fill_one(&mut self.slots.io, slot, op, unit, t, wl, blocks));
+        }
+        let submitted = if self.ios.is_empty() { 0 } else { q.submit(&self.ios)? };
+        self.wd.not_accepted(&self.ios[..resubmitted], submitted);
+        // Whatever did not fit goes back (the queue was fuller than we knew)
+        // and is submitted again first next time.
+        for io in self.ios[submitted.max(resubmitted)..].iter().rev() {
+            let unit = self.slots.io[io.buf as usize].unit;
+            self.slots.free.push(io.buf);
+            self.retry.push((io.op, unit));
+            if let Some(v) = verifier.as_deref_mut() {
+                v.release(unit);
+            }
+        }
+        self.in_flight += submitted;
+        Ok(submitted)
+    }
+
+    /// Reap side of a pass: take the completions (an interrupt-driven path
+    /// with nothing to submit waits in the kernel for one instead of
+    /// spinning), free their slots, verify, and count them.
+    #[inline(always)]
+    fn reap<const VERIFY: bool>(
+        &mut self,
+        q: &mut dyn IoQueue,
+        wl: &Workload,
+        verifier: Option<&mut Verifier>,
+        res: &mut ThreadResult,
+        submitted: usize,
+        t: u64,
+    ) -> Result<(), BackendError> {
+        let mut n = q.poll(&mut self.done)?;
+        if n == 0 && submitted == 0 && self.in_flight > 0 && !self.ctx.polled && !self.ctx.spec.stop.requested() {
+            n = q.wait(&mut self.done, 1)?;
+            self.m.waits += 1;
+        }
+        self.m.polls += 1;
+        if n > 0 {
+            let clock = self.ctx.clock;
+            let tc = clock.now();
+            // I/Os submitted in one batch share a submit timestamp and, reaped
+            // in one pass, a latency: record each run of them once.
+            let lat = |s: u64| clock.to_ns(tc.wrapping_sub(s)).max(1);
+            let tally = if self.m.on { self.complete::<VERIFY, true>(q, wl, verifier, res, n, &lat) } else { self.complete::<VERIFY, false>(q, wl, verifier, res, n, &lat) };
+            tally.finish(&mut self.m, &lat);
+            self.in_flight -= n;
+            self.total_ios += n as u64;
+            let (progress, bs) = (self.ctx.progress, self.ctx.spec.bs as u64);
+            progress.ios.store(progress.ios.load(Ordering::Relaxed) + n as u64, Ordering::Relaxed);
+            progress.bytes.store(progress.bytes.load(Ordering::Relaxed) + n as u64 * bs, Ordering::Relaxed);
+        } else if submitted == 0 {
+            // Nothing submitted, nothing completed: an empty poll. Its time
+            // is the spinning a faster device would not need.
+            self.m.empty += 1;
+            self.empty_since = Some(t);
+        }
+        Ok(())
+    }
+
+    /// The pass's `n` completions, in order: the verifier sees each
+    /// (`VERIFY`), its slot is freed, and it is counted (`MEASURING`). They
+    /// are taken in runs up to the next failure, whose slots go back to the
+    /// free stack at once; a failed one goes to the watchdog (retried, or
+    /// counted and finished like the others).
+    #[inline(always)]
+    fn complete<const VERIFY: bool, const MEASURING: bool>(
+        &mut self,
+        q: &mut dyn IoQueue,
+        wl: &Workload,
+        mut verifier: Option<&mut Verifier>,
+        res: &mut ThreadResult,
+        n: usize,
+        lat: &impl Fn(u64) -> u64,
+    ) -> PassTally {
+        // The tally as a local, kept in registers.
+        let mut tally = PassTally::default();
+        let Phase { slots, done, wd, m, stopping, ctx, .. } = self;
+        let done = &done[..n];
+        let mut i = 0;
+        while i < done.len() {
+            let run = &done[i..];
+            let mut k = run.len();
+            for (j, d) in run.iter().enumerate() {
+                if !d.status.is_ok() {
+                    k = j;
+                    break;
+                }
+                let SlotIo { submit_ts, unit, op } = slots.io[d.tag as usize];
+                if let (true, Some(v)) = (VERIFY, verifier.as_deref_mut()) {
+                    v.on_complete(q, d.tag as u32, op, unit, true, wl, res);
+                }
+                if MEASURING {
+                    tally.add(op, submit_ts, m, lat);
+                }
+            }
+            slots.free.extend(run[..k].iter().map(|d| d.tag as u32));
+            i += k;
+            let Some(d) = done.get(i) else { break };
+            i += 1;
+            let slot = d.tag as usize;
+            let SlotIo { submit_ts, unit, op } = slots.io[slot];
+            match failed_io(wd, res, slots, wl, slot, &d.status, wl.blocks) {
+                Failed::Retried => continue,
+                Failed::Counted => *stopping |= !ctx.spec.continue_on_error,
+            }
+            if let (true, Some(v)) = (VERIFY, verifier.as_deref_mut()) {
+                v.on_complete(q, slot as u32, op, unit, false, wl, res);
+            }
+            slots.free.push(slot as u32);
+            if MEASURING {
+                tally.add(op, submit_ts, m, lat);
+            }
+        }
+        tally
+    }
+
+    /// The watchdog's periodic check: I/Os it gave up on are retried, or
+    /// fail.
+    #[cold]
+    fn check(&mut self, q: &mut dyn IoQueue, wl: &Workload, mut verifier: Option<&mut Verifier>, res: &mut ThreadResult, t: u64) -> Result<(), BackendError> {
+        let blocks = wl.blocks;
+        for (slot, why) in self.wd.check(t, q, &self.slots, wl, &mut res.recovery)? {
+            self.in_flight -= 1;
+            let s = slot as usize;
+            if self.wd.take_retry(s, &self.slots) {
+                res.recovery.retries += 1;
+                self.wd.pending.push(slot);
+                continue;
+            }
+            // Out of retries (or stopping): a failed I/O.
+            res.errors += 1;
+            if res.first_error.is_none() {
+                res.first_error = Some(format!(
+                    "{} of {blocks} blocks at LBA {} never completed ({why}), after {} retries",
+                    op_name(self.slots.io[s].op),
+                    wl.lba_of(self.slots.io[s].unit),
+                    self.wd.retries_used(s, &self.slots)
+                ));
+            }
+            if !self.ctx.spec.continue_on_error {
+                self.stopping = true;
+            }
+            if let Some(v) = verifier.as_deref_mut() {
+                v.release(self.slots.io[s].unit);
+            }
+            self.slots.free.push(slot);
+        }
+        Ok(())
+    }
+
+    /// Nothing more to submit and nothing in flight.
+    #[inline(always)]
+    fn finished(&self) -> bool {
+        (self.stopping || self.ran_out && self.retry.is_empty()) && self.in_flight == 0 && self.wd.pending.is_empty()
+    }
+
+    /// Into the thread's results: the measured figures of the main phase,
+    /// the I/O count of the others.
+    fn finish(self, q: &dyn IoQueue, res: &mut ThreadResult) {
+        if self.kind == PhaseKind::Main {
+            self.m.finish(q, self.ctx.clock, self.ctx.spec.bs as u64, res);
+        } else {
+            res.verify_ios += self.total_ios;
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! The engine against a fake queue (in the manner of SPDK's
+//! `nvme_qpair_ut`): each I/O submitted completes on the next poll, with
+//! the faults a test asks for. No device, no threads, no timing.
+
+use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters};
+use crate::engine::job::{JobSpec, Progress, Reliability, Stop, ThreadResult, VerifySpec};
+use crate::engine::phase::{worker, Ctx};
+use crate::engine::workload::Rw;
+use crate::measure::clock::Clock;
+use nvme_spec::status::{Status, StatusCodeType};
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+const LBA: usize = 512;
+
+/// A queue whose I/Os complete on the next poll, over an in-memory namespace.
+#[derive(Default)]
+struct FakeQueue {
+    depth: usize,
+    bufs: Vec<Vec<u8>>,
+    /// Written blocks by LBA.
+    disk: HashMap<u64, Vec<u8>>,
+    /// Submitted, not yet completed.
+    outstanding: VecDeque<Io>,
+    /// Most I/Os ever outstanding.
+    most_outstanding: usize,
+    /// Accept at most this many I/Os per submit (0: all that fit).
+    accept_at_most: usize,
+    /// Complete at most this many per poll (0: all).
+    complete_at_most: usize,
+    /// Fail the first `fail_first` I/Os with an NVMe error, DNR as given.
+    fail_first: u64,
+    dnr: bool,
+    /// Complete reads of this LBA with one byte flipped.
+    corrupt_lba: Option<u64>,
+    /// Request `stop` after this many completions.
+    stop_after: Option<(u64, Stop)>,
+    completed: u64,
+    /// I/Os completed per op (reads, writes), failed ones included.
+    ops: [u64; 2],
+    /// Every submitted I/O's LBA and block count (reads and writes).
+    lbas: Vec<(u64, u32)>,
+}
+
+impl FakeQueue {
+    fn new(depth: usize, bs: usize) -> Self {
+        FakeQueue { depth, bufs: vec![vec![0; bs]; depth], ..Default::default() }
+    }
+}
+
+impl IoQueue for FakeQueue {
+    fn depth(&self) -> usize {
+        self.depth
+    }
+    fn submit(&mut self, ios: &[Io]) -> Result<usize, BackendError> {
+        let room = self.depth - self.outstanding.len();
+        let mut n = ios.len().min(room);
+        if self.accept_at_most > 0 {
+            n = n.min(self.accept_at_most);
+        }
+        for io in &ios[..n] {
+            assert!((io.buf as usize) < self.depth);
+            assert!(!self.outstanding.iter().any(|o| o.tag == io.tag), "tag {} submitted twice", io.tag);
+            self.lbas.push((io.lba, io.blocks));
+            self.outstanding.push_back(*io);
+        }
+        self.most_outstanding = self.most_outstanding.max(self.outstanding.len());
+        Ok(n)
+    }
+    fn poll(&mut self, out: &mut [IoDone]) -> Result<usize, BackendError> {
+        let mut n = self.outstanding.len().min(out.len());
+        if self.complete_at_most > 0 {
+            n = n.min(self.complete_at_most);
+        }
+        for d in out.iter_mut().take(n) {
+            let io = self.outstanding.pop_front().unwrap();
+            self.completed += 1;
+            let failed = self.completed <= self.fail_first;
+            let buf = &mut self.bufs[io.buf as usize];
+            match io.op {
+                Op::Read => {
+                    self.ops[0] += 1;
+                    for (i, blk) in buf.chunks_mut(LBA).enumerate() {
+                        let lba = io.lba + i as u64;
+                        match self.disk.get(&lba) {
+                            Some(b) => blk.copy_from_slice(b),
+                            None => blk.fill(0),
+                        }
+                        if self.corrupt_lba == Some(lba) {
+                            blk[100] ^= 1;
+                        }
+                    }
+                }
+                Op::Write => {
+                    self.ops[1] += 1;
+                    if !failed {
+                        for (i, blk) in buf.chunks(LBA).enumerate() {
+                            self.disk.insert(io.lba + i as u64, blk.to_vec());
+                        }
+                    }
+                }
+                Op::Flush => {}
+            }
+            let status = if failed { IoStatus::Nvme(Status { sct: StatusCodeType::GENERIC, sc: 6, crd: 0, more: false, dnr: self.dnr }) } else { IoStatus::Ok };
+            *d = IoDone { tag: io.tag, status };
+            if let Some((after, stop)) = &self.stop_after {
+                if self.completed >= *after {
+                    stop.request();
+                }
+            }
+        }
+        Ok(n)
+    }
+    fn buf_write(&mut self, buf: u32, off: usize, data: &[u8]) {
+        self.bufs[buf as usize][off..off + data.len()].copy_from_slice(data);
+    }
+    fn buf_read(&self, buf: u32, off: usize, out: &mut [u8]) {
+        out.copy_from_slice(&self.bufs[buf as usize][off..off + out.len()]);
+    }
+    fn counters(&self) -> QueueCounters {
+        QueueCounters::default()
+    }
+    fn in_flight(&self) -> usize {
+        self.outstanding.len()
+    }
+}
+
+fn clock() -> Clock {
+    static CLOCK: std::sync::OnceLock<Clock> = std::sync::OnceLock::new();
+    *CLOCK.get_or_init(Clock::calibrate)
+}
+
+/// A job of `ios` I/Os of 4 KiB over 1 MiB at queue depth 8.
+fn spec(rw: Rw, ios: u64) -> JobSpec {
+    JobSpec {
+        rw,
+        bs: 4096,
+        iodepth: 8,
+        rwmixread: 50,
+        offset: 0,
+        size: 1 << 20,
+        runtime: None,
+        ios: Some(ios),
+        ramp: Duration::ZERO,
+        verify: None,
+        batch: 0,
+        numjobs: 1,
+        cpus: vec![],
+        continue_on_error: false,
+        seed: 1,
+        reliability: Reliability::default(),
+        stop: Stop::new(),
+    }
+}
+
+/// Run `spec` on `q` as thread 0.
+fn run(spec: &JobSpec, q: &mut FakeQueue) -> ThreadResult {
+    let geo = Geometry { nsid: 1, lba_size: LBA as u32, blocks: 1 << 20, max_transfer: 1 << 20 };
+    crate::engine::validate(spec, &geo).unwrap();
+    let progress = Progress::default();
+    let ctx = Ctx { spec, clock: clock(), geo, progress: &progress, polled: true };
+    let r = worker(&ctx, q, 0).unwrap();
+    assert_eq!(q.outstanding.len(), 0, "the run ended with I/Os outstanding");
+    r
+}
+
+#[test]
+fn a_run_of_n_ios_counts_exactly_n_with_their_bytes() {
+    for (rw, reads, writes) in [(Rw::Randread, 1000, 0), (Rw::Randwrite, 0, 1000), (Rw::Read, 1000, 0), (Rw::Write, 0, 1000)] {
+        let s = spec(rw, 1000);
+        let mut q = FakeQueue::new(s.iodepth, s.bs);
+        let r = run(&s, &mut q);
+        assert_eq!((r.read.ios, r.write.ios), (reads, writes), "{rw:?}");
+        assert_eq!((r.read.bytes, r.write.bytes), (reads * 4096, writes * 4096), "{rw:?}");
+        assert_eq!(r.read.lat.len() + r.write.lat.len(), 1000, "{rw:?}: one latency per I/O");
+        assert_eq!(q.completed, 1000);
+        assert_eq!((r.errors, r.mismatches), (0, 0));
+        assert!(q.lbas.iter().all(|&(lba, blocks)| blocks == 8 && lba % 8 == 0 && lba + 8 <= 2048), "{rw:?}: every I/O inside the region");
+    }
+}
+
+#[test]
+fn the_queue_depth_is_never_exceeded_and_is_reached() {
+    let s = spec(Rw::Randread, 500);
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    // Completions trickle in: the loop refills as slots free up.
+    q.complete_at_most = 3;
+    let r = run(&s, &mut q);
+    assert_eq!(r.read.ios, 500);
+    assert_eq!(q.most_outstanding, 8);
+}
+
+#[test]
+fn ios_the_path_does_not_accept_are_submitted_again_and_counted_once() {
+    for rw in [Rw::Randread, Rw::Randrw] {
+        let mut s = spec(rw, 300);
+        s.verify = Some(VerifySpec { seed: 3, only: false });
+        for verify in [false, true] {
+            let s = JobSpec { verify: if verify { s.verify } else { None }, ..s.clone() };
+            let mut q = FakeQueue::new(s.iodepth, s.bs);
+            q.accept_at_most = 3;
+            let r = run(&s, &mut q);
+            assert_eq!(r.read.ios + r.write.ios, 300, "{rw:?} verify={verify}");
+            assert_eq!(r.mismatches, 0);
+        }
+    }
+}
+
+#[test]
+fn a_failed_io_with_dnr_clear_is_retried_and_succeeds() {
+    let s = spec(Rw::Randread, 100);
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    q.fail_first = 2;
+    let r = run(&s, &mut q);
+    assert_eq!(r.errors, 0, "{:?}", r.first_error);
+    assert_eq!(r.recovery.retries, 2);
+    assert_eq!(r.read.ios, 100, "the retries complete the I/Os, counted once");
+    assert_eq!(q.completed, 102);
+}
+
+#[test]
+fn a_failed_io_with_dnr_set_is_not_retried_and_ends_the_run() {
+    let s = spec(Rw::Randread, 100);
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    q.fail_first = 1;
+    q.dnr = true;
+    let r = run(&s, &mut q);
+    assert_eq!((r.errors, r.recovery.retries), (1, 0));
+    assert!(r.first_error.as_deref().unwrap().starts_with("read of 8 blocks at LBA"), "{:?}", r.first_error);
+    assert!(r.read.ios < 100, "stopped at the error, drained what was in flight");
+}
+
+#[test]
+fn errors_past_the_retry_limit_are_counted_and_the_run_goes_on_when_asked() {
+    let mut s = spec(Rw::Randread, 50);
+    s.continue_on_error = true;
+    s.reliability = Reliability { io_timeout: Duration::from_secs(30), retries: 1 };
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    q.fail_first = 1000; // every I/O fails
+    let r = run(&s, &mut q);
+    assert_eq!(r.errors, 50, "each of the 50 failed after its one retry");
+    assert_eq!(r.recovery.retries, 50);
+    assert_eq!(q.completed, 100);
+    assert!(r.first_error.as_deref().unwrap().ends_with("(after 1 retries)"), "{:?}", r.first_error);
+}
+
+#[test]
+fn verify_passes_on_good_data_and_catches_a_corrupted_block() {
+    let mut s = spec(Rw::Randrw, 400);
+    s.size = 64 * 4096;
+    s.verify = Some(VerifySpec { seed: 9, only: false });
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    let r = run(&s, &mut q);
+    assert_eq!((r.mismatches, r.errors), (0, 0), "{:?}", r.first_mismatch);
+    assert!(r.verified_blocks > 0);
+    // Prefill (64 units) and read-back (every unit written) are not in the figures.
+    assert_eq!(r.read.ios + r.write.ios, 400);
+    assert!(r.verify_ios >= 64);
+
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    q.corrupt_lba = Some(8 * 5 + 3);
+    let r = run(&s, &mut q);
+    assert!(r.mismatches > 0);
+    assert!(r.first_mismatch.as_deref().unwrap().starts_with("LBA 43: "), "{:?}", r.first_mismatch);
+}
+
+#[test]
+fn a_stop_ends_the_run_and_drains_what_is_in_flight() {
+    let mut s = spec(Rw::Randread, 0);
+    s.ios = None;
+    s.runtime = Some(Duration::from_secs(3600));
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    q.stop_after = Some((1000, s.stop.clone()));
+    let r = run(&s, &mut q);
+    assert!(r.interrupted);
+    // Stopped within a pass of the request: what was in flight, no more.
+    assert!((1000..=1000 + 8).contains(&r.read.ios), "{}", r.read.ios);
+    assert_eq!(q.completed, r.read.ios);
+}
+
+#[test]
+fn rwmixread_proportions_hold() {
+    for mix in [0u8, 30, 70, 100] {
+        let mut s = spec(Rw::Randrw, 10_000);
+        s.rwmixread = mix;
+        let mut q = FakeQueue::new(s.iodepth, s.bs);
+        let r = run(&s, &mut q);
+        assert_eq!(r.read.ios + r.write.ios, 10_000);
+        let pct = r.read.ios as f64 / 100.0;
+        assert!((pct - mix as f64).abs() < 3.0, "rwmixread {mix}: {pct}% reads");
+        assert_eq!(q.ops, [r.read.ios, r.write.ios]);
+    }
+}
