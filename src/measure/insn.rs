@@ -293,20 +293,30 @@ impl UserSymbols {
         })
     }
 
-    /// Set the bias from the marker's runtime address: `marker_fn` minus
-    /// [`MARKER_SYMBOL`]'s ELF address.
-    pub fn relocate(&mut self, marker_fn: u64) -> Result<(), String> {
+    /// The load bias of a process whose marker ran at `marker_fn`:
+    /// `marker_fn` minus [`MARKER_SYMBOL`]'s ELF address.
+    pub fn bias_for(&self, marker_fn: u64) -> Result<u64, String> {
         let at = self.table.addrs_of(MARKER_SYMBOL);
         let elf = *at
             .first()
             .ok_or_else(|| format!("the binary has no {MARKER_SYMBOL}: is it the binary that ran?"))?;
-        self.bias = marker_fn.wrapping_sub(elf);
+        Ok(marker_fn.wrapping_sub(elf))
+    }
+
+    /// Set the bias from the marker's runtime address ([`Self::bias_for`]).
+    pub fn relocate(&mut self, marker_fn: u64) -> Result<(), String> {
+        self.bias = self.bias_for(marker_fn)?;
         Ok(())
     }
 
     /// The function at runtime address `vaddr`.
     pub fn lookup(&self, vaddr: u64) -> Option<&Sym> {
-        self.table.lookup(vaddr.wrapping_sub(self.bias))
+        self.lookup_at(vaddr, self.bias)
+    }
+
+    /// The function at runtime address `vaddr` of a process loaded with `bias`.
+    pub fn lookup_at(&self, vaddr: u64, bias: u64) -> Option<&Sym> {
+        self.table.lookup(vaddr.wrapping_sub(bias))
     }
 }
 
@@ -443,7 +453,8 @@ pub fn breakdown_names() -> Vec<&'static str> {
 pub struct Symbols<'a> {
     /// The guest kernel's functions.
     pub kernel: &'a SymbolTable,
-    /// Our binary's functions, relocated.
+    /// Our binary's functions; each window is relocated by its own
+    /// `marker_fn`, this table's `bias` serving only when that fails.
     pub user: &'a UserSymbols,
     /// Kernel layers.
     pub layers: &'a LayerTable,
@@ -511,6 +522,9 @@ pub fn tally(w: &Window, s: &Symbols) -> Tally {
         ..Default::default()
     };
     let (mut k_seen, mut u_seen) = (0f64, 0f64);
+    // Each window says where its process's marker ran, so windows of
+    // different runs of the binary relocate on their own.
+    let bias = s.user.bias_for(w.marker_fn).unwrap_or(s.user.bias);
     let syscall = s.kernel.addrs_of("entry_SYSCALL_64");
     let mut irq = s.kernel.addrs_of("asm_common_interrupt");
     irq.extend(s.kernel.addrs_with_prefix("asm_sysvec_"));
@@ -543,7 +557,7 @@ pub fn tally(w: &Window, s: &Symbols) -> Tally {
             }
         } else {
             u_seen += n;
-            match s.user.lookup(va) {
+            match s.user.lookup_at(va, bias) {
                 Some(sym) => parts[idx(user_group(&sym.name))] += n,
                 None => parts[u_un] += n,
             }
@@ -691,7 +705,9 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
     };
     let user = (t.user - scale * b.user) / ios;
     let kernel = (t.kernel - scale * b.kernel) / ios;
+    // No empty polls cost nothing, calibrated or not.
     let empty_polls = match r.calibration {
+        _ if r.empty_polls == 0 => Some(0.0),
         Some(c) if calibration_polls > 0 => Some(r.empty_polls as f64 * ((c.user() + c.kernel()) as f64 / calibration_polls as f64) / ios),
         _ => None,
     };
@@ -859,7 +875,10 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         let f = a_function_of_this_binary as fn() -> u64 as usize as u64;
         // The runtime address less the ELF one is the load bias; the
         // function's own address maps back to it.
-        let u = UserSymbols { bias: f.wrapping_sub(at[0]), ..u };
+        let u = UserSymbols {
+            bias: f.wrapping_sub(at[0]),
+            ..u
+        };
         assert_eq!(u.lookup(f).unwrap().name, name);
         assert!(UserSymbols::from_elf(b"not an elf").is_err());
     }
