@@ -33,6 +33,8 @@ pub enum Command {
     Trace(crate::commands::trace::TraceArgs),
     /// The driver's own work per I/O on the synchronous simulator, repeatable (for callgrind).
     DriverCost(crate::commands::driver_cost::CostArgs),
+    /// Exact instruction counts of the emulated test bed beside a comparison: per I/O, by kernel layer, with events (count.json and a chart).
+    CountReport(crate::commands::count_report::CountReportArgs),
 }
 
 pub fn main() -> i32 {
@@ -48,6 +50,7 @@ pub fn main() -> i32 {
         Command::Unbind(a) => crate::commands::bind::unbind(&a),
         Command::Trace(a) => crate::commands::trace::trace(&a),
         Command::DriverCost(a) => crate::commands::driver_cost::driver_cost(&a),
+        Command::CountReport(a) => crate::commands::count_report::count_report(&a),
     };
     match r {
         Ok(code) => code,

@@ -4,6 +4,7 @@ pub mod args;
 pub mod bench;
 pub mod bind;
 pub mod compare;
+pub mod count_report;
 pub mod driver_cost;
 pub mod info;
 pub mod reliability_args;
