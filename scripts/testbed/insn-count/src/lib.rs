@@ -110,9 +110,25 @@ extern "C" {
     fn qemu_plugin_tb_get_insn(tb: *const Tb, idx: usize) -> *mut Insn;
     fn qemu_plugin_insn_data(insn: *const Insn, dest: *mut c_void, len: usize) -> usize;
     fn qemu_plugin_insn_size(insn: *const Insn) -> usize;
-    fn qemu_plugin_register_vcpu_insn_exec_cb(insn: *mut Insn, cb: VcpuUdataCb, flags: c_uint, udata: *mut c_void);
-    fn qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb: *mut Tb, op: c_uint, entry: U64Entry, imm: u64);
-    fn qemu_plugin_register_vcpu_mem_cb(insn: *mut Insn, cb: MemCb, flags: c_uint, rw: c_uint, udata: *mut c_void);
+    fn qemu_plugin_register_vcpu_insn_exec_cb(
+        insn: *mut Insn,
+        cb: VcpuUdataCb,
+        flags: c_uint,
+        udata: *mut c_void,
+    );
+    fn qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
+        tb: *mut Tb,
+        op: c_uint,
+        entry: U64Entry,
+        imm: u64,
+    );
+    fn qemu_plugin_register_vcpu_mem_cb(
+        insn: *mut Insn,
+        cb: MemCb,
+        flags: c_uint,
+        rw: c_uint,
+        udata: *mut c_void,
+    );
     fn qemu_plugin_get_hwaddr(info: u32, vaddr: u64) -> *mut Hwaddr;
     fn qemu_plugin_hwaddr_is_io(h: *const Hwaddr) -> bool;
     fn qemu_plugin_hwaddr_phys_addr(h: *const Hwaddr) -> u64;
@@ -176,7 +192,12 @@ static REG_RDI: AtomicUsize = AtomicUsize::new(0);
 static WINDOWS_WRITTEN: AtomicU64 = AtomicU64::new(0);
 
 fn slots() -> &'static Mutex<Slots> {
-    SLOTS.get_or_init(|| Mutex::new(Slots { by_key: HashMap::new(), list: Vec::new() }))
+    SLOTS.get_or_init(|| {
+        Mutex::new(Slots {
+            by_key: HashMap::new(),
+            list: Vec::new(),
+        })
+    })
 }
 
 fn say(msg: &str) {
@@ -190,7 +211,12 @@ fn say(msg: &str) {
 /// # Safety
 /// Called by QEMU with a valid `info` and `argc` C strings in `argv`.
 #[no_mangle]
-pub unsafe extern "C" fn qemu_plugin_install(id: Id, info: *const QemuInfo, argc: c_int, argv: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn qemu_plugin_install(
+    id: Id,
+    info: *const QemuInfo,
+    argc: c_int,
+    argv: *const *const c_char,
+) -> c_int {
     let info = &*info;
     let target = CStr::from_ptr(info.target_name).to_string_lossy();
     if target != "x86_64" || !info.system_emulation {
@@ -250,7 +276,8 @@ extern "C" fn vcpu_init(_id: Id, _vcpu: c_uint) {
         if regs.is_null() {
             return;
         }
-        let descs = std::slice::from_raw_parts((*regs).data as *const RegDescriptor, (*regs).len as usize);
+        let descs =
+            std::slice::from_raw_parts((*regs).data as *const RegDescriptor, (*regs).len as usize);
         for d in descs {
             match CStr::from_ptr(d.name).to_bytes() {
                 b"rax" => REG_RAX.store(d.handle as usize, Ordering::Release),
@@ -304,12 +331,23 @@ extern "C" fn tb_trans(_id: Id, tb: *mut Tb) {
                         0
                     };
                     if kind != 0 {
-                        qemu_plugin_register_vcpu_insn_exec_cb(insn, marker, CB_R_REGS, kind as *mut c_void);
+                        qemu_plugin_register_vcpu_insn_exec_cb(
+                            insn,
+                            marker,
+                            CB_R_REGS,
+                            kind as *mut c_void,
+                        );
                     }
                 }
             }
             if mmio {
-                qemu_plugin_register_vcpu_mem_cb(insn, mem_access, CB_NO_REGS, MEM_RW, std::ptr::null_mut());
+                qemu_plugin_register_vcpu_mem_cb(
+                    insn,
+                    mem_access,
+                    CB_NO_REGS,
+                    MEM_RW,
+                    std::ptr::null_mut(),
+                );
             }
         }
         let score = SCORE.load(Ordering::Acquire);
@@ -329,14 +367,23 @@ extern "C" fn tb_trans(_id: Id, tb: *mut Tb) {
         };
         match slot {
             Some(x) => {
-                let e = U64Entry { score, offset: x * 8 };
+                let e = U64Entry {
+                    score,
+                    offset: x * 8,
+                };
                 qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, INLINE_ADD_U64, e, 1);
             }
             None => {
                 let k = (vaddr >= KERNEL_BASE) as usize;
-                let e = U64Entry { score, offset: (OVF_INSNS + k) * 8 };
+                let e = U64Entry {
+                    score,
+                    offset: (OVF_INSNS + k) * 8,
+                };
                 qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, INLINE_ADD_U64, e, n as u64);
-                let e = U64Entry { score, offset: (OVF_EXECS + k) * 8 };
+                let e = U64Entry {
+                    score,
+                    offset: (OVF_EXECS + k) * 8,
+                };
                 qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, INLINE_ADD_U64, e, 1);
             }
         }
@@ -355,7 +402,10 @@ extern "C" fn mem_access(_vcpu: c_uint, info: u32, vaddr: u64, _u: *mut c_void) 
         if h.is_null() || !qemu_plugin_hwaddr_is_io(h) {
             return;
         }
-        (qemu_plugin_hwaddr_phys_addr(h) & !0xfff, qemu_plugin_mem_is_store(info))
+        (
+            qemu_plugin_hwaddr_phys_addr(h) & !0xfff,
+            qemu_plugin_mem_is_store(info),
+        )
     };
     if let Some(m) = IO.lock().unwrap().as_mut() {
         m.entry(page).or_default()[if store { 0 } else { 1 }] += 1;
@@ -371,7 +421,9 @@ fn vcpus() -> usize {
 fn entries() -> Vec<*mut u64> {
     let score = SCORE.load(Ordering::Acquire);
     // SAFETY: the scoreboard holds an entry for every initialised vCPU.
-    (0..vcpus()).map(|v| unsafe { qemu_plugin_scoreboard_find(score, v as c_uint) as *mut u64 }).collect()
+    (0..vcpus())
+        .map(|v| unsafe { qemu_plugin_scoreboard_find(score, v as c_uint) as *mut u64 })
+        .collect()
 }
 
 extern "C" fn marker(_vcpu: c_uint, kind: *mut c_void) {
@@ -385,7 +437,11 @@ extern "C" fn marker(_vcpu: c_uint, kind: *mut c_void) {
         if let Some(m) = IO.lock().unwrap().as_mut() {
             m.clear();
         }
-        *WINDOW.lock().unwrap() = Some(Window { id, marker_fn, t0: Instant::now() });
+        *WINDOW.lock().unwrap() = Some(Window {
+            id,
+            marker_fn,
+            t0: Instant::now(),
+        });
         ACTIVE.store(true, Ordering::Relaxed);
     } else {
         ACTIVE.store(false, Ordering::Relaxed);
@@ -405,7 +461,11 @@ fn write_window(w: &Window) {
     let list = slots().lock().unwrap().list.clone();
     let mut per_tb: HashMap<u64, (u64, u64)> = HashMap::new();
     let mut line = String::with_capacity(1 << 16);
-    let _ = write!(line, "{{\"window\": {}, \"marker_fn\": {}, \"host_ns\": {host_ns}, \"vcpus\": [", w.id, w.marker_fn);
+    let _ = write!(
+        line,
+        "{{\"window\": {}, \"marker_fn\": {}, \"host_ns\": {host_ns}, \"vcpus\": [",
+        w.id, w.marker_fn
+    );
     let mut overflow = 0u64;
     for (v, e) in entries().into_iter().enumerate() {
         // SAFETY: an entry of ENTRY_U64S u64s; a concurrent vCPU's inline
@@ -428,23 +488,40 @@ fn write_window(w: &Window) {
             t.0 += insns;
             t.1 += execs;
         }
-        let _ = write!(line, "{}{{\"vcpu\": {v}, \"user\": {user}, \"kernel\": {kernel}}}", if v > 0 { ", " } else { "" });
+        let _ = write!(
+            line,
+            "{}{{\"vcpu\": {v}, \"user\": {user}, \"kernel\": {kernel}}}",
+            if v > 0 { ", " } else { "" }
+        );
     }
     let _ = write!(line, "], \"tb_overflow\": {overflow}, \"tbs\": [");
     let mut tbs: Vec<_> = per_tb.into_iter().collect();
     tbs.sort_unstable();
     for (i, (vaddr, (insns, execs))) in tbs.iter().enumerate() {
-        let _ = write!(line, "{}[{vaddr}, {insns}, {execs}]", if i > 0 { ", " } else { "" });
+        let _ = write!(
+            line,
+            "{}[{vaddr}, {insns}, {execs}]",
+            if i > 0 { ", " } else { "" }
+        );
     }
     line.push_str("], \"io\": [");
-    let mut io: Vec<_> = IO.lock().unwrap().as_ref().map(|m| m.iter().map(|(&p, &c)| (p, c)).collect()).unwrap_or_default();
+    let mut io: Vec<_> = IO
+        .lock()
+        .unwrap()
+        .as_ref()
+        .map(|m| m.iter().map(|(&p, &c)| (p, c)).collect())
+        .unwrap_or_default();
     io.sort_unstable();
     for (i, (page, [w_, r])) in io.iter().enumerate() {
         let _ = write!(line, "{}[{page}, {w_}, {r}]", if i > 0 { ", " } else { "" });
     }
     line.push_str("]}\n");
     let Some(out) = OUT.get() else { return };
-    match std::fs::OpenOptions::new().append(true).open(out).and_then(|mut f| f.write_all(line.as_bytes())) {
+    match std::fs::OpenOptions::new()
+        .append(true)
+        .open(out)
+        .and_then(|mut f| f.write_all(line.as_bytes()))
+    {
         Ok(()) => {
             WINDOWS_WRITTEN.fetch_add(1, Ordering::Relaxed);
         }
@@ -457,5 +534,8 @@ extern "C" fn at_exit(_id: Id, _u: *mut c_void) {
         say(&format!("window {} was never stopped: not written", w.id));
     }
     let n = slots().lock().unwrap().list.len();
-    say(&format!("{} windows written, {n} translation blocks seen", WINDOWS_WRITTEN.load(Ordering::Relaxed)));
+    say(&format!(
+        "{} windows written, {n} translation blocks seen",
+        WINDOWS_WRITTEN.load(Ordering::Relaxed)
+    ));
 }
