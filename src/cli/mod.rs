@@ -33,6 +33,8 @@ pub enum Command {
     Trace(crate::commands::trace::TraceArgs),
     /// The driver's own work per I/O on the synchronous simulator, repeatable (for callgrind).
     DriverCost(crate::commands::driver_cost::CostArgs),
+    /// Sleep inside a counting window of the test bed's instruction counter (its idle background).
+    Idle(commands::idle::IdleArgs),
 }
 
 pub fn main() -> i32 {
@@ -48,6 +50,7 @@ pub fn main() -> i32 {
         Command::Unbind(a) => crate::commands::bind::unbind(&a),
         Command::Trace(a) => crate::commands::trace::trace(&a),
         Command::DriverCost(a) => crate::commands::driver_cost::driver_cost(&a),
+        Command::Idle(a) => commands::idle::idle(&a),
     };
     match r {
         Ok(code) => code,

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod bind;
 pub mod compare;
 pub mod driver_cost;
+pub mod idle;
 pub mod info;
 pub mod reliability_args;
 pub mod sweep;
