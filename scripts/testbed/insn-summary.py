@@ -21,7 +21,7 @@ import sys
 
 
 def load(results):
-    out = {"windows": {}, "names": {}, "ios": {}, "elapsed": {}}
+    out = {"windows": {}, "names": {}, "ios": {}, "elapsed": {}, "empty": {}}
     res = os.path.join(results, "results")
     with open(os.path.join(results, "insn.jsonl")) as f:
         for line in f:
@@ -36,7 +36,10 @@ def load(results):
     for i in out["windows"]:
         p = os.path.join(res, f"count-{i}.json")
         if os.path.exists(p):
-            out["elapsed"][i] = elapsed_s(json.load(open(p)))
+            report = json.load(open(p))
+            out["elapsed"][i] = elapsed_s(report)
+            cpu = (report.get("nvme_bypass") or {}).get("cpu") or {}
+            out["empty"][i] = cpu.get("empty_polls")
     bar = open(os.path.join(res, "bar0.txt")).read().split()
     out["bar0"] = (int(bar[0], 16), int(bar[1], 16))
     out["ksyms"] = kallsyms(os.path.join(res, "kallsyms.txt"))
@@ -115,7 +118,7 @@ def summarise(run, top):
         kernel = sum(v["kernel"] for v in w["vcpus"])
         ios = run["ios"].get(i) or 0
         r = {"window": i, "name": run["names"].get(i, "?"), "ios": ios, "user": user, "kernel": kernel,
-             "host_s": w["host_ns"] / 1e9, "elapsed_s": run["elapsed"].get(i)}
+             "host_s": w["host_ns"] / 1e9, "elapsed_s": run["elapsed"].get(i), "empty_polls": run["empty"].get(i)}
         entries = {"syscall": 0, "interrupt": 0, "schedule": 0}
         kfun, ufun = {}, {}
         bias = (w["marker_fn"] - ustart) if ustart is not None and w["marker_fn"] else None
@@ -149,6 +152,8 @@ def summarise(run, top):
             if bg_per_s and r["elapsed_s"]:
                 r["user_per_io_net"] = (user - bg_per_s[0] * r["elapsed_s"]) / ios
                 r["kernel_per_io_net"] = (kernel - bg_per_s[1] * r["elapsed_s"]) / ios
+            if r["empty_polls"] is not None:
+                r["empty_polls_per_io"] = r["empty_polls"] / ios
             for e in ("syscall", "interrupt", "schedule", "doorbell_writes"):
                 r[e + "_per_io"] = r[e] / ios
         r["top_kernel"] = sorted(kfun.items(), key=lambda x: -x[1])[:top]
@@ -164,12 +169,13 @@ def fmt(x, nd=1):
 def show(rows, label, ios_only=False):
     print(f"== {label}")
     print(f"{'win':>3} {'name':<15} {'ios':>6} {'user':>13} {'kernel':>13} {'user/io':>9} {'kern/io':>9} "
-          f"{'net u/io':>9} {'net k/io':>9} {'sysc/io':>7} {'irq/io':>6} {'sched/io':>8} {'db/io':>6} {'secs':>6}")
+          f"{'net u/io':>9} {'net k/io':>9} {'sysc/io':>7} {'irq/io':>6} {'sched/io':>8} {'db/io':>6} {'empty/io':>8} {'secs':>6}")
     for r in rows.values():
         print(f"{r['window']:>3} {r['name']:<15} {r['ios']:>6} {r['user']:>13,} {r['kernel']:>13,} "
               f"{fmt(r.get('user_per_io')):>9} {fmt(r.get('kernel_per_io')):>9} {fmt(r.get('user_per_io_net')):>9} "
               f"{fmt(r.get('kernel_per_io_net')):>9} {fmt(r.get('syscall_per_io'), 2):>7} {fmt(r.get('interrupt_per_io'), 2):>6} "
-              f"{fmt(r.get('schedule_per_io'), 2):>8} {fmt(r.get('doorbell_writes_per_io'), 2):>6} {fmt(r.get('elapsed_s') or r['host_s'], 2):>6}")
+              f"{fmt(r.get('schedule_per_io'), 2):>8} {fmt(r.get('doorbell_writes_per_io'), 2):>6} "
+              f"{fmt(r.get('empty_polls_per_io'), 2):>8} {fmt(r.get('elapsed_s') or r['host_s'], 2):>6}")
 
 
 def main():
@@ -190,7 +196,7 @@ def main():
     if len(runs) >= 2:
         a0, b0 = runs[0], runs[1]
         print("== second run vs first (percent)")
-        keys = ["user", "kernel", "user_per_io_net", "kernel_per_io_net", "syscall", "interrupt", "schedule", "doorbell_writes"]
+        keys = ["user", "kernel", "user_per_io_net", "kernel_per_io_net", "syscall", "interrupt", "schedule", "doorbell_writes", "empty_polls"]
         print(f"{'win':>3} {'name':<15} " + " ".join(f"{k:>17}" for k in keys))
         for i in sorted(set(a0) & set(b0)):
             cells = []
