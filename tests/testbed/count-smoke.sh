@@ -8,8 +8,9 @@
 #   1 idle 1 s (background: timer ticks, kernel threads)
 #   2 bench --backend block --ioengine io_uring, randread 4 KiB QD1, IOS I/Os
 #   3 bench --backend passthru, the same
-#   4 bench --backend vfio (polled), the same
-#   5 idle 1 s again
+#   4 idle 1 s again (before the controller moves: after `unbind` the
+#     kernel's nvme driver probes it again in the background)
+#   5 bench --backend vfio (polled), the same as 2 and 3
 # IOS defaults to 20000. Writes into $NVB_RESULTS: count-<window>.json (each
 # bench's JSON report), count-windows.txt ("ID NAME IOS" per window),
 # kallsyms.txt (/proc/kallsyms, addresses visible), bar0.txt (the
@@ -59,12 +60,13 @@ step block
 window 2 block-io_uring --backend block --device "$BLK" --ioengine io_uring
 step passthru
 window 3 passthru --backend passthru --device "$NG"
+step idle-again
+idle 4
 step vfio
 nvme-bypass bind "$BDF" > "$NVB_RESULTS/count-bind.log" 2>&1 || { cat "$NVB_RESULTS/count-bind.log" >&2; fail "bind $BDF failed"; }
-window 4 vfio-polled --backend vfio --device "$BDF"
+sleep 1   # let what bind started (hugepages, the group's setup) settle
+window 5 vfio-polled --backend vfio --device "$BDF"
 nvme-bypass unbind "$BDF" > "$NVB_RESULTS/count-unbind.log" 2>&1 || { cat "$NVB_RESULTS/count-unbind.log" >&2; fail "unbind $BDF failed"; }
-step idle-again
-idle 5
 
 step symbols
 # addresses are shown to root only when kptr_restrict allows it
