@@ -178,6 +178,34 @@ def show(rows, label, ios_only=False):
               f"{fmt(r.get('empty_polls_per_io'), 2):>8} {fmt(r.get('elapsed_s') or r['host_s'], 2):>6}")
 
 
+def polled_fit(runs):
+    """A polled path's user instructions are its work per I/O plus a fixed
+    cost per empty poll, and how many polls find nothing depends on the
+    emulated device's speed. Across runs (same window, same I/O count)
+    fit user = a * ios + b * empty_polls by least squares: a is the user
+    instructions per I/O without empty polls. With two runs the fit is
+    exact; with three or more the residuals say how well it holds."""
+    ids = set(runs[0])
+    for r in runs[1:]:
+        ids &= set(r)
+    for i in sorted(ids):
+        pts = [(r[i]["empty_polls"], r[i]["user"], r[i]["ios"]) for r in runs]
+        if any(e is None or not n for e, _, n in pts) or len({e for e, _, _ in pts}) < 2:
+            continue
+        if len({n for _, _, n in pts}) != 1:
+            continue
+        n = pts[0][2]
+        es = [e for e, _, _ in pts]
+        us = [u for _, u, _ in pts]
+        me, mu = sum(es) / len(es), sum(us) / len(us)
+        b = sum((e - me) * (u - mu) for e, u in zip(es, us)) / sum((e - me) ** 2 for e in es)
+        useful = [(u - b * e) / n for e, u in zip(es, us)]
+        spread = 100.0 * (max(useful) - min(useful)) / min(useful)
+        print(f"== window {i} {runs[0][i]['name']}: user = {sum(useful) / len(useful):,.1f}/io + {b:,.1f} per empty poll; "
+              f"per run without empty polls: {', '.join(f'{x:,.1f}' for x in useful)} (spread {spread:.2f}%"
+              f"{', exact with two runs' if len(runs) == 2 else ''})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", nargs="+")
@@ -194,6 +222,7 @@ def main():
                 print(f"  window {r['window']} {r['name']}: top user " +
                       ", ".join(f"{n[:60]} {v / r['ios']:.0f}" for n, v in r["top_user"]) + " (insns/io)")
     if len(runs) >= 2:
+        polled_fit(runs)
         a0, b0 = runs[0], runs[1]
         print("== second run vs first (percent)")
         keys = ["user", "kernel", "user_per_io_net", "kernel_per_io_net", "syscall", "interrupt", "schedule", "doorbell_writes", "empty_polls"]
