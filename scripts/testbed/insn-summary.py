@@ -21,7 +21,7 @@ import sys
 
 
 def load(results):
-    out = {"windows": {}, "names": {}, "ios": {}, "elapsed": {}, "empty": {}}
+    out = {"windows": {}, "names": {}, "ios": {}, "elapsed": {}, "empty": {}, "polls": {}}
     res = os.path.join(results, "results")
     with open(os.path.join(results, "insn.jsonl")) as f:
         for line in f:
@@ -40,6 +40,7 @@ def load(results):
             out["elapsed"][i] = elapsed_s(report)
             cpu = (report.get("nvme_bypass") or {}).get("cpu") or {}
             out["empty"][i] = cpu.get("empty_polls")
+            out["polls"][i] = cpu.get("polls")
     bar = open(os.path.join(res, "bar0.txt")).read().split()
     out["bar0"] = (int(bar[0], 16), int(bar[1], 16))
     out["ksyms"] = kallsyms(os.path.join(res, "kallsyms.txt"))
@@ -109,16 +110,19 @@ def summarise(run, top):
     idle = [w for i, w in run["windows"].items() if run["names"].get(i) == "idle"]
     bg_per_s = None
     if idle:
-        u = sum(sum(v["user"] for v in w["vcpus"]) for w in idle)
-        k = sum(sum(v["kernel"] for v in w["vcpus"]) for w in idle)
-        bg_per_s = (u / len(idle), k / len(idle))  # the idle windows last 1 s
+        # the quietest idle window (1 s): anything the guest happened to be
+        # doing besides (a driver probing, console output) only adds
+        def per_s(w, mode):
+            return sum(v[mode] for v in w["vcpus"]) / (w["host_ns"] / 1e9 if w["host_ns"] else 1.0)
+        bg_per_s = (min(per_s(w, "user") for w in idle), min(per_s(w, "kernel") for w in idle))
     rows = {}
     for i, w in sorted(run["windows"].items()):
         user = sum(v["user"] for v in w["vcpus"])
         kernel = sum(v["kernel"] for v in w["vcpus"])
         ios = run["ios"].get(i) or 0
         r = {"window": i, "name": run["names"].get(i, "?"), "ios": ios, "user": user, "kernel": kernel,
-             "host_s": w["host_ns"] / 1e9, "elapsed_s": run["elapsed"].get(i), "empty_polls": run["empty"].get(i)}
+             "host_s": w["host_ns"] / 1e9, "elapsed_s": run["elapsed"].get(i), "empty_polls": run["empty"].get(i),
+             "polls": run["polls"].get(i)}
         entries = {"syscall": 0, "interrupt": 0, "schedule": 0}
         kfun, ufun = {}, {}
         bias = (w["marker_fn"] - ustart) if ustart is not None and w["marker_fn"] else None
@@ -150,6 +154,8 @@ def summarise(run, top):
             r["user_per_io"] = user / ios
             r["kernel_per_io"] = kernel / ios
             if bg_per_s and r["elapsed_s"]:
+                r["bg_user"] = bg_per_s[0] * r["elapsed_s"]
+                r["bg_kernel"] = bg_per_s[1] * r["elapsed_s"]
                 r["user_per_io_net"] = (user - bg_per_s[0] * r["elapsed_s"]) / ios
                 r["kernel_per_io_net"] = (kernel - bg_per_s[1] * r["elapsed_s"]) / ios
             if r["empty_polls"] is not None:
@@ -179,17 +185,21 @@ def show(rows, label, ios_only=False):
 
 
 def polled_fit(runs):
-    """A polled path's user instructions are its work per I/O plus a fixed
-    cost per empty poll, and how many polls find nothing depends on the
+    """A run's instructions are its work per I/O plus a fixed cost per
+    pass of its loop (a polled path spins; a kernel path enters the
+    kernel once a pass), and how many passes it makes depends on the
     emulated device's speed. Across runs (same window, same I/O count)
-    fit user = a * ios + b * empty_polls by least squares: a is the user
-    instructions per I/O without empty polls. With two runs the fit is
-    exact; with three or more the residuals say how well it holds."""
+    fit insns = a * ios + p * polls by least squares, for user and for
+    kernel instructions (net of the idle background); a + p is then the instructions per I/O at one
+    pass per I/O, which should not depend on the device's timing. With two
+    runs the fit is exact; with three or more the spread says how well it
+    holds."""
     ids = set(runs[0])
     for r in runs[1:]:
         ids &= set(r)
-    for i in sorted(ids):
-        pts = [(r[i]["empty_polls"], r[i]["user"], r[i]["ios"]) for r in runs]
+    for i, mode in [(i, m) for i in sorted(ids) for m in ("user", "kernel")]:
+        # net of the idle background over the run's seconds, when known
+        pts = [(r[i]["polls"], r[i][mode] - r[i].get("bg_" + mode, 0.0), r[i]["ios"]) for r in runs]
         if any(e is None or not n for e, _, n in pts) or len({e for e, _, _ in pts}) < 2:
             continue
         if len({n for _, _, n in pts}) != 1:
@@ -198,11 +208,11 @@ def polled_fit(runs):
         es = [e for e, _, _ in pts]
         us = [u for _, u, _ in pts]
         me, mu = sum(es) / len(es), sum(us) / len(us)
-        b = sum((e - me) * (u - mu) for e, u in zip(es, us)) / sum((e - me) ** 2 for e in es)
-        useful = [(u - b * e) / n for e, u in zip(es, us)]
-        spread = 100.0 * (max(useful) - min(useful)) / min(useful)
-        print(f"== window {i} {runs[0][i]['name']}: user = {sum(useful) / len(useful):,.1f}/io + {b:,.1f} per empty poll; "
-              f"per run without empty polls: {', '.join(f'{x:,.1f}' for x in useful)} (spread {spread:.2f}%"
+        p = sum((e - me) * (u - mu) for e, u in zip(es, us)) / sum((e - me) ** 2 for e in es)
+        one_pass = [(u - p * (e - n)) / n for e, u in zip(es, us)]
+        spread = 100.0 * (max(one_pass) - min(one_pass)) / abs(min(one_pass))
+        print(f"== window {i} {runs[0][i]['name']} {mode}: {sum(one_pass) / len(one_pass) - p:,.1f}/io + {p:,.1f} per pass; "
+              f"per I/O at one pass per I/O: {', '.join(f'{x:,.1f}' for x in one_pass)} (spread {spread:.2f}%"
               f"{', exact with two runs' if len(runs) == 2 else ''})")
 
 
