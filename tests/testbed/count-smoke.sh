@@ -36,10 +36,15 @@ echo "$BAR0 $BAR0_END" > "$NVB_RESULTS/bar0.txt"
 info "$BDF BAR0 $BAR0-$BAR0_END; $BLK, $NG; $IOS I/Os per window"
 : > "$NVB_RESULTS/count-windows.txt"
 
+# settle: before a window, let the console drain (its interrupts would
+# count) and the previous process's teardown finish
+settle() { sleep "${COUNT_SETTLE:-2}"; }
+
 # window ID NAME BENCH-ARGS...: one bench run marked as window ID
 window() {
   _id=$1; _name=$2; shift 2
   _out=$NVB_RESULTS/count-$_id.json
+  settle
   if NVB_MARKERS=$_id nvme-bypass bench --output-format json --rw randread --bs 4k --iodepth 1 \
       --ios "$IOS" "$@" > "$_out" 2> "$NVB_RESULTS/count-$_id.err"; then :; else
     cat "$NVB_RESULTS/count-$_id.err" >&2
@@ -50,6 +55,7 @@ window() {
 }
 
 idle() {
+  settle
   nvme-bypass idle --seconds 1 --window "$1" || fail "nvme-bypass idle failed"
   echo "$1 idle 0" >> "$NVB_RESULTS/count-windows.txt"
 }
@@ -64,7 +70,6 @@ step idle-again
 idle 4
 step vfio
 nvme-bypass bind "$BDF" > "$NVB_RESULTS/count-bind.log" 2>&1 || { cat "$NVB_RESULTS/count-bind.log" >&2; fail "bind $BDF failed"; }
-sleep 1   # let what bind started (hugepages, the group's setup) settle
 window 5 vfio-polled --backend vfio --device "$BDF"
 nvme-bypass unbind "$BDF" > "$NVB_RESULTS/count-unbind.log" 2>&1 || { cat "$NVB_RESULTS/count-unbind.log" >&2; fail "unbind $BDF failed"; }
 
