@@ -27,6 +27,10 @@
 #   --no-iommu            no vIOMMU (VFIO cannot bind then)
 #   --extra-append "..."  extra guest kernel command-line words (last wins)
 #   --qemu-args "..."     extra QEMU arguments (split on spaces)
+#   --count               load the instruction-counting plugin
+#                         (scripts/testbed/insn-count, built if needed): the
+#                         windows nvme-bypass marks go to RESULTS/insn.jsonl
+#   --count-args ",k=v"   more plugin arguments (e.g. ",mmio=off")
 # Machine and run:
 #   --smp N (default 2)   --mem SIZE (default 2G)
 #   --tcg-thread single|multi  TCG vCPU threads (default single; see README)
@@ -63,6 +67,7 @@ say() { echo "testbed: $*"; }
 # ---------------------------------------------------------------- options
 POLL_QUEUES=; MULTIPATH=; LBA_SIZE=512; NAMESPACES=1; CONTROLLERS=1
 DISK_SIZE=1G; NVME_OPTS=; IOMMU=pt; EXTRA_APPEND=; QEMU_EXTRA=
+COUNT=0; COUNT_ARGS=
 SMP=2; MEM=2G; TCG_THREAD=single; TIMEOUT=600; STEP_TIMEOUT=360; STALL_TIMEOUT=600; RETRIES=1; RESULTS=; BIN=; NO_BIN=0; KEEP_DISKS=0; QUIET=0; SHELL_AFTER=0
 
 CTRL_OPTS=(); CTRL_NS=()    # --ctrl: per controller, its options and its namespaces ('|' separated)
@@ -84,6 +89,8 @@ while [ $# -gt 0 ]; do
     --no-iommu)        IOMMU=off; shift ;;
     --extra-append) need_arg "$@"; EXTRA_APPEND=$2; shift 2 ;;
     --qemu-args)    need_arg "$@"; QEMU_EXTRA=$2; shift 2 ;;
+    --count)        COUNT=1; shift ;;
+    --count-args)   need_arg "$@"; COUNT=1; COUNT_ARGS=$2; shift 2 ;;
     --smp)          need_arg "$@"; SMP=$2; shift 2 ;;
     --mem)          need_arg "$@"; MEM=$2; shift 2 ;;
     --tcg-thread)   need_arg "$@"; TCG_THREAD=$2; shift 2 ;;
@@ -129,6 +136,7 @@ if [ ${#CTRL_OPTS[@]} -gt 0 ]; then
 fi
 in_range "$TIMEOUT" 1 86400 || die_usage "--timeout wants seconds (1..86400)"
 [ -z "$NVME_OPTS" ] || [ "${NVME_OPTS:0:1}" = , ] || NVME_OPTS=,$NVME_OPTS
+[ -z "$COUNT_ARGS" ] || [ "${COUNT_ARGS:0:1}" = , ] || COUNT_ARGS=,$COUNT_ARGS
 [ "$NO_BIN" = 0 ] || [ -z "$BIN" ] || die_usage "--bin and --no-bin exclude each other"
 [ -f "$SCRIPT_HOST" ] || die_usage "guest script '$SCRIPT_HOST' not found"
 SCRIPT_HOST=$(cd "$(dirname "$SCRIPT_HOST")" && pwd)/$(basename "$SCRIPT_HOST")
@@ -166,6 +174,16 @@ else
 fi
 if [ -n "$BIN" ] && ! ldd "$BIN" 2>&1 | grep -qE 'statically linked|not a dynamic executable'; then
   echo "testbed: WARNING: $BIN is dynamically linked; the guest has only fio's libraries" >&2
+fi
+
+PLUGIN=
+if [ "$COUNT" = 1 ]; then
+  # its own workspace; cargo rebuilds only when its source changed
+  PLUGIN_DIR=${CARGO_TARGET_DIR:-$REPO/target}/insn-count
+  ( cd "$HERE/insn-count" && CARGO_TARGET_DIR=$PLUGIN_DIR cargo build --release --quiet ) ||
+    die_prep "cargo build of the counting plugin (scripts/testbed/insn-count) failed"
+  PLUGIN=$PLUGIN_DIR/release/libnvb_insn_count.so
+  [ -f "$PLUGIN" ] || die_prep "the counting plugin built but $PLUGIN is missing"
 fi
 
 # ---------------------------------------------------------------- the share
@@ -221,7 +239,7 @@ q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }      # single-quote for a POSIX shell
   echo "export NVB_CONTROLLERS=$(q "$CONTROLLERS") NVB_NAMESPACES=$(q "$NAMESPACES") NVB_LBA_SIZE=$(q "$LBA_SIZE")"
   echo "export NVB_POLL_QUEUES=$(q "${POLL_QUEUES:-0}") NVB_MULTIPATH=$(q "${MULTIPATH:-Y}") NVB_IOMMU=$(q "$IOMMU")"
   echo "export NVB_DISK_SIZE=$(q "$DISK_SIZE") NVB_NVME_OPTS=$(q "$NVME_OPTS") NVB_SMP=$(q "$SMP") NVB_MEM=$(q "$MEM")"
-  echo "export NVB_SCRIPT_ARGS_FILE=/mnt/host/args NVB_STEP_TIMEOUT=$(q "$STEP_TIMEOUT") NVB_TCG_THREAD=$(q "$TCG_THREAD")"
+  echo "export NVB_SCRIPT_ARGS_FILE=/mnt/host/args NVB_STEP_TIMEOUT=$(q "$STEP_TIMEOUT") NVB_TCG_THREAD=$(q "$TCG_THREAD") NVB_COUNT=$(q "$COUNT")"
   # --ctrl: controller i's -device nvme options and its --ns list ('|' between namespaces)
   for ((c = 0; c < ${#CTRL_OPTS[@]}; c++)); do
     echo "export NVB_CTRL_$c=$(q "${CTRL_OPTS[c]}") NVB_CTRL_${c}_NS=$(q "${CTRL_NS[c]:-nsid=1}")"
@@ -311,6 +329,8 @@ else
     fi
   done
 fi
+# the counting plugin: one JSON line per marked window (README "Counting")
+[ -z "$PLUGIN" ] || QARGS+=(-plugin "$(qv "$PLUGIN"),out=$(qv "$RESULTS/insn.jsonl")$COUNT_ARGS")
 # after the NVMe devices, so the first controller keeps PCI address 00:01.0
 QARGS+=(-virtfs "local,path=$(qv "$RESULTS"),mount_tag=host,security_model=none,id=host")
 # fio and its libraries (see build-initramfs.sh), read-only

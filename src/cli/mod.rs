@@ -35,6 +35,8 @@ pub enum Command {
     DriverCost(crate::commands::driver_cost::CostArgs),
     /// Exact instruction counts of the emulated test bed beside a comparison: per I/O, by kernel layer, with events (count.json and a chart).
     CountReport(crate::commands::count_report::CountReportArgs),
+    /// Sleep inside a counting window of the test bed's instruction counter (its idle background).
+    Idle(commands::idle::IdleArgs),
 }
 
 pub fn main() -> i32 {
@@ -51,6 +53,7 @@ pub fn main() -> i32 {
         Command::Trace(a) => crate::commands::trace::trace(&a),
         Command::DriverCost(a) => crate::commands::driver_cost::driver_cost(&a),
         Command::CountReport(a) => crate::commands::count_report::count_report(&a),
+        Command::Idle(a) => commands::idle::idle(&a),
     };
     match r {
         Ok(code) => code,

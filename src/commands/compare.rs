@@ -272,6 +272,8 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
             }
         }
         eprintln!("nvme-bypass: running {} ({})", v.label, v.note);
+        // With NVB_MARKERS=N, row i is the instruction counter's window N + i.
+        crate::measure::marker::set_offset(rows.len() as u64);
         let r = session::run_variant(v, &t, &spec, clock, status);
         let (summary, error) = match r {
             Ok((s, _)) => (Some(s), None),

@@ -16,6 +16,7 @@ use crate::engine::verify::Verifier;
 use crate::engine::watchdog::{failed_io, Failed, Watchdog};
 use crate::engine::workload::{Rng, Workload};
 use crate::measure::clock::Clock;
+use crate::measure::marker;
 use crate::measure::stats::{CpuTime, LatencyRun, SystemCpu};
 use std::sync::atomic::Ordering;
 
@@ -208,6 +209,8 @@ struct Measured {
     counters0: QueueCounters,
     /// System-wide CPU at the start (thread 0 of the main phase only).
     sys0: Option<SystemCpu>,
+    /// The counting window marked open (thread 0, `NVB_MARKERS` set).
+    window: Option<u64>,
     polls: u64,
     empty: u64,
     empty_ticks: u64,
@@ -219,6 +222,11 @@ struct Measured {
 
 impl Measured {
     fn new(q: &dyn IoQueue, on: bool, start: u64, sample_system: bool) -> Self {
+        // Thread 0's measured interval is the plugin's counting window.
+        let window = if sample_system && on { marker::window() } else { None };
+        if let Some(id) = window {
+            marker::start(id);
+        }
         Measured {
             on,
             start,
@@ -226,6 +234,7 @@ impl Measured {
             cpu_ns0: CpuTime::thread_total_ns(),
             counters0: q.counters(),
             sys0: if sample_system && on { SystemCpu::now() } else { None },
+            window,
             polls: 0,
             empty: 0,
             empty_ticks: 0,
@@ -239,6 +248,9 @@ impl Measured {
     /// Into the thread's results, at the end of the main phase.
     fn finish(self, q: &dyn IoQueue, clock: Clock, bs: u64, res: &mut ThreadResult) {
         let t_end = clock.now();
+        if let Some(id) = self.window {
+            marker::stop(id);
+        }
         if let (Some(a), Some(b)) = (self.sys0, SystemCpu::now()) {
             res.system_cpu = Some(b.since(&a));
         }

@@ -1,0 +1,528 @@
+//! nvb-insn-count: a QEMU TCG plugin that counts, exactly, what the guest
+//! executes between two marker instructions run by nvme-bypass
+//! (`src/measure/marker.rs`): instructions per vCPU in user and kernel mode,
+//! instructions and executions per translation block (by its start address,
+//! so the host can attribute them to functions), and accesses to I/O memory
+//! (MMIO) per physical page. See README.md beside this folder's Cargo.toml.
+//!
+//! The plugin API is declared here by hand (the few functions used, as
+//! QEMU 10.0's `include/qemu/qemu-plugin.h` declares them for API version
+//! 4), so the plugin needs no bindings crate and builds offline.
+//!
+//! Counting: every translation block (TB) gets a slot, keyed by its start
+//! address and its length in instructions; a callback QEMU calls as the
+//! block starts adds 1 to the slot's counter of the vCPU (a plain add
+//! into the plugin's own per-vCPU array). Instructions are executions
+//! times the block's length. At START the counters are zeroed; at STOP
+//! they are read and one JSON line is written. (QEMU's inline per-vCPU
+//! ops into a scoreboard would avoid the call, but with single-threaded
+//! TCG and two vCPUs they crash QEMU 10.0.2, and the test bed runs
+//! single-threaded TCG.)
+
+#![allow(non_camel_case_types)]
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+// ------------------------------------------------------------------ the API
+
+type Id = u64;
+
+#[repr(C)]
+pub struct QemuInfo {
+    target_name: *const c_char,
+    version_min: c_int,
+    version_cur: c_int,
+    system_emulation: bool,
+    smp_vcpus: c_int,
+    max_vcpus: c_int,
+}
+
+#[repr(C)]
+struct Tb {
+    _p: [u8; 0],
+}
+#[repr(C)]
+struct Insn {
+    _p: [u8; 0],
+}
+#[repr(C)]
+struct Hwaddr {
+    _p: [u8; 0],
+}
+#[repr(C)]
+struct Register {
+    _p: [u8; 0],
+}
+
+#[repr(C)]
+struct GArray {
+    data: *mut c_char,
+    len: c_uint,
+}
+#[repr(C)]
+struct GByteArray {
+    data: *mut u8,
+    len: c_uint,
+}
+
+#[repr(C)]
+struct RegDescriptor {
+    handle: *mut Register,
+    name: *const c_char,
+    feature: *const c_char,
+}
+
+// enum qemu_plugin_cb_flags
+const CB_NO_REGS: c_uint = 0;
+const CB_R_REGS: c_uint = 1;
+// enum qemu_plugin_mem_rw
+const MEM_RW: c_uint = 3;
+
+type TbTransCb = extern "C" fn(Id, *mut Tb);
+type VcpuSimpleCb = extern "C" fn(Id, c_uint);
+type VcpuUdataCb = extern "C" fn(c_uint, *mut c_void);
+type UdataCb = extern "C" fn(Id, *mut c_void);
+type MemCb = extern "C" fn(c_uint, u32, u64, *mut c_void);
+
+extern "C" {
+    fn qemu_plugin_register_vcpu_tb_trans_cb(id: Id, cb: TbTransCb);
+    fn qemu_plugin_register_vcpu_init_cb(id: Id, cb: VcpuSimpleCb);
+    fn qemu_plugin_register_atexit_cb(id: Id, cb: UdataCb, udata: *mut c_void);
+    fn qemu_plugin_tb_n_insns(tb: *const Tb) -> usize;
+    fn qemu_plugin_tb_vaddr(tb: *const Tb) -> u64;
+    fn qemu_plugin_tb_get_insn(tb: *const Tb, idx: usize) -> *mut Insn;
+    fn qemu_plugin_insn_data(insn: *const Insn, dest: *mut c_void, len: usize) -> usize;
+    fn qemu_plugin_insn_size(insn: *const Insn) -> usize;
+    fn qemu_plugin_register_vcpu_insn_exec_cb(
+        insn: *mut Insn,
+        cb: VcpuUdataCb,
+        flags: c_uint,
+        udata: *mut c_void,
+    );
+    fn qemu_plugin_register_vcpu_tb_exec_cb(
+        tb: *mut Tb,
+        cb: VcpuUdataCb,
+        flags: c_uint,
+        udata: *mut c_void,
+    );
+    fn qemu_plugin_register_vcpu_mem_cb(
+        insn: *mut Insn,
+        cb: MemCb,
+        flags: c_uint,
+        rw: c_uint,
+        udata: *mut c_void,
+    );
+    fn qemu_plugin_get_hwaddr(info: u32, vaddr: u64) -> *mut Hwaddr;
+    fn qemu_plugin_hwaddr_is_io(h: *const Hwaddr) -> bool;
+    fn qemu_plugin_hwaddr_phys_addr(h: *const Hwaddr) -> u64;
+    fn qemu_plugin_mem_is_store(info: u32) -> bool;
+    fn qemu_plugin_num_vcpus() -> c_int;
+    fn qemu_plugin_outs(s: *const c_char);
+    fn qemu_plugin_get_registers() -> *mut GArray;
+    fn qemu_plugin_read_register(handle: *mut Register, buf: *mut GByteArray) -> c_int;
+    // glib, which QEMU links and whose symbols the plugin shares
+    fn g_byte_array_new() -> *mut GByteArray;
+    fn g_byte_array_free(a: *mut GByteArray, free_segment: c_int) -> *mut u8;
+    fn g_array_free(a: *mut GArray, free_segment: c_int) -> *mut c_char;
+}
+
+/// The API version this plugin is written against (QEMU 10.0 offers 4).
+#[no_mangle]
+pub static qemu_plugin_version: c_int = 4;
+
+// ------------------------------------------------------------------ state
+
+/// TB slots per vCPU (8 bytes each); blocks beyond them
+/// are counted per mode only (`tb_overflow` in the output).
+const MAX_SLOTS: usize = 1 << 20;
+/// After the slots: instructions and executions of overflow blocks,
+/// user then kernel.
+const OVF_INSNS: usize = MAX_SLOTS;
+const OVF_EXECS: usize = MAX_SLOTS + 2;
+const ENTRY_U64S: usize = MAX_SLOTS + 4;
+/// x86-64: the upper half of the address space is the kernel's.
+const KERNEL_BASE: u64 = 0xffff_8000_0000_0000;
+
+/// `nopl 0x4e564253(%rax)` ("SBVN"): window start; `...45 42 56 4e` stop.
+const MARK_START: [u8; 7] = [0x0f, 0x1f, 0x80, 0x53, 0x42, 0x56, 0x4e];
+const MARK_STOP: [u8; 7] = [0x0f, 0x1f, 0x80, 0x45, 0x42, 0x56, 0x4e];
+
+struct Slots {
+    by_key: HashMap<(u64, u32), u32>,
+    /// slot -> (TB start address, instructions)
+    list: Vec<(u64, u32)>,
+}
+
+struct Window {
+    id: u64,
+    marker_fn: u64,
+    t0: Instant,
+}
+
+/// Per vCPU (up to max_vcpus), ENTRY_U64S counters; each is written by its
+/// vCPU's thread only (and zeroed at START).
+static COUNTS: OnceLock<Vec<Box<[AtomicU64]>>> = OnceLock::new();
+static SLOTS: OnceLock<Mutex<Slots>> = OnceLock::new();
+static OUT: OnceLock<String> = OnceLock::new();
+static MMIO: AtomicBool = AtomicBool::new(true);
+/// Count MMIO accesses: between START and STOP only.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static IO: Mutex<Option<HashMap<u64, [u64; 2]>>> = Mutex::new(None);
+static WINDOW: Mutex<Option<Window>> = Mutex::new(None);
+/// Register handles of rax and rdi (0: not found).
+static REG_RAX: AtomicUsize = AtomicUsize::new(0);
+static REG_RDI: AtomicUsize = AtomicUsize::new(0);
+static WINDOWS_WRITTEN: AtomicU64 = AtomicU64::new(0);
+
+fn slots() -> &'static Mutex<Slots> {
+    SLOTS.get_or_init(|| {
+        Mutex::new(Slots {
+            by_key: HashMap::new(),
+            list: Vec::new(),
+        })
+    })
+}
+
+fn say(msg: &str) {
+    let s = std::ffi::CString::new(format!("nvb-insn-count: {msg}\n")).unwrap_or_default();
+    // SAFETY: a NUL-terminated string that outlives the call.
+    unsafe { qemu_plugin_outs(s.as_ptr()) }
+}
+
+// ------------------------------------------------------------------ install
+
+/// # Safety
+/// Called by QEMU with a valid `info` and `argc` C strings in `argv`.
+#[no_mangle]
+pub unsafe extern "C" fn qemu_plugin_install(
+    id: Id,
+    info: *const QemuInfo,
+    argc: c_int,
+    argv: *const *const c_char,
+) -> c_int {
+    let info = &*info;
+    let target = CStr::from_ptr(info.target_name).to_string_lossy();
+    if target != "x86_64" || !info.system_emulation {
+        say(&format!("needs x86_64 system emulation, not {target}"));
+        return -1;
+    }
+    let mut out = None;
+    for i in 0..argc.max(0) as usize {
+        let arg = CStr::from_ptr(*argv.add(i)).to_string_lossy().into_owned();
+        match arg.split_once('=') {
+            Some(("out", p)) => out = Some(p.to_string()),
+            Some(("mmio", v)) => match v {
+                "on" | "true" | "yes" | "1" => MMIO.store(true, Ordering::Relaxed),
+                "off" | "false" | "no" | "0" => MMIO.store(false, Ordering::Relaxed),
+                _ => {
+                    say(&format!("mmio={v}: want on or off"));
+                    return -1;
+                }
+            },
+            _ => {
+                say(&format!("unknown argument '{arg}' (out=PATH, mmio=on|off)"));
+                return -1;
+            }
+        }
+    }
+    let Some(out) = out else {
+        say("out=PATH is required");
+        return -1;
+    };
+    if let Err(e) = std::fs::File::create(&out) {
+        say(&format!("cannot create {out}: {e}"));
+        return -1;
+    }
+    let _ = OUT.set(out);
+    let vcpus = info.max_vcpus.max(info.smp_vcpus).max(1) as usize;
+    let _ = COUNTS.set(
+        (0..vcpus)
+            .map(|_| (0..ENTRY_U64S).map(|_| AtomicU64::new(0)).collect())
+            .collect(),
+    );
+    *IO.lock().unwrap() = Some(HashMap::new());
+    qemu_plugin_register_vcpu_init_cb(id, vcpu_init);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
+    qemu_plugin_register_atexit_cb(id, at_exit, std::ptr::null_mut());
+    0
+}
+
+/// Find the handles of rax (window id) and rdi (marker's address).
+extern "C" fn vcpu_init(_id: Id, _vcpu: c_uint) {
+    if REG_RAX.load(Ordering::Acquire) != 0 {
+        return;
+    }
+    // SAFETY: called on a vCPU, where QEMU lists its registers; the array
+    // holds `len` descriptors and is ours to free.
+    unsafe {
+        let regs = qemu_plugin_get_registers();
+        if regs.is_null() {
+            return;
+        }
+        let descs =
+            std::slice::from_raw_parts((*regs).data as *const RegDescriptor, (*regs).len as usize);
+        for d in descs {
+            match CStr::from_ptr(d.name).to_bytes() {
+                b"rax" => REG_RAX.store(d.handle as usize, Ordering::Release),
+                b"rdi" => REG_RDI.store(d.handle as usize, Ordering::Release),
+                _ => {}
+            }
+        }
+        g_array_free(regs, 1);
+    }
+}
+
+fn read_reg(handle: usize) -> Option<u64> {
+    if handle == 0 {
+        return None;
+    }
+    // SAFETY: a fresh GByteArray QEMU fills and we free; read within a
+    // callback registered with CB_R_REGS.
+    unsafe {
+        let buf = g_byte_array_new();
+        let n = qemu_plugin_read_register(handle as *mut Register, buf);
+        let v = if n >= 8 && (*buf).len >= 8 {
+            let mut b = [0u8; 8];
+            std::ptr::copy_nonoverlapping((*buf).data, b.as_mut_ptr(), 8);
+            Some(u64::from_le_bytes(b))
+        } else {
+            None
+        };
+        g_byte_array_free(buf, 1);
+        v
+    }
+}
+
+// ------------------------------------------------------------------ translation
+
+extern "C" fn tb_trans(_id: Id, tb: *mut Tb) {
+    // SAFETY: `tb` and its instructions are valid during this callback.
+    unsafe {
+        let n = qemu_plugin_tb_n_insns(tb);
+        let vaddr = qemu_plugin_tb_vaddr(tb);
+        let mmio = MMIO.load(Ordering::Relaxed);
+        for i in 0..n {
+            let insn = qemu_plugin_tb_get_insn(tb, i);
+            if qemu_plugin_insn_size(insn) == MARK_START.len() {
+                let mut b = [0u8; 7];
+                if qemu_plugin_insn_data(insn, b.as_mut_ptr() as *mut c_void, b.len()) == b.len() {
+                    let kind = if b == MARK_START {
+                        1usize
+                    } else if b == MARK_STOP {
+                        2
+                    } else {
+                        0
+                    };
+                    if kind != 0 {
+                        qemu_plugin_register_vcpu_insn_exec_cb(
+                            insn,
+                            marker,
+                            CB_R_REGS,
+                            kind as *mut c_void,
+                        );
+                    }
+                }
+            }
+            if mmio {
+                qemu_plugin_register_vcpu_mem_cb(
+                    insn,
+                    mem_access,
+                    CB_NO_REGS,
+                    MEM_RW,
+                    std::ptr::null_mut(),
+                );
+            }
+        }
+        let slot = {
+            let mut s = slots().lock().unwrap();
+            let key = (vaddr, n as u32);
+            match s.by_key.get(&key) {
+                Some(&x) => x as usize,
+                None if s.list.len() < MAX_SLOTS => {
+                    let x = s.list.len();
+                    s.list.push(key);
+                    s.by_key.insert(key, x as u32);
+                    x
+                }
+                // past the table: counted per mode only
+                None => MAX_SLOTS + (vaddr >= KERNEL_BASE) as usize,
+            }
+        };
+        let udata = (n << 32 | slot) as *mut c_void;
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, CB_NO_REGS, udata);
+    }
+}
+
+// ------------------------------------------------------------------ execution
+
+extern "C" fn tb_exec(vcpu: c_uint, udata: *mut c_void) {
+    let Some(c) = COUNTS.get().and_then(|c| c.get(vcpu as usize)) else {
+        return;
+    };
+    let (n, slot) = ((udata as usize >> 32) as u64, udata as usize & 0xffff_ffff);
+    let add = |i: usize, d: u64| {
+        c[i].store(
+            c[i].load(Ordering::Relaxed).wrapping_add(d),
+            Ordering::Relaxed,
+        )
+    };
+    if slot < MAX_SLOTS {
+        add(slot, 1);
+    } else {
+        let k = slot - MAX_SLOTS;
+        add(OVF_INSNS + k, n);
+        add(OVF_EXECS + k, 1);
+    }
+}
+
+extern "C" fn mem_access(_vcpu: c_uint, info: u32, vaddr: u64, _u: *mut c_void) {
+    if !ACTIVE.load(Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: QEMU's handle for this access, valid during the callback.
+    let (page, store) = unsafe {
+        let h = qemu_plugin_get_hwaddr(info, vaddr);
+        if h.is_null() || !qemu_plugin_hwaddr_is_io(h) {
+            return;
+        }
+        (
+            qemu_plugin_hwaddr_phys_addr(h) & !0xfff,
+            qemu_plugin_mem_is_store(info),
+        )
+    };
+    if let Some(m) = IO.lock().unwrap().as_mut() {
+        m.entry(page).or_default()[if store { 0 } else { 1 }] += 1;
+    }
+}
+
+fn vcpus() -> usize {
+    // SAFETY: no arguments; QEMU's count of vCPUs initialised so far.
+    unsafe { qemu_plugin_num_vcpus().max(0) as usize }
+}
+
+/// The counters of every vCPU QEMU initialised.
+fn entries() -> &'static [Box<[AtomicU64]>] {
+    match COUNTS.get() {
+        Some(c) => &c[..vcpus().min(c.len())],
+        None => &[],
+    }
+}
+
+extern "C" fn marker(_vcpu: c_uint, kind: *mut c_void) {
+    let id = read_reg(REG_RAX.load(Ordering::Acquire)).unwrap_or(u64::MAX);
+    let marker_fn = read_reg(REG_RDI.load(Ordering::Acquire)).unwrap_or(0);
+    if kind as usize == 1 {
+        // (with multi-threaded TCG another vCPU may be adding meanwhile:
+        // at most its block in flight is lost)
+        for e in entries() {
+            e.iter().for_each(|a| a.store(0, Ordering::Relaxed));
+        }
+        if let Some(m) = IO.lock().unwrap().as_mut() {
+            m.clear();
+        }
+        *WINDOW.lock().unwrap() = Some(Window {
+            id,
+            marker_fn,
+            t0: Instant::now(),
+        });
+        ACTIVE.store(true, Ordering::Relaxed);
+    } else {
+        ACTIVE.store(false, Ordering::Relaxed);
+        let Some(w) = WINDOW.lock().unwrap().take() else {
+            say(&format!("STOP of window {id} without a START: ignored"));
+            return;
+        };
+        if w.id != id {
+            say(&format!("STOP of window {id} ends window {}", w.id));
+        }
+        write_window(&w);
+    }
+}
+
+fn write_window(w: &Window) {
+    let host_ns = w.t0.elapsed().as_nanos() as u64;
+    let list = slots().lock().unwrap().list.clone();
+    let mut per_tb: HashMap<u64, (u64, u64)> = HashMap::new();
+    let mut line = String::with_capacity(1 << 16);
+    let _ = write!(
+        line,
+        "{{\"window\": {}, \"marker_fn\": {}, \"host_ns\": {host_ns}, \"vcpus\": [",
+        w.id, w.marker_fn
+    );
+    let mut overflow = 0u64;
+    for (v, e) in entries().iter().enumerate() {
+        let c: Vec<u64> = e.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        let (mut user, mut kernel) = (c[OVF_INSNS], c[OVF_INSNS + 1]);
+        overflow += c[OVF_INSNS] + c[OVF_INSNS + 1];
+        for (slot, &(vaddr, n)) in list.iter().enumerate() {
+            let execs = c[slot];
+            if execs == 0 {
+                continue;
+            }
+            let insns = execs * n as u64;
+            if vaddr >= KERNEL_BASE {
+                kernel += insns;
+            } else {
+                user += insns;
+            }
+            let t = per_tb.entry(vaddr).or_default();
+            t.0 += insns;
+            t.1 += execs;
+        }
+        let _ = write!(
+            line,
+            "{}{{\"vcpu\": {v}, \"user\": {user}, \"kernel\": {kernel}}}",
+            if v > 0 { ", " } else { "" }
+        );
+    }
+    let _ = write!(line, "], \"tb_overflow\": {overflow}, \"tbs\": [");
+    let mut tbs: Vec<_> = per_tb.into_iter().collect();
+    tbs.sort_unstable();
+    for (i, (vaddr, (insns, execs))) in tbs.iter().enumerate() {
+        let _ = write!(
+            line,
+            "{}[{vaddr}, {insns}, {execs}]",
+            if i > 0 { ", " } else { "" }
+        );
+    }
+    line.push_str("], \"io\": [");
+    let mut io: Vec<_> = IO
+        .lock()
+        .unwrap()
+        .as_ref()
+        .map(|m| m.iter().map(|(&p, &c)| (p, c)).collect())
+        .unwrap_or_default();
+    io.sort_unstable();
+    for (i, (page, [w_, r])) in io.iter().enumerate() {
+        let _ = write!(line, "{}[{page}, {w_}, {r}]", if i > 0 { ", " } else { "" });
+    }
+    line.push_str("]}\n");
+    let Some(out) = OUT.get() else { return };
+    match std::fs::OpenOptions::new()
+        .append(true)
+        .open(out)
+        .and_then(|mut f| f.write_all(line.as_bytes()))
+    {
+        Ok(()) => {
+            WINDOWS_WRITTEN.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => say(&format!("cannot write window {} to {out}: {e}", w.id)),
+    }
+}
+
+extern "C" fn at_exit(_id: Id, _u: *mut c_void) {
+    if let Some(w) = WINDOW.lock().unwrap().as_ref() {
+        say(&format!("window {} was never stopped: not written", w.id));
+    }
+    let n = slots().lock().unwrap().list.len();
+    say(&format!(
+        "{} windows written, {n} translation blocks seen",
+        WINDOWS_WRITTEN.load(Ordering::Relaxed)
+    ));
+}

@@ -1,0 +1,39 @@
+//! `nvme-bypass idle`: mark a counting window around a sleep, so the test
+//! bed's instruction counter ([`crate::measure::marker`]) measures what
+//! the guest executes with no I/O running (timer ticks, kernel threads):
+//! the background to subtract from a run's window, per second.
+
+use crate::error::Error;
+use crate::measure::marker;
+use std::time::{Duration, Instant};
+
+/// Options of idle.
+#[derive(clap::Args, Debug, Clone)]
+pub struct IdleArgs {
+    /// Seconds to sleep inside the window.
+    #[arg(long, default_value_t = 1.0)]
+    pub seconds: f64,
+    /// The window's id.
+    #[arg(long, default_value_t = 0)]
+    pub window: u64,
+}
+
+/// START, sleep, STOP; prints the window and its length in seconds.
+pub fn idle(a: &IdleArgs) -> Result<i32, Error> {
+    let d = Duration::try_from_secs_f64(a.seconds).map_err(|_| {
+        Error::Usage(format!(
+            "--seconds {}: want a duration in seconds",
+            a.seconds
+        ))
+    })?;
+    let t0 = Instant::now();
+    marker::start(a.window);
+    std::thread::sleep(d);
+    marker::stop(a.window);
+    println!(
+        "window {} idle {:.6} s",
+        a.window,
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(0)
+}

@@ -1,0 +1,92 @@
+//! Marker instructions that open and close a counting window for the test
+//! bed's QEMU plugin (`scripts/testbed/insn-count`), which counts the
+//! guest's instructions (user and kernel, every vCPU) and MMIO accesses
+//! exactly between them.
+//!
+//! A marker is a 7-byte NOP no compiler emits: `nopl 0x4e564253(%rax)`
+//! (`0f 1f 80 53 42 56 4e`, "SBVN") starts a window, the same with `45`
+//! (`...45 42 56 4e`) stops it. `rax` carries the window's id, `rdi` the
+//! runtime address of [`start`] (or [`stop`]), so the host can relocate
+//! the position-independent binary's symbols. On a real CPU, or under QEMU
+//! without the plugin, they do nothing. Off x86-64 they are empty.
+//!
+//! The engine marks its measured interval (thread 0's, from the end of the
+//! ramp to the drain) only when `NVB_MARKERS` is set to a number N: `bench`
+//! marks window N; `compare` marks row i (0-based, in run order) as window
+//! N + i. `nvme-bypass idle` marks a sleep (idle background).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// Open window `id`.
+#[inline(never)]
+pub fn start(id: u64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the bytes are one NOP instruction (`nopl disp32(%rax)`, an
+    // address that is computed, never accessed); it reads rax and rdi and
+    // changes no register, memory or flag.
+    unsafe {
+        core::arch::asm!(
+            ".byte 0x0f, 0x1f, 0x80, 0x53, 0x42, 0x56, 0x4e",
+            in("rax") id,
+            in("rdi") start as fn(u64) as usize,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = id;
+}
+
+/// Close window `id`.
+#[inline(never)]
+pub fn stop(id: u64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as in `start`: one NOP that reads rax and rdi, changes nothing.
+    unsafe {
+        core::arch::asm!(
+            ".byte 0x0f, 0x1f, 0x80, 0x45, 0x42, 0x56, 0x4e",
+            in("rax") id,
+            in("rdi") stop as fn(u64) as usize,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = id;
+}
+
+/// `NVB_MARKERS`, read once: the first window's id, or None (no markers).
+pub fn base() -> Option<u64> {
+    static BASE: OnceLock<Option<u64>> = OnceLock::new();
+    *BASE.get_or_init(|| {
+        let v = std::env::var("NVB_MARKERS").ok()?;
+        match v.trim().parse() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                eprintln!("nvme-bypass: NVB_MARKERS={v:?} is not a window number: no markers");
+                None
+            }
+        }
+    })
+}
+
+static OFFSET: AtomicU64 = AtomicU64::new(0);
+
+/// The next measured runs are window `NVB_MARKERS + offset` (compare: the row).
+pub fn set_offset(offset: u64) {
+    OFFSET.store(offset, Ordering::Relaxed);
+}
+
+/// The id the engine marks its measured interval with, if markers are on.
+pub fn window() -> Option<u64> {
+    base().map(|b| b.wrapping_add(OFFSET.load(Ordering::Relaxed)))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The markers are NOPs on the host CPU too.
+    #[test]
+    fn markers_do_nothing() {
+        super::start(7);
+        super::stop(7);
+    }
+}
