@@ -40,8 +40,8 @@ pub struct CountReportArgs {
     /// Duration of the idle background window (9999), seconds; without it nothing is subtracted.
     #[arg(long)]
     pub idle_seconds: Option<f64>,
-    /// Polls in each empty-poll calibration window (10000 + row).
-    #[arg(long, default_value_t = 0)]
+    /// Polls in each empty-poll calibration window (10000 + row): the engine makes 10000.
+    #[arg(long, default_value_t = crate::measure::marker::CALIBRATION_POLLS)]
     pub calibration_polls: u64,
     /// Folder for count.json, count.txt and the chart (created).
     #[arg(long)]

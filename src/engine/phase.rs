@@ -101,8 +101,30 @@ pub(crate) fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<Th
             run_phase::<true, _>(ctx, q, &mut wl, Some(v), &mut res, PhaseKind::ReadBack, &mut Source::List(src))?;
         }
     }
+    // Under the test bed's instruction counter (markers on), thread 0 polls
+    // its drained queue a fixed number of times in a window of its own: the
+    // instructions of a poll that finds nothing, which the report multiplies
+    // by the measured window's empty polls (docs/methodology.md,
+    // "Instructions per I/O on the emulated test bed").
+    if thread == 0 && !spec.stop.requested() {
+        if let Some(id) = marker::window() {
+            calibrate_empty_polls(q, marker::CALIBRATION_BASE + id)?;
+        }
+    }
     res.interrupted = spec.stop.requested();
     Ok(res)
+}
+
+/// [`marker::CALIBRATION_POLLS`] polls of a queue with nothing in flight,
+/// marked as counting window `window`.
+fn calibrate_empty_polls(q: &mut dyn IoQueue, window: u64) -> Result<(), BackendError> {
+    let mut done = [IoDone::default(); 1];
+    marker::start(window);
+    for _ in 0..marker::CALIBRATION_POLLS {
+        q.poll(&mut done)?;
+    }
+    marker::stop(window);
+    Ok(())
 }
 
 /// Where a phase's I/Os come from.

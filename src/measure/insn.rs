@@ -22,7 +22,7 @@ pub const KERNEL_BASE: u64 = 0xffff_8000_0000_0000;
 /// The idle background window.
 pub const IDLE_WINDOW: u64 = 9999;
 /// Row `i`'s empty-poll calibration is window `CALIBRATION_BASE + i`.
-pub const CALIBRATION_BASE: u64 = 10000;
+pub use crate::measure::marker::CALIBRATION_BASE;
 /// The marker function whose runtime address the plugin reports
 /// (`marker_fn`): its ELF address gives the load bias of a static-pie binary.
 pub const MARKER_SYMBOL: &str = "nvme_bypass::measure::marker::start";

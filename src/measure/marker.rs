@@ -69,6 +69,13 @@ pub fn base() -> Option<u64> {
     })
 }
 
+/// The empty-poll calibration of window `N` is window `CALIBRATION_BASE + N`
+/// (the engine polls its drained queue [`CALIBRATION_POLLS`] times in it).
+pub const CALIBRATION_BASE: u64 = 10000;
+
+/// Polls of one empty-poll calibration window.
+pub const CALIBRATION_POLLS: u64 = 10000;
+
 static OFFSET: AtomicU64 = AtomicU64::new(0);
 
 /// The next measured runs are window `NVB_MARKERS + offset` (compare: the row).

@@ -1,0 +1,39 @@
+#!/bin/sh
+# Guest script: exact instruction counts of every compare row (run by
+# scripts/testbed/run.sh --count, which loads the counting plugin; see
+# scripts/testbed/insn-count/README.md). Marks, one after another:
+#   window 9999         the idle background, $IDLE seconds, before anything
+#                       else (count-report subtracts it per second)
+#   window i            compare row i's measured interval (NVB_MARKERS=0)
+#   window 10000 + i    row i's empty-poll calibration (the engine polls its
+#                       drained queue 10000 times)
+# and leaves in $NVB_RESULTS: count-compare/ (table.txt, compare.json),
+# kallsyms.txt and bar0.txt, which `nvme-bypass count-report` reads on the
+# host with the plugin's insn.jsonl. Arguments go to `nvme-bypass compare`.
+. "$(dirname "$0")/lib.sh"
+
+IDLE=2
+BDF=$(nvb_bdf) || fail "no NVMe controller in the guest"
+[ "${NVB_COUNT:-0}" = 1 ] || info "run.sh --count not given: the windows are marked but nobody counts them"
+
+step idle
+read -r BAR0 BAR0_END _flags < "/sys/bus/pci/devices/$BDF/resource"
+echo "$BAR0 $BAR0_END" > "$NVB_RESULTS/bar0.txt"
+echo "$IDLE" > "$NVB_RESULTS/idle-seconds.txt"
+sleep 1   # let the boot's own work settle before the background is measured
+nvme-bypass idle --seconds "$IDLE" --window 9999 || fail "nvme-bypass idle failed"
+
+step compare
+rc=0
+NVB_MARKERS=0 nvme-bypass compare --device "$BDF" --out "$NVB_RESULTS/count-compare" "$@" 2>"$NVB_RESULTS/count-compare.stderr" || rc=$?
+cat "$NVB_RESULTS/count-compare.stderr"
+echo "compare exit code: $rc"
+expect_on_nvme "$BDF" compare
+[ -s "$NVB_RESULTS/count-compare/compare.json" ] || fail "no compare.json"
+
+step symbols
+# Addresses are shown to root only when kptr_restrict allows it.
+echo 0 > /proc/sys/kernel/kptr_restrict 2>/dev/null || true
+cat /proc/kallsyms > "$NVB_RESULTS/kallsyms.txt"
+info "$(wc -l < "$NVB_RESULTS/kallsyms.txt") kernel symbols"
+exit "$rc"
