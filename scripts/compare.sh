@@ -44,5 +44,17 @@ cp "$RESULTS/results/compare/table.txt" "$RESULTS/results/compare/compare.json" 
 mkdir -p "$OUT/sweep" && cp "$RESULTS"/results/sweep/* "$OUT/sweep/"
 cat "$OUT/table.txt"
 python3 scripts/check-compare.py "$OUT/compare.json"
+# The same rows once more, in a second boot under the instruction-counting
+# plugin: exact instructions per I/O by path and kernel layer, which hold on
+# any machine where the timed figures above do not (docs/methodology.md).
+echo >&2
+echo "Counting instructions: the same comparison in a second boot under the counting plugin (measured, emulated)." >&2
+scripts/testbed/count.sh --results "$OUT/testbed-count" --bin "$RESULTS/bin/nvme-bypass" \
+  --runtime "${NVB_COUNT_RUNTIME:-1}" --ramp-time 0.5 --iodepth 32 "${ARGS[@]}" > "$OUT/count.txt"
+cp "$OUT"/testbed-count/count/count.json "$OUT"/testbed-count/count/instructions_per_io_by_layer.svg "$OUT/"
+echo
+cat "$OUT/count.txt"
+python3 scripts/check-count.py "$OUT/count.json"
 echo "sweep: $(ls "$OUT"/sweep/*.svg | wc -l) charts in $OUT/sweep (open the .svg files in a browser)"
+echo "instructions per I/O by layer: $OUT/instructions_per_io_by_layer.svg; every figure in $OUT/count.json"
 echo "results: $OUT (console log and guest files in $RESULTS)"

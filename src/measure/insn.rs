@@ -32,7 +32,7 @@ pub const DOORBELL_PAGE: std::ops::Range<u64> = 0x1000..0x2000;
 
 /// The kernel layers, in the order they are reported. The layer table
 /// (`layers.tsv`) may name only these.
-pub const KERNEL_LAYERS: [&str; 12] = [
+pub const KERNEL_LAYERS: [&str; 14] = [
     "syscall entry/exit",
     "io_uring",
     "aio",
@@ -44,6 +44,8 @@ pub const KERNEL_LAYERS: [&str; 12] = [
     "page cache",
     "vfio",
     "memory management",
+    "VFS and security checks",
+    "kernel services (RCU, locks, lists, time)",
     "other (named)",
 ];
 /// Kernel instructions the windows' TBs do not explain by a named function:
@@ -664,6 +666,9 @@ pub struct RowCounts {
     pub background_subtracted: bool,
     /// The costliest kernel functions no layer rule names.
     pub unmapped: Vec<Unmapped>,
+    /// The share of the window's kernel instructions (background included)
+    /// in functions no layer rule names: the goal is under 5%.
+    pub unmapped_share_of_kernel: f64,
 }
 
 /// How many unmapped functions a row lists.
@@ -729,6 +734,7 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
         events_per_io: t.events.combine(&b.events, -scale, ios),
         background_subtracted: bg.is_some(),
         unmapped: top_unmapped(&t, r.ios, UNMAPPED_LISTED),
+        unmapped_share_of_kernel: if t.kernel > 0.0 { t.unmapped.values().sum::<u64>() as f64 / t.kernel } else { 0.0 },
     })
 }
 
