@@ -54,7 +54,7 @@ pub const KERNEL_LAYERS: [&str; 14] = [
 pub const KERNEL_UNATTRIBUTED: &str = "kernel, unattributed";
 /// The parts of our program (user instructions), by demangled symbol path
 /// prefix; the first match wins, then "user: the rest".
-pub const USER_GROUPS: [(&str, &[&str]); 4] = [
+pub const USER_GROUPS: [(&str, &[&str]); 5] = [
     (
         "user: our driver",
         &[
@@ -68,6 +68,9 @@ pub const USER_GROUPS: [(&str, &[&str]); 4] = [
     ),
     ("user: engine", &["nvme_bypass::engine"]),
     ("user: latency recording", &["hdrhistogram::", "nvme_bypass::measure::stats"]),
+    // Where the TSC is not invariant (QEMU TCG among them) the clock falls
+    // back to CLOCK_MONOTONIC: std's Instant and libc's clock_gettime.
+    ("user: clock reads", &["std::sys::pal::unix::time", "std::time::", "clock_gettime", "__clock_gettime", "nvme_bypass::measure::clock"]),
     ("user: io_uring/aio library", &["io_uring::"]),
 ];
 /// User functions of our binary in none of [`USER_GROUPS`] (std, libc, the
