@@ -182,7 +182,16 @@ pub fn build(i: &Inputs) -> CountReport {
     let mut notes = vec![];
     let find = |id: u64| i.windows.iter().find(|w| w.window == id);
     let bg = match (find(IDLE_WINDOW), i.idle_seconds) {
-        (Some(w), Some(seconds)) => Some(Background { window: w, seconds }),
+        (Some(w), Some(seconds)) => {
+            if seconds > 0.0 {
+                notes.push(format!(
+                    "idle background (window {IDLE_WINDOW}, {seconds} s, same boot): {:.0} user and {:.0} kernel instructions per second, subtracted from every row for its duration",
+                    w.user() as f64 / seconds,
+                    w.kernel() as f64 / seconds
+                ));
+            }
+            Some(Background { window: w, seconds })
+        }
         (None, Some(_)) => {
             notes.push(format!("no idle window ({IDLE_WINDOW}): the background is not subtracted"));
             None
