@@ -43,7 +43,7 @@ const PALETTE: [RGBColor; 20] = [
 
 /// Size of the chart.
 const W: u32 = 1200;
-const H: u32 = 680;
+const H: u32 = 860;
 /// Width of the legend column.
 const LEGEND: u32 = 360;
 /// Height of the title block.
@@ -112,7 +112,7 @@ pub fn stacked_layers(bars: &[Bar], sub: &str) -> Result<String, String> {
         let (plot, legend) = rest.split_horizontally(W - LEGEND);
         let mut chart = ChartBuilder::on(&plot)
             .margin(14)
-            .x_label_area_size(64)
+            .x_label_area_size(230)
             .y_label_area_size(84)
             .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0.0..max)
             .map_err(err)?;
@@ -130,7 +130,9 @@ pub fn stacked_layers(bars: &[Bar], sub: &str) -> Result<String, String> {
             .max_light_lines(4)
             .draw()
             .map_err(err)?;
-        let label_font = ("sans-serif", 15).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top));
+        // Row labels read upwards under their bars: long labels side by side
+        // would run into each other.
+        let label_font = ("sans-serif", 15).into_font().transform(FontTransform::Rotate270).color(&BLACK).pos(Pos::new(HPos::Right, VPos::Center));
         let total_font = ("sans-serif", 14).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Bottom));
         for (i, b) in bars.iter().enumerate() {
             let x = i as f64;
