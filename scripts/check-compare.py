@@ -1,13 +1,26 @@
 #!/usr/bin/env python3
 """Check a compare.json: every path ran, every figure of the table is in the
 JSON, the controller ended on the driver it started on, and emulated runs
-say so. Usage: check-compare.py compare.json [--require block,libaio,passthru,vfio]"""
-import json, sys
+say so. With --count, also the instruction counts of the same rows
+(count-report's count.json, checked by check-count.py): every path has
+instructions_per_io (user, kernel, total, empty_polls), layers that add up
+to the total, and events per I/O.
+Usage: check-compare.py compare.json [--require block,libaio,passthru,vfio] [--count count.json]"""
+import json, os, subprocess, sys
 
-path = sys.argv[1]
+args = sys.argv[1:]
+path = args.pop(0)
 require = ["block/io_uring", "block/libaio", "passthru", "vfio"]
-if len(sys.argv) > 3 and sys.argv[2] == "--require":
-    require = sys.argv[3].split(",")
+count = None
+while args:
+    a = args.pop(0)
+    if a == "--require":
+        require = args.pop(0).split(",")
+    elif a == "--count":
+        count = args.pop(0)
+    else:
+        print(f"check-compare.py: unknown argument {a}", file=sys.stderr)
+        sys.exit(2)
 c = json.load(open(path))
 
 def fail(msg):
@@ -49,3 +62,11 @@ if not c["headline"]:
 print(f"compare ok: {len(rows)} rows ({', '.join(rows)}), controller back on {c['driver_after']}")
 for h in c["headline"]:
     print("  " + h)
+if count:
+    rc = subprocess.call([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "check-count.py"), count])
+    if rc != 0:
+        sys.exit(rc)
+    counted = {r["label"] for r in json.load(open(count))["rows"] if r.get("instructions_per_io")}
+    for label in require:
+        if label not in counted:
+            fail(f"{count}: no instruction counts for {label}")

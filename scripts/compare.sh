@@ -52,9 +52,11 @@ echo "Counting instructions: the same comparison in a second boot under the coun
 scripts/testbed/count.sh --results "$OUT/testbed-count" --bin "$RESULTS/bin/nvme-bypass" \
   --runtime "${NVB_COUNT_RUNTIME:-1}" --ramp-time 0.5 --iodepth 32 "${ARGS[@]}" > "$OUT/count.txt"
 cp "$OUT"/testbed-count/count/count.json "$OUT"/testbed-count/count/instructions_per_io_by_layer.svg "$OUT/"
+cp "$OUT"/testbed-count/results/count-compare/compare.json "$OUT/count-compare.json"
+cp "$OUT/instructions_per_io_by_layer.svg" "$OUT/sweep/"
 echo
 cat "$OUT/count.txt"
-python3 scripts/check-count.py "$OUT/count.json"
+python3 scripts/check-compare.py "$OUT/count-compare.json" --count "$OUT/count.json"
 echo "sweep: $(ls "$OUT"/sweep/*.svg | wc -l) charts in $OUT/sweep (open the .svg files in a browser)"
 echo "instructions per I/O by layer: $OUT/instructions_per_io_by_layer.svg; every figure in $OUT/count.json"
 echo "results: $OUT (console log and guest files in $RESULTS)"

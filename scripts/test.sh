@@ -114,6 +114,7 @@ else
   for n in 1 2; do
     scripts/testbed/count.sh --results "$RES-count$n" --bin "$RES/bin/nvme-bypass" --runtime 1 --ramp-time 0.5 --iodepth 32
   done
+  python3 scripts/check-compare.py "$RES-count1/results/count-compare/compare.json" --count "$RES-count1/count/count.json" >/dev/null
   python3 scripts/check-count.py "$RES-count1/count/count.json" "$RES-count2/count/count.json"
   echo "test bed results: $RES (and $RES-multi, $RES-geometry, $RES-count1, $RES-count2)"
 fi
