@@ -8,5 +8,6 @@ pub mod clock;
 pub mod cpu;
 pub mod insn;
 pub mod marker;
+pub mod spread;
 pub mod stats;
 pub mod topology;
