@@ -295,6 +295,14 @@ pub trait IoQueue: Send {
     /// Reap up to `out.len()` completions without blocking. Returns how many
     /// were written to `out`.
     fn poll(&mut self, out: &mut [IoDone]) -> Result<usize, BackendError>;
+    /// Are `n` completions waiting? A path whose completion queue is in
+    /// our memory answers without taking anything (one load); None: this
+    /// path cannot tell without asking the kernel (which then polls or
+    /// waits in `wait`).
+    fn ready(&self, n: usize) -> Option<bool> {
+        let _ = n;
+        None
+    }
     /// A hint that `poll` comes soon (after this pass's submissions): a path
     /// whose completions arrive in shared memory starts loading them.
     fn prefetch_completions(&self) {}

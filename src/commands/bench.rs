@@ -74,6 +74,11 @@ pub struct BenchArgs {
     /// I/Os per submission (doorbell or system call); 0 = all that fit.
     #[arg(long, default_value_t = 0)]
     pub batch: usize,
+    /// Completions per reap: 0 reaps whatever is there; N > 1 reaps only
+    /// when N are ready, N at a time (fio's iodepth_batch_complete_min and
+    /// _max = N). With --batch N too, every pass does the same work.
+    #[arg(long, default_value_t = 0)]
+    pub batch_complete: usize,
     /// Keep going after failed I/Os.
     #[arg(long)]
     pub continue_on_error: bool,
@@ -183,6 +188,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         ramp: a.ramp_time,
         verify: a.verify.then_some(VerifySpec { seed: a.verify_seed, only: a.verify_only }),
         batch: a.batch,
+        batch_complete: a.batch_complete,
         numjobs: a.numjobs,
         cpus: cpus.clone(),
         continue_on_error: a.continue_on_error,

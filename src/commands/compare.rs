@@ -46,6 +46,14 @@ pub struct CompareArgs {
     /// I/Os in flight per thread.
     #[arg(long, default_value_t = 32)]
     pub iodepth: usize,
+    /// I/Os per submission on every path (doorbell or system call); 0 = all that fit.
+    #[arg(long, default_value_t = 0)]
+    pub batch: usize,
+    /// Completions per reap on every path: 0 reaps whatever is there; N > 1
+    /// reaps exactly N at a time, once N are ready, so every pass does the
+    /// same work whatever the device's speed (the counting boot uses 8).
+    #[arg(long, default_value_t = 0)]
+    pub batch_complete: usize,
     /// Percentage of reads in mixed patterns.
     #[arg(long, default_value_t = 50)]
     pub rwmixread: u8,
@@ -248,7 +256,8 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         ios: None,
         ramp: a.ramp_time,
         verify: None,
-        batch: 0,
+        batch: a.batch,
+        batch_complete: a.batch_complete,
         numjobs: a.numjobs,
         cpus: a.cpus.clone().unwrap_or_default(),
         continue_on_error: false,

@@ -90,6 +90,11 @@ pub struct JobSpec {
     pub verify: Option<VerifySpec>,
     /// I/Os per submission (doorbell / system call); 0 = all that fit.
     pub batch: usize,
+    /// Completions per reap: 0 or 1 reaps whatever is there; N > 1 reaps
+    /// only when N are ready, exactly N at a time (fio's
+    /// `iodepth_batch_complete_min` = `_max` = N). With `batch` N too, every
+    /// pass of the loop does the same work, whatever the device's speed.
+    pub batch_complete: usize,
     /// Threads.
     pub numjobs: usize,
     /// CPUs to pin threads to, round robin (empty: not pinned).

@@ -124,6 +124,12 @@ pub fn validate(spec: &JobSpec, geo: &Geometry) -> Result<(), BackendError> {
     if spec.iodepth == 0 {
         return Err(BackendError::Invalid("--iodepth must be at least 1".into()));
     }
+    if spec.batch_complete > spec.iodepth {
+        return Err(BackendError::Invalid(format!(
+            "--batch-complete {} is more than --iodepth {}: a reap waits for that many completions, and no more can be in flight; use at most {}",
+            spec.batch_complete, spec.iodepth, spec.iodepth
+        )));
+    }
     if spec.iodepth > 65535 {
         return Err(BackendError::Invalid(format!("--iodepth {} is above 65535, the most any NVMe queue holds", spec.iodepth)));
     }

@@ -108,20 +108,35 @@ pub(crate) fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<Th
     // "Instructions per I/O on the emulated test bed").
     if thread == 0 && !spec.stop.requested() {
         if let Some(id) = marker::window() {
-            calibrate_empty_polls(q, marker::CALIBRATION_BASE + id)?;
+            calibrate_empty_polls(ctx, q, &mut wl, &mut res, marker::CALIBRATION_BASE + id)?;
         }
     }
     res.interrupted = spec.stop.requested();
     Ok(res)
 }
 
-/// [`marker::CALIBRATION_POLLS`] polls of a queue with nothing in flight,
-/// marked as counting window `window`.
-fn calibrate_empty_polls(q: &mut dyn IoQueue, window: u64) -> Result<(), BackendError> {
-    let mut done = [IoDone::default(); 1];
+/// [`marker::CALIBRATION_POLLS`] passes of the loop that find nothing,
+/// marked as counting window `window`: the same pass as the measured
+/// phase's empty ones (clock read, nothing to submit, a poll or a look at
+/// the completion queue), on a drained queue.
+fn calibrate_empty_polls(ctx: &Ctx, q: &mut dyn IoQueue, wl: &mut Workload, res: &mut ThreadResult, window: u64) -> Result<(), BackendError> {
+    let mut p = Phase::new(ctx, q, PhaseKind::ReadBack, 1);
+    // As in a full queue's empty pass: no slot to fill; and a polled path
+    // believes I/Os are in flight (so a fixed-batch pass looks for a
+    // batch), which an interrupt-driven one must not (it would wait).
+    p.stopping = true;
+    if ctx.polled {
+        p.in_flight = ctx.spec.batch_complete.max(1);
+    }
+    let mut none = Source::<NoList>::Workload { left: 0 };
     marker::start(window);
     for _ in 0..marker::CALIBRATION_POLLS {
-        q.poll(&mut done)?;
+        let t = ctx.clock.now();
+        q.prefetch_completions();
+        p.begin_pass(q, t);
+        let submitted = p.submit::<false, NoList>(q, wl, &mut none, None, t)?;
+        p.reap::<false>(q, wl, None, res, submitted, t)?;
+        std::hint::black_box(p.finished());
     }
     marker::stop(window);
     Ok(())
@@ -497,11 +512,17 @@ impl<'c> Phase<'c> {
         submitted: usize,
         t: u64,
     ) -> Result<(), BackendError> {
-        let mut n = q.poll(&mut self.done)?;
-        if n == 0 && submitted == 0 && self.in_flight > 0 && !self.ctx.polled && !self.ctx.spec.stop.requested() {
-            n = q.wait(&mut self.done, 1)?;
-            self.m.waits += 1;
-        }
+        let batch = self.ctx.spec.batch_complete;
+        let n = if batch > 1 {
+            self.reap_batch(q, batch)?
+        } else {
+            let mut n = q.poll(&mut self.done)?;
+            if n == 0 && submitted == 0 && self.in_flight > 0 && !self.ctx.polled && !self.ctx.spec.stop.requested() {
+                n = q.wait(&mut self.done, 1)?;
+                self.m.waits += 1;
+            }
+            n
+        };
         self.m.polls += 1;
         if n > 0 {
             let clock = self.ctx.clock;
@@ -523,6 +544,32 @@ impl<'c> Phase<'c> {
             self.empty_since = Some(t);
         }
         Ok(())
+    }
+
+    /// Fixed-batch reaping (`--batch-complete N`): exactly N completions
+    /// (fewer only when fewer are in flight, while draining), or none. A
+    /// polled path whose completion queue we can see looks first and takes
+    /// nothing until N are ready, so each pass either does a whole batch's
+    /// work or is an empty poll (or, with interrupts, it waits for them); a
+    /// kernel path waits in the kernel for the rest (IOPOLL: the kernel
+    /// polls until N are found).
+    #[inline(always)]
+    fn reap_batch(&mut self, q: &mut dyn IoQueue, batch: usize) -> Result<usize, BackendError> {
+        let want = batch.min(self.in_flight);
+        if want == 0 {
+            return Ok(0);
+        }
+        match q.ready(want) {
+            Some(false) if self.ctx.polled => return Ok(0),
+            Some(true) => return q.poll(&mut self.done[..want]),
+            _ => {}
+        }
+        let mut n = q.poll(&mut self.done[..want])?;
+        if n < want && !self.ctx.spec.stop.requested() {
+            n += q.wait(&mut self.done[n..want], want - n)?;
+            self.m.waits += 1;
+        }
+        Ok(n)
     }
 
     /// The pass's `n` completions, in order: the verifier sees each

@@ -40,6 +40,11 @@ struct FakeQueue {
     ops: [u64; 2],
     /// Every submitted I/O's LBA and block count (reads and writes).
     lbas: Vec<(u64, u32)>,
+    /// Answer `ready` from the outstanding count (a completion queue in
+    /// our memory), rather than "cannot tell".
+    can_look: bool,
+    /// Completions taken by each poll that took any.
+    reaps: Vec<usize>,
 }
 
 impl FakeQueue {
@@ -71,6 +76,9 @@ impl IoQueue for FakeQueue {
         let mut n = self.outstanding.len().min(out.len());
         if self.complete_at_most > 0 {
             n = n.min(self.complete_at_most);
+        }
+        if n > 0 {
+            self.reaps.push(n);
         }
         for d in out.iter_mut().take(n) {
             let io = self.outstanding.pop_front().unwrap();
@@ -111,6 +119,9 @@ impl IoQueue for FakeQueue {
         }
         Ok(n)
     }
+    fn ready(&self, n: usize) -> Option<bool> {
+        self.can_look.then_some(self.outstanding.len() >= n)
+    }
     fn buf_write(&mut self, buf: u32, off: usize, data: &[u8]) {
         self.bufs[buf as usize][off..off + data.len()].copy_from_slice(data);
     }
@@ -144,6 +155,7 @@ fn spec(rw: Rw, ios: u64) -> JobSpec {
         ramp: Duration::ZERO,
         verify: None,
         batch: 0,
+        batch_complete: 0,
         numjobs: 1,
         cpus: vec![],
         continue_on_error: false,
@@ -290,4 +302,20 @@ fn rwmixread_proportions_hold() {
         assert!((pct - mix as f64).abs() < 3.0, "rwmixread {mix}: {pct}% reads");
         assert_eq!(q.ops, [r.read.ios, r.write.ios]);
     }
+}
+
+#[test]
+fn a_fixed_completion_batch_reaps_exactly_that_many_every_time() {
+    for can_look in [true, false] {
+        let s = JobSpec { batch_complete: 4, ..spec(Rw::Randread, 1000) };
+        let mut q = FakeQueue { can_look, ..FakeQueue::new(s.iodepth, s.bs) };
+        let r = run(&s, &mut q);
+        assert_eq!(r.read.ios, 1000);
+        assert!(q.reaps.iter().all(|&n| n == 4), "can_look {can_look}: reaps of {:?}", q.reaps.iter().filter(|&&n| n != 4).collect::<Vec<_>>());
+        assert_eq!(q.reaps.len(), 250);
+    }
+    let s = JobSpec { batch_complete: 9, ..spec(Rw::Randread, 10) };
+    let geo = Geometry { nsid: 1, lba_size: LBA as u32, blocks: 1 << 20, max_transfer: 1 << 20 };
+    let e = crate::engine::validate(&s, &geo).unwrap_err().to_string();
+    assert!(e.contains("--batch-complete 9 is more than --iodepth 8"), "{e}");
 }

@@ -442,6 +442,13 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         self.cq.cqe_pending()
     }
 
+    /// Are `n` completions waiting at the head of the completion queue?
+    /// (Looks at the n-th only: see [`CompletionQueue::ready`].)
+    #[inline]
+    pub fn completions_ready(&self, n: usize) -> bool {
+        self.cq.ready(n)
+    }
+
     /// Reap up to `max` completions, calling `f` for each, then ring the
     /// completion doorbell once (or not yet: see `cq_entries`). Completions
     /// with an unknown CID or another queue's SQ id are counted and dropped,

@@ -296,6 +296,29 @@ impl CompletionQueue {
     pub fn cqe_pending(&self) -> bool {
         is_new(self.ring.load_dw3_acquire(self.cq_head as usize), self.cq_phase as u32 * PHASE_BIT)
     }
+    /// Are `n` new entries waiting from the head on? Only the last of them
+    /// is looked at (one Acquire load): the controller posts entries in
+    /// slot order, so the last being new means the ones before it are,
+    /// and a reap that finds one of them not yet visible simply takes
+    /// fewer. `n` of 0 or 1 is [`cqe_pending`](Self::cqe_pending); more
+    /// than the ring holds is never ready.
+    #[inline]
+    pub fn ready(&self, n: usize) -> bool {
+        let entries = self.entries as usize;
+        if n <= 1 {
+            return self.cqe_pending();
+        }
+        if n > entries {
+            return false;
+        }
+        let mut slot = self.cq_head as usize + n - 1;
+        let mut phase = self.cq_phase as u32 * PHASE_BIT;
+        if slot >= entries {
+            slot -= entries;
+            phase ^= PHASE_BIT;
+        }
+        is_new(self.ring.load_dw3_acquire(slot), phase)
+    }
     /// Start loading the entry at the head, so that the miss (the line comes
     /// from the controller's side) overlaps other work. A hint only.
     #[inline]
@@ -471,6 +494,30 @@ mod tests {
     #[test]
     fn phase_wrap_size_1024() {
         phase_wrap(1024, 20);
+    }
+
+    #[test]
+    fn ready_looks_at_the_nth_entry_across_the_wrap() {
+        // A 4-entry ring: the device posts 3, the host takes 2 (head at
+        // slot 2), the device posts 2 more (slots 3 and 0, the second in
+        // the next lap's phase).
+        let entries = 4u16;
+        let mem = HostMemory::plain().map(entries as usize * CQE_SIZE).unwrap();
+        let mut cq = CompletionQueue::new(mem.clone(), entries, 0x1004);
+        let mut dev = FakeDevice { tail: 0, phase: true };
+        assert!(!cq.ready(1) && !cq.ready(2));
+        for cid in 0..3 {
+            dev.post(&mem, entries, cid);
+        }
+        assert!(cq.ready(3) && !cq.ready(4) && !cq.ready(5));
+        assert_eq!(cq.reap(2, |_, _| true), 2);
+        assert!(cq.ready(1) && !cq.ready(2));
+        dev.post(&mem, entries, 3);
+        assert!(cq.ready(2) && !cq.ready(3), "slot 0 still holds the first lap's entry");
+        dev.post(&mem, entries, 4);
+        assert!(cq.ready(3));
+        assert_eq!(cq.reap(8, |_, _| true), 3);
+        assert!(!cq.ready(1));
     }
 
     #[test]

@@ -308,6 +308,11 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
     }
 
     #[inline]
+    fn ready(&self, n: usize) -> Option<bool> {
+        Some(self.qp.as_ref().is_some_and(|q| q.completions_ready(n)))
+    }
+
+    #[inline]
     fn poll(&mut self, out: &mut [IoDone]) -> Result<usize, BackendError> {
         let n = self.qp().poll_into(out, |o, c| {
             if c.ok() {

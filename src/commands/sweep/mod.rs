@@ -212,6 +212,7 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop)
         ramp: a.ramp_time,
         verify: None,
         batch: 0,
+        batch_complete: 0,
         numjobs: s.numjobs,
         cpus,
         continue_on_error: false,
