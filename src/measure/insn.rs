@@ -483,6 +483,12 @@ pub struct Events {
     pub other_mmio_writes: f64,
     /// MMIO reads.
     pub mmio_reads: f64,
+    /// Executions of the TB at `nvme_poll`: the kernel looking at a
+    /// polled completion queue (IOPOLL), found or not.
+    pub kernel_polls: f64,
+    /// Executions of the TB at `nvme_poll_cq`, which `nvme_poll` calls only
+    /// when a completion is pending: the kernel polls that found one.
+    pub kernel_polls_found: f64,
 }
 
 impl Events {
@@ -495,6 +501,8 @@ impl Events {
             doorbell_writes: f(self.doorbell_writes, o.doorbell_writes),
             other_mmio_writes: f(self.other_mmio_writes, o.other_mmio_writes),
             mmio_reads: f(self.mmio_reads, o.mmio_reads),
+            kernel_polls: f(self.kernel_polls, o.kernel_polls),
+            kernel_polls_found: f(self.kernel_polls_found, o.kernel_polls_found),
         }
     }
 }
@@ -513,7 +521,29 @@ pub struct Tally {
     pub events: Events,
     /// Kernel functions no layer rule names: (name, module) -> instructions.
     pub unmapped: HashMap<(String, Option<String>), u64>,
+    /// Instructions in the functions of the kernel's IOPOLL loop
+    /// ([`KERNEL_POLL_LOOP`]).
+    pub kernel_poll_loop: f64,
 }
+
+/// The kernel's IOPOLL loop, from `io_uring_enter` down to the driver's
+/// look at its completion queue (kernel 6.x): what one kernel poll costs,
+/// found or not. The completions' own work (`nvme_poll_cq` and below) is
+/// not in it.
+pub const KERNEL_POLL_LOOP: &[&str] = &[
+    "io_iopoll_check",
+    "io_do_iopoll",
+    "io_uring_classic_poll",
+    "io_uring_hybrid_poll",
+    "iocb_bio_iopoll",
+    "bio_poll",
+    "blk_rq_poll",
+    "blk_mq_poll",
+    "blk_hctx_poll",
+    "nvme_ns_chr_uring_cmd_iopoll",
+    "nvme_ns_head_chr_uring_cmd_iopoll",
+    "nvme_poll",
+];
 
 /// Sum up one window.
 pub fn tally(w: &Window, s: &Symbols) -> Tally {
@@ -533,6 +563,8 @@ pub fn tally(w: &Window, s: &Symbols) -> Tally {
     let syscall = s.kernel.addrs_of("entry_SYSCALL_64");
     let mut irq = s.kernel.addrs_of("asm_common_interrupt");
     irq.extend(s.kernel.addrs_with_prefix("asm_sysvec_"));
+    let poll = s.kernel.addrs_of("nvme_poll");
+    let poll_found = s.kernel.addrs_of("nvme_poll_cq");
     let mut switch = s.kernel.addrs_of("__switch_to_asm");
     if switch.is_empty() {
         switch = s.kernel.addrs_of("__switch_to");
@@ -550,8 +582,17 @@ pub fn tally(w: &Window, s: &Symbols) -> Tally {
             if switch.contains(&va) {
                 t.events.context_switches += execs as f64;
             }
+            if poll.contains(&va) {
+                t.events.kernel_polls += execs as f64;
+            }
+            if poll_found.contains(&va) {
+                t.events.kernel_polls_found += execs as f64;
+            }
             match s.kernel.lookup(va) {
                 Some(sym) => {
+                    if KERNEL_POLL_LOOP.contains(&sym.name.as_str()) {
+                        t.kernel_poll_loop += n;
+                    }
                     let (layer, named) = s.layers.layer_of(sym);
                     parts[layer] += n;
                     if !named {
@@ -616,10 +657,18 @@ pub struct PerIo {
     pub kernel: f64,
     /// user + kernel.
     pub total: f64,
-    /// Instructions per I/O of the polls that found nothing: the engine's
-    /// empty polls x (calibration window instructions / K). Included in
-    /// `total`, shown apart, never subtracted.
+    /// Instructions per I/O of the polls that found nothing, ours and the
+    /// kernel's: `empty_polls_engine` + `empty_polls_kernel_modelled`.
+    /// Included in `total`, shown apart, never subtracted.
     pub empty_polls: Option<f64>,
+    /// The engine's empty passes x the instructions of one, measured in the
+    /// row's calibration window (K empty passes on the drained queue).
+    pub empty_polls_engine: Option<f64>,
+    /// The kernel's IOPOLL polls that found nothing (`nvme_poll` runs less
+    /// `nvme_poll_cq` runs) x the poll loop's instructions per poll
+    /// ([`KERNEL_POLL_LOOP`]): a model, the loop's average poll standing
+    /// for an empty one.
+    pub empty_polls_kernel_modelled: f64,
 }
 
 /// An unmapped kernel function and its cost.
@@ -714,11 +763,13 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
     let user = (t.user - scale * b.user) / ios;
     let kernel = (t.kernel - scale * b.kernel) / ios;
     // No empty polls cost nothing, calibrated or not.
-    let empty_polls = match r.calibration {
+    let engine = match r.calibration {
         _ if r.empty_polls == 0 => Some(0.0),
         Some(c) if calibration_polls > 0 => Some(r.empty_polls as f64 * ((c.user() + c.kernel()) as f64 / calibration_polls as f64) / ios),
         _ => None,
     };
+    let kernel_empty = (t.events.kernel_polls - t.events.kernel_polls_found).max(0.0);
+    let kernel_modelled = if t.events.kernel_polls > 0.0 { kernel_empty * (t.kernel_poll_loop / t.events.kernel_polls) / ios } else { 0.0 };
     let layers = Named(
         breakdown_names()
             .into_iter()
@@ -731,7 +782,9 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
             user,
             kernel,
             total: user + kernel,
-            empty_polls,
+            empty_polls: engine.map(|e| e + kernel_modelled),
+            empty_polls_engine: engine,
+            empty_polls_kernel_modelled: kernel_modelled,
         },
         layers,
         events_per_io: t.events.combine(&b.events, -scale, ios),
@@ -1011,6 +1064,34 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
             empty_polls: 5,
         };
         row_counts(&r, bg.then_some(&b), 10, &s).unwrap()
+    }
+
+    #[test]
+    fn kernel_iopoll_polls_that_found_nothing_are_modelled_as_empty_polls() {
+        // 20 polls of the kernel's IOPOLL loop, 4 of which found completions
+        // (nvme_poll_cq ran): 16 empty at the loop's 300 / 20 = 15 each.
+        let ks = parse_kallsyms(
+            "ffffffff81000000 T _stext\nffffffff81001000 T io_do_iopoll\nffffffff81002000 T blk_mq_submit_bio\n\
+             ffffffffc0001000 t nvme_poll\t[nvme]\nffffffffc0002000 t nvme_poll_cq\t[nvme]\n",
+        )
+        .unwrap();
+        let k = 0xffffffff81000000u64;
+        let row = window(
+            0,
+            0,
+            1000,
+            vec![(k + 0x1000, 200, 20), (0xffffffffc0001000, 100, 20), (0xffffffffc0002000, 80, 4), (k + 0x2000, 620, 8)],
+            vec![],
+        );
+        let u = user_syms();
+        let layers = LayerTable::builtin();
+        let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
+        let r = RowInput { window: &row, calibration: None, ios: 8, duration_s: 1.0, empty_polls: 0 };
+        let c = row_counts(&r, None, 10, &s).unwrap();
+        assert_eq!((c.events_per_io.kernel_polls, c.events_per_io.kernel_polls_found), (20.0 / 8.0, 4.0 / 8.0));
+        assert!(close(c.instructions_per_io.empty_polls_kernel_modelled, 16.0 * 15.0 / 8.0));
+        assert_eq!(c.instructions_per_io.empty_polls_engine, Some(0.0));
+        assert!(close(c.instructions_per_io.empty_polls.unwrap(), 30.0));
     }
 
     fn close(a: f64, b: f64) -> bool {
