@@ -25,7 +25,9 @@ nvme-bypass idle --seconds "$IDLE" --window 9999 || fail "nvme-bypass idle faile
 
 step compare
 rc=0
-NVB_MARKERS=0 nvme-bypass compare --device "$BDF" --out "$NVB_RESULTS/count-compare" "$@" 2>"$NVB_RESULTS/count-compare.stderr" || rc=$?
+# Fixed batches of 8 completions: each pass of every path does the same work
+# whatever the emulated device's speed (docs/methodology.md, "Fixed batches").
+NVB_MARKERS=0 nvme-bypass compare --device "$BDF" --out "$NVB_RESULTS/count-compare" --batch-complete 8 "$@" 2>"$NVB_RESULTS/count-compare.stderr" || rc=$?
 cat "$NVB_RESULTS/count-compare.stderr"
 echo "compare exit code: $rc"
 expect_on_nvme "$BDF" compare
