@@ -94,6 +94,9 @@ else
   python3 scripts/check-threads.py "$RES/results/threads"
   # A second, short boot with two controllers: one thread driving both.
   scripts/testbed/run.sh --controllers 2 --timeout 600 --quiet --bin "$RES/bin/nvme-bypass" --results "$RES-multi" tests/testbed/multi.sh
+  # fio and ours side by side from the first boot (fio-compare.sh), run
+  # alike: the same batching, ramp and measured interval; IOPS, CPU and
+  # system calls per I/O, with a note for each pair off the goal.
   python3 scripts/fio-table.py "$RES/results/fio-compare"
   # A third boot, about 1.5 min: controllers shaped unlike QEMU's default
   # (smallest queues and transfers, few vectors, one queue pair, NSID gaps,
