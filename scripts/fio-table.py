@@ -106,7 +106,7 @@ def why(n, f, o):
         notes.append(f"ours spends {100 * (1 - o['cpu'] / f['cpu']):.0f}% less CPU per I/O than fio at {o['sc']:.2f} vs {f['sc']:.2f} "
                      f"system calls per I/O; in the emulated guest the I/O thread's own CPU is a large share of each I/O's time "
                      f"(fio's thread was busy {100 * busy:.0f}% of its run), so less CPU per I/O shows as more IOPS")
-    if "libaio" in n:
+    if "libaio" in n and f["calls"].get("io_getevents", 0) - o["calls"].get("io_getevents", 0) >= 0.05:
         notes.append("fio's libaio reaps with an io_getevents call every time it looks for completions "
                      "(its userspace_reap works only with iodepth_batch_complete_min=0, which has fio spin instead of sleep); "
                      "ours reads the completion ring in user space and calls io_getevents only to sleep")
