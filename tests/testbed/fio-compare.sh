@@ -66,6 +66,9 @@ NVE=$TR/events/nvme/nvme_complete_rq/trigger
 [ -w "$NVE" ] || fail "no $NVE (nvme module without trace events?)"
 HSYS='hist:keys=common_pid.execname,id.syscall:vals=hitcount:size=8192'
 HNVE='hist:keys=qid:vals=hitcount'
+# A run that fails leaves no trigger behind to trace the scripts after it.
+untrace() { echo "!$HSYS" >> "$SYS" 2>/dev/null; echo "!$HNVE" >> "$NVE" 2>/dev/null; return 0; }
+trap untrace EXIT
 fio --version > "$OUT/fio-version.txt" 2>&1
 {
   echo "batch=$BATCH"
@@ -102,8 +105,7 @@ counted() {
   "run_$1" "$OUT/$name.$1.count.json" "$TC" "$2"
   cat "${SYS%trigger}hist" > "$OUT/$name.$1.syscalls.hist"
   cat "${NVE%trigger}hist" > "$OUT/$name.$1.nvme.hist"
-  echo "!$HSYS" >> "$SYS"
-  echo "!$HNVE" >> "$NVE"
+  untrace
 }
 
 run_pair() { # name qd fio-job-args nvb-job-args
