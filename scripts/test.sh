@@ -61,23 +61,16 @@ scripts/fuzz.sh
 step "driver instructions per I/O (callgrind, against the record)"
 scripts/callgrind-driver.sh "$BIN"
 
-step "per-core ceiling on the threaded simulator (issue 8's 25 ns goal)"
-# Timing, not a pass/fail test: the goal is met (0), not met (1), or not
-# judged because no run was in the judged state (2). Only a bench failure
-# (3) fails the suite. First on separate cores (bench's core share about
-# 1), the per-core figure: three pairs of 0.5 s runs. Then the rare fast
-# core-to-core state, which on our machine is one core shared by the two
-# CPUs: each try waits up to 15 s for a fast spell (--catch) and runs 0.1 s
-# in it; at most about 45 s.
-for args in "--tries 3 --runtime 0.5 --pairs 3" "--state fast-c2c --tries 3 --runtime 0.1 --catch 15 --pairs 3"; do
-  rc=0
-  # shellcheck disable=SC2086
-  python3 scripts/sim-ceiling.py "$BIN" $args || rc=$?
-  if [ "$rc" -gt 2 ]; then
-    echo "FAIL: scripts/sim-ceiling.py could not run the bench" >&2
-    exit 1
-  fi
-done
+step "per-core figure on the threaded simulator (timed, reported without a verdict)"
+# Timing, not a pass/fail test: the performance goals are judged on
+# instruction counts (callgrind above, the counting boots below). Three
+# 0.5 s runs in the default store mode, each printed with its core-to-core
+# state and core share; median and range over those on separate cores.
+# Only a bench that could not run fails the suite.
+if ! python3 scripts/sim-ceiling.py "$BIN" --runs 3 --runtime 0.5; then
+  echo "FAIL: scripts/sim-ceiling.py could not run the bench" >&2
+  exit 1
+fi
 
 step "tier 2: real device tests"
 if [ -n "${NVB_TEST_DEVICE:-}" ]; then
@@ -101,6 +94,9 @@ else
   python3 scripts/check-threads.py "$RES/results/threads"
   # A second, short boot with two controllers: one thread driving both.
   scripts/testbed/run.sh --controllers 2 --timeout 600 --quiet --bin "$RES/bin/nvme-bypass" --results "$RES-multi" tests/testbed/multi.sh
+  # fio and ours side by side from the first boot (fio-compare.sh), run
+  # alike: the same batching, ramp and measured interval; IOPS, CPU and
+  # system calls per I/O, with a note for each pair off the goal.
   python3 scripts/fio-table.py "$RES/results/fio-compare"
   # A third boot, about 1.5 min: controllers shaped unlike QEMU's default
   # (smallest queues and transfers, few vectors, one queue pair, NSID gaps,

@@ -8,7 +8,7 @@
 #   threads.sh       two pinned threads, each with its own queue (checked by scripts/check-threads.py)
 #   trace.sh         the queue story over vfio
 #   interrupt.sh     Ctrl-C / SIGTERM during vfio runs; device back to the kernel, data outside the range untouched
-#   fio-compare.sh   our kernel-path engines against fio, same device, same job (table: scripts/fio-table.py)
+#   fio-compare.sh   our kernel-path engines against fio, same device, same job, same batching (table: scripts/fio-table.py)
 #   compare.sh       the main job: every path side by side (checked on the host by check-compare.py)
 . "$(dirname "$0")/lib.sh"
 DIR=$(dirname "$0")
