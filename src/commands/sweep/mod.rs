@@ -61,6 +61,20 @@ const SIM_PATHS: [&str; 2] = ["sim", "sim-null"];
 /// Row names of `compare` that `--paths` takes with `--device` (`mmio`: vfio
 /// with every doorbell an MMIO write, as compare's row of that name).
 const DEVICE_PATHS: [&str; 9] = ["block", "libaio", "psync", "passthru", "vfio", "buffered", "sched", "best", "mmio"];
+/// What `sweep --help` says after the options: the outputs and the words on every figure.
+const AFTER_HELP: &str = "\
+Outputs in --out: sweep.json (every point and every run), table.txt, and four SVG charts:
+  iops_per_core_vs_qd.svg  measured IOPS per busy core against queue depth; polled paths (sim, vfio,
+                           IOPOLL, SQPOLL) add their modelled ceiling as a dashed line of the same colour
+  latency_percentiles.svg  measured p50, p99, p99.9 latency against queue depth
+  throughput_vs_bs.svg     measured MiB/s against block size
+  latency_vs_iops.svg      measured p99 latency against measured IOPS, a point per queue depth
+With --repeat N every figure is the median of N runs with its min-max range (bars on the charts).
+Figures are named measured, or modelled: the ceiling, 1 s / (busy CPU per I/O less empty polls), and the
+useful CPU per I/O are models built from measured figures. Simulator figures say SIMULATED, the test
+bed's EMULATED. docs/methodology.md (\"The sweep\") says how each is made.
+
+Example (no hardware): nvme-bypass sweep --paths sim,sim-null --iodepth 1,8,32 --repeat 3 --out /tmp/sweep";
 /// How `--repeat` orders the runs, as sweep.json says it.
 const ORDER: &str = "round r runs each path's settings rotated r places, and the paths of each group (simulator, kernel, vfio) rotated r places; the simulator's rounds first, then the kernel paths', then vfio's (the controller moves to vfio-pci once)";
 /// Paths swept with `--device` when `--paths` is not given.
@@ -68,6 +82,7 @@ const DEFAULT_DEVICE_PATHS: [&str; 3] = ["block", "passthru", "vfio"];
 
 /// Options of `sweep`.
 #[derive(clap::Args, Debug, Clone)]
+#[command(after_help = AFTER_HELP)]
 pub struct SweepArgs {
     /// The controller (PCI address) or one of its namespace devices (/dev/nvme0n1, /dev/ng0n1).
     /// Without it only the simulator paths can run.
