@@ -639,13 +639,12 @@ pub fn table(sw: &Sweep, out: &Path) -> String {
     let w = if ranges { 13 } else { 10 };
     let lead_w = 24 + 1 + 5 + 1 + 4 + 1 + 4 + 1 + 9;
     let measured = if ranges { format!(" measured: median of {} runs, min-max below ", sw.repeat) } else { " measured ".to_string() };
-    let span_m = 8 * (w + 1);
-    let span_d = 2 * (w + 1);
-    let bar = |label: &str, span: usize| {
-        let n = span.saturating_sub(label.chars().count() + 1);
+    // A label centred in dashes over `cells` columns.
+    let bar = |label: &str, cells: usize| {
+        let n = (cells * (w + 1) - 1).saturating_sub(label.chars().count());
         format!("{}{label}{}", "-".repeat(n / 2), "-".repeat(n - n / 2))
     };
-    o.push_str(&format!("{:lead_w$}  {} | {}\n", "", bar(&measured, span_m - 1), bar(" modelled ", span_d - 1)));
+    o.push_str(&format!("{:lead_w$} {} | {}\n", "", bar(&measured, 8), bar(" modelled ", 2)));
     o.push_str(&format!(
         "{:<24} {:>5} {:>4} {:>4} {:<9} {:>w$} {:>w$} {:>w$} {:>w$} {:>w$} {:>w$} {:>w$} {:>w$} | {:>w$} {:>w$}\n",
         "path", "bs", "QD", "jobs", "device", "IOPS", "MiB/s", "p50 us", "p99 us", "p99.9 us", "cores", "IOPS/core", "cpu ns", "ceiling", "useful ns"
