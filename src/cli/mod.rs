@@ -21,7 +21,7 @@ pub enum Command {
     Bench(commands::bench::BenchArgs),
     /// The main job: the same workload through block, passthru and vfio side by side, with the per-core ceiling of each.
     Compare(crate::commands::compare::CompareArgs),
-    /// Grid over iodepth, block size and threads for each path: sweep.json and SVG charts (IOPS per core, latency, throughput).
+    /// Grid over iodepth, block size and threads for each path: sweep.json and SVG charts (IOPS per core measured and modelled, latency, throughput, latency vs IOPS); --repeat N for medians with min-max ranges.
     Sweep(crate::commands::sweep::SweepArgs),
     /// Print Identify Controller and Identify Namespace data, as nvme-cli's id-ctrl/id-ns name the fields.
     Info(commands::info::InfoArgs),

@@ -23,14 +23,30 @@
 //! to the others, as `bench` does; the core-to-core latency the simulator's
 //! figures depend on is measured before and after the simulator points.
 //!
-//! Outputs in `--out`: `sweep.json` (every point), `table.txt`, and three SVG
-//! charts: `iops_per_core_vs_qd.svg`, `latency_percentiles.svg`,
-//! `throughput_vs_bs.svg`.
+//! `--repeat N` runs every point N times, in N rounds; round r rotates each
+//! path's settings, and the paths of each group, r places, so no point is
+//! always the first or the last run. Each figure is then the median of the
+//! runs with its min-max range (`measure::spread::Spread`), and sweep.json
+//! keeps every run.
+//!
+//! Every figure is named **measured** or **modelled** (the per-core ceiling
+//! at the useful cost, 1 s / (busy time per I/O less empty polls), and the
+//! useful CPU per I/O are models built from measured figures), and the
+//! table and charts say **SIMULATED** (the simulator paths) or **EMULATED**
+//! (QEMU's NVMe model on the test bed).
+//!
+//! Outputs in `--out`: `sweep.json` (every point and run), `table.txt`,
+//! and four SVG charts: `iops_per_core_vs_qd.svg` (measured IOPS per busy
+//! core; polled paths add their modelled ceiling, dashed),
+//! `latency_percentiles.svg`, `throughput_vs_bs.svg` and
+//! `latency_vs_iops.svg` (p99 latency against IOPS, a point per queue
+//! depth); medians with min-max bars.
 
 use crate::error::{exit, Error};
 use crate::report::OutputFormat;
 use crate::measure::clock::Clock;
-use crate::backend::path::PathKind;
+use crate::measure::spread::Spread;
+use crate::backend::path::{PathKind, PathSpec};
 use crate::experiment::plan::{self, plan_paths, Variant};
 use crate::experiment::session::{self, Session, SIM_NOTE};
 use crate::engine::{self, JobSpec, Stop};
@@ -45,11 +61,28 @@ const SIM_PATHS: [&str; 2] = ["sim", "sim-null"];
 /// Row names of `compare` that `--paths` takes with `--device` (`mmio`: vfio
 /// with every doorbell an MMIO write, as compare's row of that name).
 const DEVICE_PATHS: [&str; 9] = ["block", "libaio", "psync", "passthru", "vfio", "buffered", "sched", "best", "mmio"];
+/// What `sweep --help` says after the options: the outputs and the words on every figure.
+const AFTER_HELP: &str = "\
+Outputs in --out: sweep.json (every point and every run), table.txt, and four SVG charts:
+  iops_per_core_vs_qd.svg  measured IOPS per busy core against queue depth; polled paths (sim, vfio,
+                           IOPOLL, SQPOLL) add their modelled ceiling as a dashed line of the same colour
+  latency_percentiles.svg  measured p50, p99, p99.9 latency against queue depth
+  throughput_vs_bs.svg     measured MiB/s against block size
+  latency_vs_iops.svg      measured p99 latency against measured IOPS, a point per queue depth
+With --repeat N every figure is the median of N runs with its min-max range (bars on the charts).
+Figures are named measured, or modelled: the ceiling, 1 s / (busy CPU per I/O less empty polls), and the
+useful CPU per I/O are models built from measured figures. Simulator figures say SIMULATED, the test
+bed's EMULATED. docs/methodology.md (\"The sweep\") says how each is made.
+
+Example (no hardware): nvme-bypass sweep --paths sim,sim-null --iodepth 1,8,32 --repeat 3 --out /tmp/sweep";
+/// How `--repeat` orders the runs, as sweep.json says it.
+const ORDER: &str = "round r runs each path's settings rotated r places, and the paths of each group (simulator, kernel, vfio) rotated r places; the simulator's rounds first, then the kernel paths', then vfio's (the controller moves to vfio-pci once)";
 /// Paths swept with `--device` when `--paths` is not given.
 const DEFAULT_DEVICE_PATHS: [&str; 3] = ["block", "passthru", "vfio"];
 
 /// Options of `sweep`.
 #[derive(clap::Args, Debug, Clone)]
+#[command(after_help = AFTER_HELP)]
 pub struct SweepArgs {
     /// The controller (PCI address) or one of its namespace devices (/dev/nvme0n1, /dev/ng0n1).
     /// Without it only the simulator paths can run.
@@ -78,7 +111,12 @@ pub struct SweepArgs {
     /// Percentage of reads in mixed patterns.
     #[arg(long, default_value_t = 50)]
     pub rwmixread: u8,
-    /// Measured time per point.
+    /// Runs of every point (path x setting), in rounds: round r runs the settings, and the paths of each
+    /// group, rotated r places. Each figure is then the median of the runs with their min-max range;
+    /// sweep.json keeps every run.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Measured time per run of a point.
     #[arg(long, default_value = "2", value_parser = crate::cli::parse::parse_duration)]
     pub runtime: Duration,
     /// Warm-up per point (not measured).
@@ -172,6 +210,9 @@ fn check(a: &SweepArgs) -> Result<(Vec<&'static str>, Vec<String>), Error> {
     if a.numjobs.contains(&0) {
         return Err(Error::usage("--numjobs 0: every point needs at least one thread"));
     }
+    if a.repeat == 0 || a.repeat > 1000 {
+        return Err(Error::usage(format!("--repeat {} is out of range; use 1 (one run per point) to 1000, e.g. --repeat 3", a.repeat)));
+    }
     if a.runtime.is_zero() {
         return Err(Error::usage("--runtime 0 measures nothing; give each point e.g. --runtime 2"));
     }
@@ -222,104 +263,166 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop)
     }
 }
 
-/// What every point's run needs.
+/// What every point's run needs, and the points the runs go to.
 struct Runner<'a> {
     args: &'a SweepArgs,
     clock: Clock,
     /// Show the engine's live status line (stderr is a terminal).
     status: bool,
     progress: Progress,
-    /// Ctrl-C: the remaining points are not run.
+    /// Ctrl-C: the remaining runs are not run.
     stop: Stop,
+    /// The grid, in its own order.
+    settings: Vec<(Setting, Vec<Axis>)>,
+    /// Path by path, each path's settings in grid order.
+    points: Vec<Point>,
+    /// Runs made so far.
+    seq: usize,
 }
 
-/// Run every setting on one simulator path. The controller is started once
-/// for all of them (with as many queue pairs as the most threads any point
-/// uses) on `sim_cpu`; job threads are placed as `bench` places them.
-fn run_sim(r: &mut Runner, v: &Variant, settings: &[(Setting, Vec<Axis>)], sim_cpu: Option<usize>) -> Vec<Point> {
+impl Runner<'_> {
+    /// The point of path `pi` at setting `si`.
+    fn point(&mut self, pi: usize, si: usize) -> &mut Point {
+        let n = self.settings.len();
+        &mut self.points[pi * n + si]
+    }
+
+    /// Record a run of path `pi` at setting `si`, numbered in run order.
+    fn push(&mut self, pi: usize, si: usize, mut run: Run) {
+        run.seq = self.seq;
+        self.seq += 1;
+        self.point(pi, si).runs.push(run);
+    }
+
+    /// The settings in the order round `round` runs them.
+    fn order(&self, round: usize) -> Vec<usize> {
+        rotated(&(0..self.settings.len()).collect::<Vec<_>>(), round)
+    }
+}
+
+/// `v` rotated left by `by` places: round r of `--repeat` starts r places
+/// later, so no point is always first (cold) or always last.
+fn rotated<T: Clone>(v: &[T], by: usize) -> Vec<T> {
+    if v.is_empty() {
+        return vec![];
+    }
+    let k = by % v.len();
+    v[k..].iter().chain(&v[..k]).cloned().collect()
+}
+
+/// Does the path poll for completions? Then its measured IOPS per busy core
+/// is bounded by how often the device makes it wait, and the modelled
+/// ceiling says what the path itself would do.
+fn polled(spec: &PathSpec) -> bool {
+    match spec {
+        PathSpec::Sim(_) => true,
+        PathSpec::Vfio(o) => !o.interrupts,
+        PathSpec::Passthru(k) | PathSpec::Block(k) => k.hipri || k.sqthread_poll,
+    }
+}
+
+/// One round of one simulator path (`pi`): every setting, in the round's
+/// rotated order. The controller is started once for the round (with as
+/// many queue pairs as the most threads any point uses) on `sim_cpu`; job
+/// threads are placed as `bench` places them.
+fn run_sim(r: &mut Runner, pi: usize, v: &Variant, round: usize, sim_cpu: Option<usize>) {
     let a = r.args;
     let label = v.label.as_str();
-    let mut points: Vec<Point> = settings.iter().map(|(s, ax)| Point::new(label, *s, ax)).collect();
-    let queues = settings.iter().map(|(s, _)| s.numjobs).max().unwrap_or(1).min(u16::MAX as usize) as u16;
+    let order = r.order(round);
+    if r.stop.requested() {
+        return;
+    }
+    let queues = r.settings.iter().map(|(s, _)| s.numjobs).max().unwrap_or(1).min(u16::MAX as usize) as u16;
     let target = match v.spec.open(queues) {
         Ok(t) => t,
         Err(e) => {
             let msg = crate::error::chain(&Error::from(e));
-            for p in &mut points {
-                p.error = Some(format!("simulator did not start: {msg}"));
+            for &si in &order {
+                r.push(pi, si, Run::failed(round, format!("simulator did not start: {msg}")));
             }
-            r.progress.skip(points.len());
-            return points;
+            r.progress.skip(order.len());
+            return;
         }
     };
     let geo = target.geometry();
-    let size = a.size.unwrap_or_else(|| geo.bytes().saturating_sub(a.offset));
-    for p in &mut points {
+    let size = a.size.unwrap_or(geo.bytes().saturating_sub(a.offset));
+    for si in order {
         if r.stop.requested() {
-            p.error = Some("interrupted".into());
-            continue;
+            return;
         }
-        let setting = Setting { bs: p.bs, iodepth: p.iodepth, numjobs: p.numjobs };
-        r.progress.announce(label, setting);
-        let (cpus, _) = crate::commands::args::sim_placement(p.numjobs, a.cpus.as_deref(), sim_cpu);
+        let setting = r.settings[si].0;
+        r.progress.announce(label, setting, round);
+        let (cpus, _) = crate::commands::args::sim_placement(setting.numjobs, a.cpus.as_deref(), sim_cpu);
         let spec = spec_for(a, setting, size, cpus, &r.stop);
-        let run = engine::validate(&spec, &geo).and_then(|_| engine::run(&*target, &spec, r.clock, r.status));
-        match run {
+        let run = match engine::validate(&spec, &geo).and_then(|_| engine::run(&*target, &spec, r.clock, r.status)) {
             Ok(threads) => {
                 let mut s = RunSummary::new(label.to_string(), target.describe(), &threads, r.clock.source());
                 s.emulated = true;
                 s.emulated_note = Some(SIM_NOTE.into());
-                p.record(s);
+                Run::of(round, s)
             }
-            Err(e) => p.error = Some(crate::error::chain(&Error::from(e))),
-        }
+            Err(e) => Run::failed(round, crate::error::chain(&Error::from(e))),
+        };
+        r.push(pi, si, run);
     }
-    points
 }
 
-/// Run every setting on each device path of `paths`, in order (kernel rows
-/// first). The controller moves to vfio-pci once, before the first vfio
-/// point, and goes back afterwards (the guard also restores it on unwinding).
-fn run_device(r: &mut Runner, session: &mut Session, paths: &[Variant], settings: &[(Setting, Vec<Axis>)]) -> Vec<Point> {
+/// Every round of the device paths: the kernel paths' rounds first, then
+/// the vfio paths' (the controller moves to vfio-pci once, before the first
+/// vfio run, and goes back at the end; the guard also restores it on
+/// unwinding). Within a group, round r rotates both the paths and each
+/// path's settings r places. `paths` is the sweep's whole path list
+/// (indices into the points).
+fn run_device(r: &mut Runner, session: &mut Session, paths: &[Variant]) {
     let a = r.args;
     let t = session.topology.clone();
-    let mut points = vec![];
-    for v in paths.iter().filter(|v| v.path != PathKind::Sim) {
-        let mut bind_error = None;
-        if v.path == PathKind::Vfio && !r.stop.requested() {
-            bind_error = session.bind_vfio().err();
-        }
-        for (s, axes) in settings {
-            let mut pt = Point::new(&v.label, *s, axes);
-            if r.stop.requested() {
-                pt.error = Some("interrupted".into());
-            } else if let (PathKind::Vfio, Some(e)) = (v.path, &bind_error) {
-                pt.error = Some(format!("could not bind to vfio-pci: {e}"));
-                r.progress.skip(1);
-            } else {
-                r.progress.announce(&v.label, *s);
-                let spec = spec_for(a, *s, a.size.unwrap_or(0), a.cpus.clone().unwrap_or_default(), &r.stop);
-                match session::run_variant(v, &t, &spec, r.clock, r.status) {
-                    Ok((summary, _)) => pt.record(summary),
-                    Err(e) => pt.error = Some(crate::error::chain(&e)),
+    let device: Vec<usize> = (0..paths.len()).filter(|&i| paths[i].path != PathKind::Sim).collect();
+    let kernel: Vec<usize> = device.iter().copied().filter(|&i| paths[i].path != PathKind::Vfio).collect();
+    let vfio: Vec<usize> = device.iter().copied().filter(|&i| paths[i].path == PathKind::Vfio).collect();
+    let mut bind_error: Option<String> = None;
+    for group in [kernel, vfio] {
+        for round in 0..a.repeat {
+            for pi in rotated(&group, round) {
+                let v = &paths[pi];
+                if v.path == PathKind::Vfio && bind_error.is_none() && !r.stop.requested() {
+                    bind_error = session.bind_vfio().err();
+                }
+                for si in r.order(round) {
+                    if r.stop.requested() {
+                        return;
+                    }
+                    let s = r.settings[si].0;
+                    if let (PathKind::Vfio, Some(e)) = (v.path, &bind_error) {
+                        let e = format!("could not bind to vfio-pci: {e}");
+                        r.push(pi, si, Run::failed(round, e));
+                        r.progress.skip(1);
+                        continue;
+                    }
+                    r.progress.announce(&v.label, s, round);
+                    let spec = spec_for(a, s, a.size.unwrap_or(0), a.cpus.clone().unwrap_or_default(), &r.stop);
+                    let run = match session::run_variant(v, &t, &spec, r.clock, r.status) {
+                        Ok((summary, _)) => Run::of(round, summary),
+                        Err(e) => Run::failed(round, crate::error::chain(&e)),
+                    };
+                    r.push(pi, si, run);
                 }
             }
-            points.push(pt);
         }
     }
-    points
 }
 
-/// Counts points for the progress lines on stderr.
+/// Counts runs for the progress lines on stderr.
 struct Progress {
     done: usize,
     total: usize,
+    rounds: usize,
 }
 
 impl Progress {
-    fn announce(&mut self, label: &str, s: Setting) {
+    fn announce(&mut self, label: &str, s: Setting, round: usize) {
         self.done += 1;
-        eprintln!("nvme-bypass: [{}/{}] {label}: bs={} iodepth={} numjobs={}", self.done, self.total, size_label(s.bs), s.iodepth, s.numjobs);
+        let r = if self.rounds > 1 { format!(" round {}/{}", round + 1, self.rounds) } else { String::new() };
+        eprintln!("nvme-bypass: [{}/{}]{r} {label}: bs={} iodepth={} numjobs={}", self.done, self.total, size_label(s.bs), s.iodepth, s.numjobs);
     }
     fn skip(&mut self, n: usize) {
         self.done += n;
@@ -366,24 +469,38 @@ pub fn sweep(a: &SweepArgs, stop: &Stop) -> Result<i32, Error> {
     });
     std::fs::create_dir_all(&out).map_err(|e| Error::setup(format!("cannot create --out {}", out.display()), "pick a folder you can write", e))?;
     eprintln!(
-        "nvme-bypass: sweeping {} point{} x {} path{} ({} each, {} warm-up) into {}",
+        "nvme-bypass: sweeping {} point{} x {} path{}{} ({} each, {} warm-up) into {}",
         settings.len(),
         if settings.len() == 1 { "" } else { "s" },
         paths.len(),
         if paths.len() == 1 { "" } else { "s" },
+        if a.repeat > 1 { format!(" x {} rounds in rotated order", a.repeat) } else { String::new() },
         fmt::secs(a.runtime),
         fmt::secs(a.ramp_time),
         out.display()
     );
 
+    let qemu = topo.as_ref().is_some_and(|t| t.emulated.is_some());
+    let mut points = vec![];
+    for v in &paths {
+        for (s, axes) in &settings {
+            let mut p = Point::new(&v.label, *s, axes, a.repeat);
+            p.polled = polled(&v.spec);
+            p.simulated = v.path == PathKind::Sim;
+            p.emulated = v.path != PathKind::Sim && qemu;
+            points.push(p);
+        }
+    }
     let mut r = Runner {
         args: a,
         clock: Clock::calibrate(),
         status: a.output_format == OutputFormat::Normal && crate::sys::isatty(2),
-        progress: Progress { done: 0, total: settings.len() * paths.len() },
+        progress: Progress { done: 0, total: settings.len() * paths.len() * a.repeat, rounds: a.repeat },
         stop: stop.clone(),
+        settings: settings.clone(),
+        points,
+        seq: 0,
     };
-    let mut points: Vec<Point> = vec![];
 
     // Simulator paths: the controller thread on a CPU of its own; the
     // core-to-core latency measured before and after, while it is not running.
@@ -392,8 +509,11 @@ pub fn sweep(a: &SweepArgs, stop: &Stop) -> Result<i32, Error> {
     if !sim_paths.is_empty() {
         let pair = sim_job_cpus.first().copied().zip(sim_cpu);
         let before = pair.and_then(|(x, y)| crate::measure::c2c::measure(x, y, 20_000));
-        for v in paths.iter().filter(|v| v.path == PathKind::Sim) {
-            points.extend(run_sim(&mut r, v, &settings, sim_cpu));
+        for round in 0..a.repeat {
+            let sims: Vec<usize> = (0..paths.len()).filter(|&i| paths[i].path == PathKind::Sim).collect();
+            for pi in rotated(&sims, round) {
+                run_sim(&mut r, pi, &paths[pi], round, sim_cpu);
+            }
         }
         let after = pair.and_then(|(x, y)| crate::measure::c2c::measure(x, y, 20_000));
         c2c = pair.map(|_| (before, after));
@@ -404,17 +524,14 @@ pub fn sweep(a: &SweepArgs, stop: &Stop) -> Result<i32, Error> {
     let driver_before = topo.as_ref().and_then(|t| t.driver.clone());
     let mut driver_after = None;
     if let Some(mut s) = session {
-        points.extend(run_device(&mut r, &mut s, &paths, &settings));
+        run_device(&mut r, &mut s, &paths);
         driver_after = s.finish();
     }
+    let mut points = r.points;
+    for p in &mut points {
+        p.finish();
+    }
 
-    let mut emulated = vec![];
-    if !sim_paths.is_empty() {
-        emulated.push(format!("simulator ({}): {SIM_NOTE}", sim_paths.join(", ")));
-    }
-    if let Some(e) = topo.as_ref().and_then(|t| t.emulated.clone()) {
-        emulated.push(e);
-    }
     let bs0 = bss[0];
     let qd_max = *iodepths.iter().max().expect("non-empty");
     let plan = vec![
@@ -424,14 +541,18 @@ pub fn sweep(a: &SweepArgs, stop: &Stop) -> Result<i32, Error> {
     ];
     let mut sw = Sweep {
         version: env!("CARGO_PKG_VERSION"),
-        emulated: (!emulated.is_empty()).then(|| emulated.join("; ")),
+        simulated: (!sim_paths.is_empty()).then(|| format!("simulator ({}): {SIM_NOTE}", sim_paths.join(", "))),
+        emulated: topo.as_ref().and_then(|t| t.emulated.clone()),
         topology: topo,
         workload: serde_json::json!({
             "rw": a.rw.as_str(), "rwmixread": a.rwmixread, "iodepth": iodepths, "bs": bss, "numjobs": numjobs,
             "runtime_s": a.runtime.as_secs_f64(), "ramp_s": a.ramp_time.as_secs_f64(), "offset": a.offset, "size": a.size,
             "cpus": a.cpus, "sim_size": (!sim_paths.is_empty()).then_some(a.sim_size), "plan": plan,
+            "repeat": a.repeat, "order": ORDER,
         }),
         paths: paths.iter().map(|p| p.label.clone()).collect(),
+        polled_paths: paths.iter().filter(|p| polled(&p.spec)).map(|p| p.label.clone()).collect(),
+        repeat: a.repeat,
         points,
         core_to_core_ns: c2c,
         core_share: share,
@@ -444,6 +565,7 @@ pub fn sweep(a: &SweepArgs, stop: &Stop) -> Result<i32, Error> {
         ("iops_per_core_vs_qd.svg", charts::iops_per_core as fn(&Sweep, &Path) -> Result<(), String>),
         ("latency_percentiles.svg", charts::latency),
         ("throughput_vs_bs.svg", charts::throughput),
+        ("latency_vs_iops.svg", charts::latency_vs_iops),
     ] {
         match draw(&sw, &out.join(file)) {
             Ok(()) => sw.charts.push(file.to_string()),
@@ -477,17 +599,34 @@ pub fn sweep(a: &SweepArgs, stop: &Stop) -> Result<i32, Error> {
     Ok(if failed { exit::RUN_FAILED } else { exit::OK })
 }
 
-/// The compact text table: one line per point, path by path.
+/// What produced a point's figures, as the table's `device` column says it.
+fn device_word(p: &Point) -> &'static str {
+    if p.simulated {
+        "simulated"
+    } else if p.emulated {
+        "emulated"
+    } else {
+        "hardware"
+    }
+}
+
+/// The compact text table: one line per point, path by path, with the
+/// figures' medians; with `--repeat` above 1 a second line under each
+/// gives every figure's min-max range over the runs.
 pub fn table(sw: &Sweep, out: &Path) -> String {
     let mut o = String::new();
+    if let Some(e) = &sw.simulated {
+        o.push_str(&format!("SIMULATED: {e}\n"));
+    }
     if let Some(e) = &sw.emulated {
         o.push_str(&format!("EMULATED: {e}\n"));
     }
     if let Some(t) = &sw.topology {
         o.push_str(&format!("{}\n", session::device_line(t)));
     }
+    let runs = if sw.repeat > 1 { format!(", {} runs per point in rotated order", sw.repeat) } else { String::new() };
     o.push_str(&format!(
-        "workload: rw={}, {}s per point after {}s warm-up\n",
+        "workload: rw={}, {}s per run after {}s warm-up{runs}\n",
         sw.workload["rw"].as_str().unwrap_or("?"),
         sw.workload["runtime_s"],
         sw.workload["ramp_s"]
@@ -496,41 +635,66 @@ pub fn table(sw: &Sweep, out: &Path) -> String {
         o.push_str(&format!("  {}\n", line.as_str().unwrap_or("")));
     }
     o.push('\n');
+    let ranges = sw.repeat > 1;
+    // Wide enough for "999.9k-999.9k" when ranges are shown.
+    let w = if ranges { 13 } else { 10 };
+    let lead_w = 24 + 1 + 5 + 1 + 4 + 1 + 4 + 1 + 9;
+    let measured = if ranges { format!(" measured: median of {} runs, min-max below ", sw.repeat) } else { " measured ".to_string() };
+    // A label centred in dashes over `cells` columns.
+    let bar = |label: &str, cells: usize| {
+        let n = (cells * (w + 1) - 1).saturating_sub(label.chars().count());
+        format!("{}{label}{}", "-".repeat(n / 2), "-".repeat(n - n / 2))
+    };
+    o.push_str(&format!("{:lead_w$} {} | {}\n", "", bar(&measured, 8), bar(" modelled ", 2)));
     o.push_str(&format!(
-        "{:<24} {:>5} {:>4} {:>4} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>10} {:>9} {:>8} {:>8}\n",
-        "path", "bs", "QD", "jobs", "IOPS", "MiB/s", "p50 us", "p99 us", "p99.9 us", "cores", "IOPS/core", "ceiling", "cpu ns", "useful"
+        "{:<24} {:>5} {:>4} {:>4} {:<9} {:>w$} {:>w$} {:>w$} {:>w$} {:>w$} {:>w$} {:>w$} {:>w$} | {:>w$} {:>w$}\n",
+        "path", "bs", "QD", "jobs", "device", "IOPS", "MiB/s", "p50 us", "p99 us", "p99.9 us", "cores", "IOPS/core", "cpu ns", "ceiling", "useful ns"
     ));
-    let opt = |x: Option<f64>, f: fn(f64) -> String| x.map(f).unwrap_or_else(|| "-".into());
+    type Cell = (Option<Spread>, fn(f64) -> String);
     for p in &sw.points {
-        let lead = format!("{:<24} {:>5} {:>4} {:>4}", p.path, size_label(p.bs), p.iodepth, p.numjobs);
+        let lead = format!("{:<24} {:>5} {:>4} {:>4} {:<9}", p.path, size_label(p.bs), p.iodepth, p.numjobs, device_word(p));
         if !p.ok() {
             o.push_str(&format!("{lead} not run: {}\n", p.error.as_deref().unwrap_or("?")));
             continue;
         }
-        o.push_str(&format!(
-            "{lead} {:>8} {:>8.1} {:>8} {:>8} {:>9} {:>6} {:>10} {:>9} {:>8} {:>8}{}\n",
-            opt(p.iops, si),
-            p.mib_per_s.unwrap_or(0.0),
-            us(p.lat_p50_ns.unwrap_or(0)),
-            us(p.lat_p99_ns.unwrap_or(0)),
-            us(p.lat_p999_ns.unwrap_or(0)),
-            opt(p.cores_busy, |x| format!("{x:.2}")),
-            opt(p.iops_per_busy_core, si),
-            opt(p.useful_ceiling_iops, si),
-            opt(p.cpu_ns_per_io, |x| format!("{x:.0}")),
-            opt(p.useful_cpu_ns_per_io, |x| format!("{x:.0}")),
-            p.error.as_deref().map(|e| format!("  ({e})")).unwrap_or_default(),
-        ));
+        let cells: [Cell; 10] = [
+            (p.measured_iops, si),
+            (p.measured_mib_per_s, |x| format!("{x:.1}")),
+            (p.measured_lat_p50_ns, |x| us(x as u64)),
+            (p.measured_lat_p99_ns, |x| us(x as u64)),
+            (p.measured_lat_p999_ns, |x| us(x as u64)),
+            (p.measured_cores_busy, |x| format!("{x:.2}")),
+            (p.measured_iops_per_busy_core, si),
+            (p.measured_cpu_ns_per_io, |x| format!("{x:.0}")),
+            (p.modelled_ceiling_iops_per_core, si),
+            (p.modelled_useful_cpu_ns_per_io, |x| format!("{x:.0}")),
+        ];
+        let row = |pick: fn(&Spread, fn(f64) -> String) -> String| {
+            let c: Vec<String> = cells.iter().map(|(v, f)| v.as_ref().map(|v| pick(v, *f)).unwrap_or_else(|| "-".into())).collect();
+            format!(
+                "{:>w$} {:>w$} {:>w$} {:>w$} {:>w$} {:>w$} {:>w$} {:>w$} | {:>w$} {:>w$}",
+                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]
+            )
+        };
+        o.push_str(&format!("{lead} {}{}\n", row(|v, f| f(v.median)), p.error.as_deref().map(|e| format!("  ({e})")).unwrap_or_default()));
+        if ranges {
+            let n = p.measured_iops.map(|s| s.n).unwrap_or(0);
+            let what = if n < sw.repeat { format!("min-max n={n}") } else { "min-max".to_string() };
+            o.push_str(&format!("{:>lead_w$} {}\n", what, row(|v, f| format!("{}-{}", f(v.min), f(v.max)))));
+        }
     }
     o.push_str(
-        "\ncores, IOPS/core and ceiling are system-wide (/proc/stat over the measured interval, as in compare):\n\
-         IOPS/core = IOPS per busy core; ceiling = 1 s / (busy CPU per I/O less the time of polls that found nothing).\n\
-         cpu ns / useful: the benchmark threads' own CPU per I/O, raw and less empty polls. Short points make\n\
-         /proc/stat figures coarse (10 ms ticks): prefer --runtime of a few seconds for figures you quote.\n",
+        "\nmeasured: cores and IOPS/core are system-wide (/proc/stat over the measured interval, as in compare):\n\
+         IOPS/core = IOPS per busy core; cpu ns = the benchmark threads' own CPU per I/O.\n\
+         modelled: ceiling = 1 s / (busy CPU per I/O less the time of polls that found nothing), the IOPS one core\n\
+         would do if the device never made the path wait; useful ns = the threads' CPU per I/O less empty polls.\n\
+         For polled paths measured IOPS/core is bounded by the device and the modelled ceiling is the path's own\n\
+         cost; for interrupt-driven paths the two agree. Short runs make /proc/stat figures coarse (10 ms ticks):\n\
+         prefer --runtime of a few seconds for figures you quote.\n",
     );
     if let Some((b, a)) = sw.core_to_core_ns {
         let f = |x: Option<f64>| x.map(|v| format!("{v:.0} ns")).unwrap_or("n/a".into());
-        o.push_str(&format!("simulator core-to-core latency: {} before, {} after (compare simulator figures only within one state)\n", f(b), f(a)));
+        o.push_str(&format!("simulator core-to-core latency, measured: {} before, {} after (compare simulated figures only within one state)\n", f(b), f(a)));
     }
     if let Some(c) = sw.core_share {
         o.push_str(&format!("simulator CPUs: {}\n", crate::measure::c2c::describe_share(c)));
@@ -553,7 +717,7 @@ pub fn table(sw: &Sweep, out: &Path) -> String {
 mod charts;
 pub mod model;
 
-pub use model::{grid, Axis, Point, Setting, Sweep};
+pub use model::{grid, Axis, Point, Run, Setting, Sweep};
 
 #[cfg(test)]
 mod tests {
@@ -574,6 +738,44 @@ mod tests {
         let g = grid(&[32, 1], &[4096], &[1]);
         assert_eq!(g[0].0.iodepth, 32);
         assert_eq!(g[0].1, vec![Axis::Iodepth, Axis::Bs, Axis::Numjobs]);
+    }
+
+    #[test]
+    fn rounds_rotate_and_points_sum_up_their_runs() {
+        assert_eq!(rotated(&[0, 1, 2], 0), vec![0, 1, 2]);
+        assert_eq!(rotated(&[0, 1, 2], 1), vec![1, 2, 0]);
+        assert_eq!(rotated(&[0, 1, 2], 5), vec![2, 0, 1]);
+        assert!(rotated::<usize>(&[], 3).is_empty());
+
+        let s = Setting { bs: 4096, iodepth: 8, numjobs: 1 };
+        let mut p = Point::new("sim", s, &[Axis::Iodepth], 3);
+        for (round, iops) in [(0, 100.0), (1, 300.0), (2, 200.0)] {
+            let mut r = Run::failed(round, String::new());
+            r.error = None;
+            r.measured_iops = Some(iops);
+            r.modelled_ceiling_iops_per_core = Some(iops * 2.0);
+            p.runs.push(r);
+        }
+        p.finish();
+        let m = p.measured_iops.unwrap();
+        assert_eq!((m.median, m.min, m.max, m.n), (200.0, 100.0, 300.0, 3));
+        assert_eq!(p.modelled_ceiling_iops_per_core.unwrap().median, 400.0);
+        assert!(p.measured_cores_busy.is_none() && p.error.is_none() && p.ok());
+
+        // A failed run keeps the others' figures and names its round.
+        p.runs[1] = Run::failed(1, "boom".into());
+        p.finish();
+        assert_eq!(p.measured_iops.unwrap().n, 2);
+        assert_eq!(p.error.as_deref(), Some("round 2: boom"));
+
+        // Runs missing after Ctrl-C are said to be.
+        p.runs.truncate(1);
+        p.finish();
+        assert_eq!(p.error.as_deref(), Some("interrupted: 1 of 3 runs"));
+        p.runs.clear();
+        p.finish();
+        assert!(!p.ok());
+        assert_eq!(p.error.as_deref(), Some("interrupted"));
     }
 
     #[test]
