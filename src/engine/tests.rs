@@ -45,6 +45,10 @@ struct FakeQueue {
     can_look: bool,
     /// Completions taken by each poll that took any.
     reaps: Vec<usize>,
+    /// With `can_look`: each batch is ready only after this many looks
+    /// found it not ready (`looks_left` counts down, then starts again).
+    looks_per_batch: u32,
+    looks_left: std::cell::Cell<u32>,
 }
 
 impl FakeQueue {
@@ -120,7 +124,15 @@ impl IoQueue for FakeQueue {
         Ok(n)
     }
     fn ready(&self, n: usize) -> Option<bool> {
-        self.can_look.then_some(self.outstanding.len() >= n)
+        if !self.can_look {
+            return None;
+        }
+        if self.looks_left.get() > 0 {
+            self.looks_left.set(self.looks_left.get() - 1);
+            return Some(false);
+        }
+        self.looks_left.set(self.looks_per_batch);
+        Some(self.outstanding.len() >= n)
     }
     fn buf_write(&mut self, buf: u32, off: usize, data: &[u8]) {
         self.bufs[buf as usize][off..off + data.len()].copy_from_slice(data);
@@ -318,4 +330,16 @@ fn a_fixed_completion_batch_reaps_exactly_that_many_every_time() {
     let geo = Geometry { nsid: 1, lba_size: LBA as u32, blocks: 1 << 20, max_transfer: 1 << 20 };
     let e = crate::engine::validate(&s, &geo).unwrap_err().to_string();
     assert!(e.contains("--batch-complete 9 is more than --iodepth 8"), "{e}");
+}
+
+#[test]
+fn a_polled_fixed_batch_spins_and_counts_every_look_that_found_it_not_ready() {
+    // looks_left starts at 4: the phase first asks once whether it can look.
+    let s = JobSpec { batch_complete: 4, ..spec(Rw::Randread, 1000) };
+    let mut q = FakeQueue { can_look: true, looks_per_batch: 3, looks_left: 4.into(), ..FakeQueue::new(s.iodepth, s.bs) };
+    let r = run(&s, &mut q);
+    assert_eq!(r.read.ios, 1000);
+    assert!(q.reaps.iter().all(|&n| n == 4));
+    // 250 batches, each found not ready 3 times first.
+    assert_eq!(r.empty_polls, 750);
 }
