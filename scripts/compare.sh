@@ -38,7 +38,9 @@ echo "Every figure below is EMULATED: ratios between paths in one boot, not devi
 RESULTS=$OUT/testbed
 # multipath=N gives a plain blk-mq /dev/nvme0n1 with a choice of I/O
 # scheduler; one poll queue lets the polled (IOPOLL) variants run.
-scripts/testbed/run.sh --multipath N --poll-queues 1 --timeout 1200 --results "$RESULTS" --quiet \
+# Three rounds of every row (main.sh's --repeat 3) take about three times
+# one round's time: the compare step gets 15 minutes.
+scripts/testbed/run.sh --multipath N --poll-queues 1 --timeout 1800 --step-timeout 900 --stall-timeout 900 --results "$RESULTS" --quiet \
   tests/testbed/main.sh --runtime "${NVB_RUNTIME:-3}" --ramp-time 1 --iodepth 32 "${ARGS[@]}"
 cp "$RESULTS/results/compare/table.txt" "$RESULTS/results/compare/compare.json" "$OUT/"
 mkdir -p "$OUT/sweep" && cp "$RESULTS"/results/sweep/* "$OUT/sweep/"

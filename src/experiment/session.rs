@@ -70,6 +70,30 @@ impl Session {
         self.bind_error.clone().map_or(Ok(()), Err)
     }
 
+    /// Give the controller back to its driver now if it was moved (a
+    /// kernel row runs after a vfio row when the rounds of a repeated
+    /// comparison rotate), and wait for the namespace's device files. A
+    /// later vfio row moves it again.
+    pub fn release_vfio(&mut self) -> Result<(), String> {
+        if let Some(b) = self.binding.take() {
+            release_guard(b).map_err(|e| crate::error::chain(&e))?;
+            // The namespace's block and generic devices appear shortly after
+            // the controller's character device that restore waits for.
+            let start = std::time::Instant::now();
+            for p in self.topology.block.iter().chain(self.topology.generic.iter()) {
+                while !p.exists() && start.elapsed() < std::time::Duration::from_secs(10) {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True while the controller is on vfio-pci for the vfio rows.
+    pub fn on_vfio(&self) -> bool {
+        self.binding.is_some()
+    }
+
     /// Give the controller back to its driver if it was moved, and return
     /// that driver as it is now.
     pub fn finish(mut self) -> Option<String> {
