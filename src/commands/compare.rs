@@ -21,7 +21,7 @@ use crate::measure::clock::Clock;
 use crate::engine::{JobSpec, Stop};
 use crate::experiment::plan::{plan_paths, Variant};
 use crate::experiment::session::{self, Session};
-use crate::experiment::repeat::{noise_control_index, ratio, rotated_order, Ratio, RowFigures, RunFigures, NOISE_CONTROL_SUFFIX};
+use crate::experiment::repeat::{noise_control_index, ratio, rotated_order, Ratio, Reading, RowFigures, RunFigures, NOISE_CONTROL_SUFFIX};
 use crate::measure::spread::Spread;
 use crate::report::fmt::{si, us};
 use crate::report::RunSummary;
@@ -161,6 +161,8 @@ pub struct Comparison {
     /// One line per path: the measured figures against the baseline, then
     /// the modelled ceiling.
     pub headline: Vec<String>,
+    /// Set when the baseline and its noise control do not overlap.
+    pub noise_warning: Option<String>,
     /// Driver of the controller before and after the run.
     pub driver_before: Option<String>,
     /// Driver after.
@@ -293,6 +295,21 @@ fn reading(r: &Row, x: Option<Ratio>) -> String {
     }
 }
 
+/// When the baseline and its noise control, the same configuration, do
+/// not overlap in measured IOPS per busy core: the run-to-run noise is
+/// larger than either range shows, and every reading is doubtful.
+pub fn noise_warning(c: &Comparison) -> Option<String> {
+    let b = c.rows.iter().find(|r| r.variant.label == BASELINE && !r.noise_control)?;
+    let r = b.iops_per_busy_core_ratio_measured?;
+    (r.reading == Reading::Higher || r.reading == Reading::Lower).then(|| {
+        format!(
+            "{BASELINE} and its noise control, the same configuration, do not overlap in IOPS per busy core ({} against {}): the run-to-run noise here is larger than the ranges show; read no verdict as settled (more rounds, longer --runtime, a quieter machine)",
+            range_si(b.figures.iops_per_busy_core_measured),
+            range_si(c.rows.iter().find(|r| r.noise_control).and_then(|r| r.figures.iops_per_busy_core_measured)),
+        )
+    })
+}
+
 /// The side-by-side table: measured figures first, then the modelled ceiling.
 pub fn table(c: &Comparison) -> String {
     let mut o = String::new();
@@ -375,6 +392,9 @@ pub fn table(c: &Comparison) -> String {
          polls that found nothing (measured). modelled ceiling = the system ceiling (modelled): 1 s / (CPU ns/IO - empty ns/IO),\n\
          IOPS per core with a device fast enough that polling never waits. A model, not a measurement.\n",
     );
+    if let Some(w) = noise_warning(c) {
+        o.push_str(&format!("\nWARNING: {w}\n"));
+    }
     if !c.headline.is_empty() {
         o.push_str(&format!("\nheadline (relative to {}; measured first, then the model):\n", c.baseline));
         for h in &c.headline {
@@ -499,9 +519,12 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         baseline: BASELINE.to_string(),
         noise_control,
         headline,
+        noise_warning: None,
         driver_before,
         driver_after: after,
     };
+    let mut c = c;
+    c.noise_warning = noise_warning(&c);
     let text = table(&c);
     let json = serde_json::to_string_pretty(&c).unwrap();
     if let Some(dir) = &a.out {
@@ -530,7 +553,6 @@ mod tests {
     use super::*;
     use crate::measure::topology::Topology;
     use crate::report::SystemSummary;
-    use crate::experiment::repeat::Reading;
     use std::path::PathBuf;
 
     fn variants() -> Vec<Variant> {
@@ -596,6 +618,7 @@ mod tests {
             rows,
             baseline: BASELINE.into(),
             headline,
+            noise_warning: None,
             driver_before: Some("nvme".into()),
             driver_after: Some("nvme".into()),
         }
@@ -644,6 +667,21 @@ mod tests {
         assert!(!c.headline.iter().any(|h| h.contains("noise control:")), "the control has no headline");
         let t = table(&c);
         assert!(t.contains("within noise") && t.contains("noise control") && t.contains("modelled"), "{t}");
+    }
+
+    #[test]
+    fn a_noise_control_apart_from_its_baseline_is_warned_about() {
+        assert_eq!(noise_warning(&three_rounds()), None);
+        let v = rows_with_noise_control(variants(), 3);
+        let per_row: [[f64; 3]; 5] = [[20e3, 22e3, 3e3], [21e3, 22e3, 20e3], [40e3, 43e3, 34e3], [41e3, 46e3, 34e3], [26e3, 27e3, 16e3]];
+        let rows = v.into_iter().zip(per_row).map(|((v, n), xs)| {
+            let runs = xs.iter().enumerate().map(|(r, &x)| run(r, r, &v.label, x)).collect();
+            row_of(v, n, runs)
+        }).collect();
+        let c = comparison(rows, 3);
+        let w = noise_warning(&c).expect("a warning");
+        assert!(w.contains("do not overlap") && w.contains("[3.0k-22.0k]"), "{w}");
+        assert!(table(&c).contains("WARNING: block/io_uring and its noise control"));
     }
 
     #[test]

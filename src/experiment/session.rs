@@ -63,7 +63,10 @@ impl Session {
     pub fn bind_vfio(&mut self) -> Result<(), String> {
         if self.binding.is_none() && self.bind_error.is_none() {
             match bind_guard(self.topology.bdf.as_deref().unwrap_or("")) {
-                Ok(b) => self.binding = Some(b),
+                Ok(b) => {
+                    self.binding = Some(b);
+                    settle();
+                }
                 Err(e) => self.bind_error = Some(crate::error::chain(&e)),
             }
         }
@@ -85,6 +88,7 @@ impl Session {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
             }
+            settle();
         }
         Ok(())
     }
@@ -104,6 +108,28 @@ impl Session {
         }
         topology::resolve(self.topology.bdf.as_deref().unwrap_or(&self.device), self.topology.nsid).ok().and_then(|x| x.driver)
     }
+}
+
+/// After the controller moved, wait (at most 10 s) until the machine is
+/// quiet: the driver's probe or removal, the namespace scan and udev run
+/// on after the move returns, and /proc/stat would count their work in the
+/// next row's system-wide CPU. Quiet: under a fifth of a core busy over
+/// 300 ms.
+fn settle() {
+    use crate::measure::stats::SystemCpu;
+    use std::time::{Duration, Instant};
+    let start = Instant::now();
+    let window = Duration::from_millis(300);
+    while start.elapsed() < Duration::from_secs(10) {
+        let Some(a) = SystemCpu::now() else { return };
+        let t = Instant::now();
+        std::thread::sleep(window);
+        let Some(b) = SystemCpu::now() else { return };
+        if (b.since(&a).busy_ns() as f64) < 0.2 * t.elapsed().as_nanos() as f64 {
+            break;
+        }
+    }
+    eprintln!("nvme-bypass: waited {:.1} s for the machine to be quiet after moving the controller", start.elapsed().as_secs_f64());
 }
 
 /// Move `bdf` to vfio-pci, printing what was done to stderr. The returned
