@@ -424,6 +424,11 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
             a.device
         )));
     }
+    if a.repeat > 1 && crate::measure::marker::base().is_some() {
+        return Err(Error::usage(
+            "NVB_MARKERS with --repeat: count-report reads one instruction-counting window per row; count one round (drop --repeat), and time the rows in a boot without the counting plugin",
+        ));
+    }
     let mut session = Session::open(&a.device, a.nsid, "compare", "")?;
     // The results folder exists before any row runs: a folder that cannot
     // be made is bad input, found before anything is done to the device.
