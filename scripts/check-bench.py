@@ -2,9 +2,95 @@
 """Run `nvme-bypass bench` on the simulator and check what it prints:
 the fio-shaped JSON (jobs[] with read/write blocks, iops, bw, clat_ns/lat_ns
 percentiles, usr_cpu/sys_cpu) plus our CPU-per-I/O figures, and a mixed
-verify run ending with 0 mismatches. Exits non-zero with the reason."""
-import json, subprocess, sys
+verify run ending with 0 mismatches. Exits non-zero with the reason.
 
+Beyond presence, the figures must agree with each other (check_json):
+per-direction total_ios add up to the run's I/Os and to its latency count
+N, latency percentiles ascend, useful CPU per I/O is raw less exactly the
+empty-poll share, the thread ceiling (modelled) is 1 s over useful CPU per
+I/O, and the system ceiling (modelled) is at or above the measured IOPS per
+busy core.
+
+Usage: check-bench.py BIN
+       check-bench.py --self-test   (the checks against tests/fixtures/bench-sim.json,
+                                     then each of a few corruptions of it, which must fail)"""
+import copy, json, os, subprocess, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import invariants
+from invariants import Bad
+
+
+def check_json(j):
+    """Every invariant of a bench JSON; raises Bad."""
+    job = j["jobs"][0]
+    for k in ("jobname", "read", "write", "usr_cpu", "sys_cpu", "job options"):
+        if k not in job:
+            raise Bad(f"jobs[0] lacks {k}")
+    nb = j["nvme_bypass"]
+    total = {"read": 0, "write": 0}
+    for i, job in enumerate(j["jobs"]):
+        for d in ("read", "write"):
+            blk = job[d]
+            total[d] += blk["total_ios"]
+            if blk["clat_ns"]["N"] != blk["total_ios"]:
+                raise Bad(f"jobs[{i}].{d}: N {blk['clat_ns']['N']} latencies but total_ios {blk['total_ios']}")
+            invariants.percentiles_ascending(f"jobs[{i}].{d}.clat_ns", blk["clat_ns"])
+        invariants.useful_is_raw_less_empty_share(f"jobs[{i}].cpu_accounting", job["nvme_bypass"]["cpu_accounting"])
+        if "ceiling_iops_per_core" in job["nvme_bypass"]["cpu_accounting"]:
+            raise Bad(f"jobs[{i}].cpu_accounting.ceiling_iops_per_core: a model, named thread_ceiling_iops_modelled")
+    for d in ("read", "write"):
+        if total[d] != nb[d]["ios"]:
+            raise Bad(f"{d}: jobs' total_ios add up to {total[d]}, the run's {d}.ios is {nb[d]['ios']}")
+    invariants.summary("nvme_bypass", nb)
+    if not nb["emulated"]:
+        raise Bad("simulator figures must be labelled emulated")
+
+
+def self_test():
+    fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "bench-sim.json")
+    good = json.load(open(fixture))
+    check_json(good)
+
+    def p50_above_p99(j):
+        pct = j["nvme_bypass"]["lat_ns"]["percentile"]
+        pct["50.000000"], pct["99.000000"] = pct["99.000000"] + 1, pct["50.000000"]
+
+    def useful_off(j):
+        j["nvme_bypass"]["cpu"]["useful_cpu_ns_per_io"] *= 0.9
+
+    def one_more_io(j):
+        j["jobs"][0]["read"]["total_ios"] += 1
+
+    def ceiling_below_measured(j):
+        nb = j["nvme_bypass"]
+        nb["system_ceiling_iops_modelled"] = nb["system"]["iops_per_busy_core"] * 0.5
+
+    def thread_ceiling_off(j):
+        j["nvme_bypass"]["thread_ceiling_iops_modelled"] *= 1.2
+
+    def unlabelled_model(j):
+        c = j["nvme_bypass"]["cpu"]
+        c["ceiling_iops_per_core"] = c.pop("thread_ceiling_iops_modelled")
+
+    for corrupt in (p50_above_p99, useful_off, one_more_io, ceiling_below_measured, thread_ceiling_off, unlabelled_model):
+        j = copy.deepcopy(good)
+        corrupt(j)
+        try:
+            check_json(j)
+        except Bad as e:
+            print(f"self-test: {corrupt.__name__}: caught ({e})")
+            continue
+        print(f"FAIL: self-test: {corrupt.__name__} was not caught", file=sys.stderr)
+        sys.exit(1)
+    print(f"check-bench.py self-test ok: {fixture} passes, 6 corruptions of it fail")
+
+
+if sys.argv[1:] == ["--self-test"]:
+    self_test()
+    sys.exit(0)
+if len(sys.argv) != 2:
+    print(__doc__, file=sys.stderr)
+    sys.exit(2)
 BIN = sys.argv[1]
 
 def run(*args):
@@ -20,10 +106,11 @@ rc, out, err = run("bench", "--backend", "sim", "--rw", "randread", "--bs", "4k"
 if rc != 0:
     fail(f"bench exited {rc}: {err}")
 j = json.loads(out)
+try:
+    check_json(j)
+except Bad as e:
+    fail(str(e))
 job = j["jobs"][0]
-for k in ("jobname", "read", "write", "usr_cpu", "sys_cpu", "job options"):
-    if k not in job:
-        fail(f"jobs[0] lacks {k}")
 rd = job["read"]
 for k in ("iops", "bw", "bw_bytes", "io_bytes", "runtime", "total_ios", "clat_ns", "lat_ns"):
     if k not in rd:

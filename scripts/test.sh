@@ -33,6 +33,13 @@ if grep -rnwE 'sq_tail|last_sq_tail|cq_head|cq_phase|SqRing|CqRing|RingView' src
 fi
 python3 scripts/check-use-cycles.py --self-test >/dev/null
 
+step "checkers: corrupted figures in checked-in samples must fail the checks"
+# check-bench.py and check-compare.py check invariants between figures; each
+# first passes a valid sample (tests/fixtures/) and then fails each of a few
+# corruptions of it, so a check that cannot fail is found here.
+python3 scripts/check-bench.py --self-test | tail -1
+python3 scripts/check-compare.py --self-test | tail -1
+
 step "tier 1: cargo test (no hardware)"
 LOG=$(mktemp)
 if cargo test --workspace >"$LOG" 2>&1; then

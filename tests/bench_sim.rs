@@ -69,6 +69,18 @@ fn json_is_fio_shaped_with_cpu_figures() {
     assert!(useful > 0.0 && useful <= raw, "useful {useful} raw {raw}");
     assert!(cpu["empty_polls"].is_number());
     assert_eq!(j["nvme_bypass"]["emulated"], true);
+    // The ceilings are models and say so: the thread ceiling is 1 s over
+    // useful thread CPU, the system ceiling at or above the measured IOPS
+    // per busy core; no figure keeps the unlabelled name.
+    let nb = &j["nvme_bypass"];
+    let thread = nb["thread_ceiling_iops_modelled"].as_f64().unwrap();
+    assert!((thread - 1e9 / useful).abs() <= 1e-6 * thread, "{thread} against 1 s / {useful}");
+    assert_eq!(cpu["thread_ceiling_iops_modelled"].as_f64(), Some(thread));
+    assert!(cpu.get("ceiling_iops_per_core").is_none());
+    assert!(j["jobs"][0]["nvme_bypass"]["cpu_accounting"].get("ceiling_iops_per_core").is_none());
+    if let Some(measured) = nb["system"]["iops_per_busy_core"].as_f64() {
+        assert!(nb["system_ceiling_iops_modelled"].as_f64().unwrap() >= measured * (1.0 - 1e-9));
+    }
 }
 
 /// --wait-fast-c2c gives up after --wait-timeout with its own exit status

@@ -19,7 +19,7 @@ pub struct Cli {
 pub enum Command {
     /// Run one workload on one path and report IOPS, bandwidth, latency percentiles and CPU per I/O.
     Bench(commands::bench::BenchArgs),
-    /// The main job: the same workload through block, passthru and vfio side by side, with the per-core ceiling of each.
+    /// The main job: the same workload through block, passthru and vfio side by side: IOPS per busy core and CPU per I/O of each (measured), then its modelled ceiling; --repeat N for medians, ranges and a noise control.
     Compare(crate::commands::compare::CompareArgs),
     /// Grid over iodepth, block size and threads for each path: sweep.json and SVG charts (IOPS per core measured and modelled, latency, throughput, latency vs IOPS); --repeat N for medians with min-max ranges.
     Sweep(crate::commands::sweep::SweepArgs),

@@ -1,5 +1,6 @@
 //! The experiment: which paths and variants a comparison runs, and the
-//! device session around them.
+//! device session around them, and the rounds of a repeated comparison.
 
 pub mod plan;
+pub mod repeat;
 pub mod session;

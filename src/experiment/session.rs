@@ -63,11 +63,39 @@ impl Session {
     pub fn bind_vfio(&mut self) -> Result<(), String> {
         if self.binding.is_none() && self.bind_error.is_none() {
             match bind_guard(self.topology.bdf.as_deref().unwrap_or("")) {
-                Ok(b) => self.binding = Some(b),
+                Ok(b) => {
+                    self.binding = Some(b);
+                    settle();
+                }
                 Err(e) => self.bind_error = Some(crate::error::chain(&e)),
             }
         }
         self.bind_error.clone().map_or(Ok(()), Err)
+    }
+
+    /// Give the controller back to its driver now if it was moved (a
+    /// kernel row runs after a vfio row when the rounds of a repeated
+    /// comparison rotate), and wait for the namespace's device files. A
+    /// later vfio row moves it again.
+    pub fn release_vfio(&mut self) -> Result<(), String> {
+        if let Some(b) = self.binding.take() {
+            release_guard(b).map_err(|e| crate::error::chain(&e))?;
+            // The namespace's block and generic devices appear shortly after
+            // the controller's character device that restore waits for.
+            let start = std::time::Instant::now();
+            for p in self.topology.block.iter().chain(self.topology.generic.iter()) {
+                while !p.exists() && start.elapsed() < std::time::Duration::from_secs(10) {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+            settle();
+        }
+        Ok(())
+    }
+
+    /// True while the controller is on vfio-pci for the vfio rows.
+    pub fn on_vfio(&self) -> bool {
+        self.binding.is_some()
     }
 
     /// Give the controller back to its driver if it was moved, and return
@@ -80,6 +108,28 @@ impl Session {
         }
         topology::resolve(self.topology.bdf.as_deref().unwrap_or(&self.device), self.topology.nsid).ok().and_then(|x| x.driver)
     }
+}
+
+/// After the controller moved, wait (at most 10 s) until the machine is
+/// quiet: the driver's probe or removal, the namespace scan and udev run
+/// on after the move returns, and /proc/stat would count their work in the
+/// next row's system-wide CPU. Quiet: under a fifth of a core busy over
+/// 300 ms.
+fn settle() {
+    use crate::measure::stats::SystemCpu;
+    use std::time::{Duration, Instant};
+    let start = Instant::now();
+    let window = Duration::from_millis(300);
+    while start.elapsed() < Duration::from_secs(10) {
+        let Some(a) = SystemCpu::now() else { return };
+        let t = Instant::now();
+        std::thread::sleep(window);
+        let Some(b) = SystemCpu::now() else { return };
+        if (b.since(&a).busy_ns() as f64) < 0.2 * t.elapsed().as_nanos() as f64 {
+            break;
+        }
+    }
+    eprintln!("nvme-bypass: waited {:.1} s for the machine to be quiet after moving the controller", start.elapsed().as_secs_f64());
 }
 
 /// Move `bdf` to vfio-pci, printing what was done to stderr. The returned

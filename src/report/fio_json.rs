@@ -15,6 +15,8 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
         .map(|t| {
             let ts = RunSummary::new(s.backend.clone(), vec![], std::slice::from_ref(t), &s.clock);
             let el = t.elapsed_ns.max(1) as f64;
+            let mut cpu_accounting = serde_json::to_value(&ts.cpu).unwrap_or_default();
+            super::summary::name_thread_ceiling(&mut cpu_accounting);
             json!({
                 "jobname": format!("{}-{}", s.backend, t.thread),
                 "groupid": 0,
@@ -35,7 +37,7 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                     "thread": t.thread,
                     "cpu": t.cpu,
                     "queue": t.queue,
-                    "cpu_accounting": ts.cpu,
+                    "cpu_accounting": cpu_accounting,
                     "counters": t.counters,
                     "blocking_waits": t.waits,
                     "verified_blocks": t.verified_blocks,
@@ -51,7 +53,7 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
         "timestamp": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
         "global options": job_options(spec, &s.backend),
         "jobs": jobs,
-        "nvme_bypass": s,
+        "nvme_bypass": s.to_json(),
     })
 }
 

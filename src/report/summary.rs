@@ -147,10 +147,56 @@ impl RunSummary {
         }
     }
 
-    /// The per-core ceiling at the useful cost (compare's and sweep's
-    /// `ceiling`); None without system-wide figures.
+    /// The system ceiling (modelled): 1 s / (system-wide busy CPU per I/O
+    /// less the benchmark threads' empty-poll CPU per I/O), what one core
+    /// would do with a device that never makes the poller wait. compare's
+    /// and sweep's ceiling; None without system-wide figures.
     pub fn useful_ceiling_iops(&self) -> Option<f64> {
         cpu::useful_ceiling(&self.cpu, self.system.as_ref())
+    }
+
+    /// The system ceiling (modelled); see [`Self::useful_ceiling_iops`].
+    pub fn system_ceiling_iops_modelled(&self) -> Option<f64> {
+        self.useful_ceiling_iops()
+    }
+
+    /// The thread ceiling (modelled): 1 s / the benchmark threads' own
+    /// useful CPU per I/O (their clocks only: kernel work on other cores,
+    /// interrupts and softirqs, is not in it). None when that cost is 0.
+    pub fn thread_ceiling_iops_modelled(&self) -> Option<f64> {
+        cpu::iops_per_core_at(self.cpu.useful_cpu_ns_per_io)
+    }
+
+    /// The JSON of this summary, with each modelled figure named so: the
+    /// CPU accounting's ceiling is `thread_ceiling_iops_modelled`, and
+    /// `system_ceiling_iops_modelled` sits beside the system-wide figures.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(c) = v.get_mut("cpu") {
+            name_thread_ceiling(c);
+        }
+        if let Some(o) = v.as_object_mut() {
+            o.insert("thread_ceiling_iops_modelled".into(), serde_json::json!(self.thread_ceiling_iops_modelled()));
+            o.insert("system_ceiling_iops_modelled".into(), serde_json::json!(self.system_ceiling_iops_modelled()));
+        }
+        v
+    }
+}
+
+/// Serialize an optional summary as [`RunSummary::to_json`] does (for
+/// `#[serde(serialize_with)]` on reports that hold one).
+pub fn serialize_opt<S: serde::Serializer>(s: &Option<RunSummary>, ser: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize as _;
+    s.as_ref().map(RunSummary::to_json).serialize(ser)
+}
+
+/// In a serialized [`CpuSummary`], name its ceiling for what it is: the
+/// thread ceiling (modelled).
+pub fn name_thread_ceiling(cpu: &mut serde_json::Value) {
+    if let Some(o) = cpu.as_object_mut() {
+        if let Some(x) = o.remove("ceiling_iops_per_core") {
+            o.insert("thread_ceiling_iops_modelled".into(), x);
+        }
     }
 }
 

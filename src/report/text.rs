@@ -72,15 +72,12 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
         secs
     ));
     o.push_str(&format!(
-        "  cpu per I/O  : {:.1} ns raw (usr {:.1}, sys {:.1}); {:.1} ns useful = raw less the share of time in empty polls ({} of {} polls, {:.1}% of the time)\n",
+        "  cpu per I/O  : {:.1} ns raw (usr {:.1}, sys {:.1}); {:.1} ns useful = raw less the share of time in empty polls ({} of {} polls, {:.1}% of the time), measured\n",
         c.cpu_ns_per_io, c.user_ns_per_io, c.sys_ns_per_io, c.useful_cpu_ns_per_io, c.empty_polls, c.polls, c.empty_poll_pct
     ));
-    if c.ceiling_iops_per_core > 0.0 {
-        o.push_str(&format!("  ceiling      : {} IOPS per core at the useful cost\n", si(c.ceiling_iops_per_core)));
-    }
     if let Some(sy) = &s.system {
         o.push_str(&format!(
-            "  system-wide  : {:.2} cores busy; per I/O {:.1} ns (usr {:.1}, kernel {:.1} incl. irq {:.1} + softirq {:.1}); {} IOPS per busy core\n",
+            "  system-wide  : {:.2} cores busy; per I/O {:.1} ns (usr {:.1}, kernel {:.1} incl. irq {:.1} + softirq {:.1}); {} IOPS per busy core (measured)\n",
             sy.cores_busy,
             sy.busy_ns_per_io,
             sy.user_ns_per_io,
@@ -89,6 +86,14 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
             sy.softirq_ns_per_io,
             si(sy.iops_per_busy_core)
         ));
+    }
+    // The two ceilings are models (docs/methodology.md), after the
+    // measured figures they are computed from.
+    if let Some(x) = s.thread_ceiling_iops_modelled() {
+        o.push_str(&format!("  thread ceiling (modelled): {} IOPS per core = 1 s / the threads' useful CPU per I/O (kernel work on other cores not in it)\n", si(x)));
+    }
+    if let Some(x) = s.system_ceiling_iops_modelled() {
+        o.push_str(&format!("  system ceiling (modelled): {} IOPS per core = 1 s / (system-wide CPU per I/O less the threads' empty polls), compare's ceiling\n", si(x)));
     }
     if s.sq_doorbells_per_io > 0.0 || s.syscalls_per_io > 0.0 {
         o.push_str(&format!(
