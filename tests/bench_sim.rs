@@ -63,11 +63,33 @@ fn json_is_fio_shaped_with_cpu_figures() {
         assert!(r["clat_ns"]["percentile"][p].is_number(), "percentile {p}");
         assert!(r["lat_ns"]["percentile"][p].is_number(), "percentile {p}");
     }
-    let cpu = &j["nvme_bypass"]["cpu"];
+    let nb = &j["nvme_bypass"];
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
+    // IOPS is the I/Os over the measured time (CLOCK_MONOTONIC).
+    let ios = r["total_ios"].as_u64().unwrap() as f64;
+    let secs = nb["elapsed_ns"].as_u64().unwrap() as f64 / 1e9;
+    assert!(close(nb["iops"].as_f64().unwrap() * secs, ios), "{} IOPS x {secs} s is not {ios} I/Os", nb["iops"]);
+    // One thread: useful CPU is raw times the share of the loop's time not
+    // in empty polls, and the ceiling is 1 s over it.
+    let cpu = &nb["cpu"];
     let raw = cpu["cpu_ns_per_io"].as_f64().unwrap();
     let useful = cpu["useful_cpu_ns_per_io"].as_f64().unwrap();
-    assert!(useful > 0.0 && useful <= raw, "useful {useful} raw {raw}");
-    assert!(cpu["empty_polls"].is_number());
+    let pct = cpu["empty_poll_pct"].as_f64().unwrap();
+    assert!(close(useful, raw * (1.0 - pct / 100.0)), "useful {useful} is not raw {raw} x (1 - {pct}%)");
+    assert!(close(cpu["ceiling_iops_per_core"].as_f64().unwrap(), 1e9 / useful), "{cpu}");
+    assert!(cpu["empty_polls"].as_u64().unwrap() <= cpu["polls"].as_u64().unwrap());
+    // System-wide: IOPS per busy core is 1 s over busy CPU per I/O, and the
+    // modelled ceiling (busy less the threads' empty polls) is at or above it.
+    let sys = &nb["system"];
+    let busy = sys["busy_ns_per_io"].as_f64().unwrap();
+    assert!(busy >= raw * (1.0 - 1e-9), "busy time is never below the threads' own clock: {busy} < {raw}");
+    assert!(close(sys["iops_per_busy_core"].as_f64().unwrap(), 1e9 / busy), "{sys}");
+    assert!(1e9 / (busy - (raw - useful)) >= sys["iops_per_busy_core"].as_f64().unwrap());
+    assert_eq!(sys["interval_ns"], nb["elapsed_ns"], "one thread: /proc/stat over its own interval");
+    // The run says which clocksource and irq-time accounting it had.
+    assert!(nb["clock"].as_str().is_some_and(|c| c.contains("CLOCK_MONOTONIC")), "{}", nb["clock"]);
+    assert!(nb.get("clocksource").is_some() && nb.get("irq_time_accounting").is_some(), "{nb}");
+    assert_eq!(nb["interrupt_driven"], false, "the simulator is polled");
     assert_eq!(j["nvme_bypass"]["emulated"], true);
 }
 

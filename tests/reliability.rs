@@ -138,6 +138,31 @@ fn errors_with_dnr_set_are_not_retried_and_fail_the_run() {
 }
 
 #[test]
+fn failed_ios_are_errors_of_their_direction_not_ios_as_in_fio() {
+    // Every 97th command fails for good; --continue-on-error runs on.
+    let r = run_cmd(&[
+        "bench", "--backend", "sim", "--no-c2c", "--rw", "randread", "--ios", "2000", "--iodepth", "8", "--sim-size", "8M",
+        "--sim-fault", "status-every=97,status=2:0x81,dnr=1", "--continue-on-error", "--output-format", "json",
+    ]);
+    assert_eq!(r.code, 1, "failed I/Os fail the run: {}", r.err);
+    let j = json(&r);
+    let (nb, job) = (&j["nvme_bypass"], &j["jobs"][0]);
+    let (ios, errors) = (nb["read"]["ios"].as_u64().unwrap(), nb["read"]["errors"].as_u64().unwrap());
+    assert!(errors >= 2000 / 97 && errors <= 2000 / 97 + 1, "{errors} errors: {nb}");
+    assert_eq!(ios + errors, 2000, "every I/O either completed or failed, none in both");
+    assert_eq!(nb["read"]["lat_ns"]["N"].as_u64(), Some(ios), "latency of the successful I/Os only");
+    assert_eq!(nb["read"]["bytes"].as_u64(), Some(ios * 4096));
+    assert_eq!(nb["errors"].as_u64(), Some(errors));
+    assert_eq!((job["read"]["total_ios"].as_u64(), job["read"]["errors"].as_u64(), job["total_err"].as_u64()), (Some(ios), Some(errors), Some(errors)));
+    // And the text report says them apart.
+    let r = run_cmd(&[
+        "bench", "--backend", "sim", "--no-c2c", "--rw", "randread", "--ios", "2000", "--iodepth", "8", "--sim-size", "8M",
+        "--sim-fault", "status-every=97,status=2:0x81,dnr=1", "--continue-on-error",
+    ]);
+    assert!(r.out.contains(&format!(", errors={errors} (failed I/Os, not in IOPS, BW or latency)")), "{}", r.out);
+}
+
+#[test]
 fn retries_are_bounded() {
     // Every command fails with DNR clear: each I/O is tried 1 + --retries times.
     let r = sim_bench(&["--sim-fault", "status-every=1", "--retries", "2", "--ios", "10"]);

@@ -195,6 +195,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
     let status = a.output_format == OutputFormat::Normal && crate::sys::isatty(2);
     let threads = engine::run(&*target, &spec, clock, status)?;
     let mut summary = RunSummary::new(target.name(), target.describe(), &threads, clock.source());
+    summary.interrupt_driven = Some(!target.polled());
     drop(target);
     let after = c2c_pair.and_then(|(x, y)| crate::measure::c2c::measure(x, y, 20_000));
     if let Some(note) = a.device.first().map(String::as_str).and_then(crate::measure::topology::emulation_of) {

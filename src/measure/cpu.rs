@@ -129,6 +129,9 @@ impl CpuSummary {
 pub struct SystemSummary {
     /// The raw deltas.
     pub cpu: SystemCpu,
+    /// Wall time they cover, ns: the union of the threads' measured
+    /// intervals.
+    pub interval_ns: u64,
     /// True when /proc/stat showed less busy time than the benchmark
     /// threads' own CPU clocks, and the busy figures use the latter (scaled
     /// user/kernel split): tick-based accounting missed short busy bursts.
@@ -179,6 +182,7 @@ impl SystemSummary {
         let iops = ios as f64 / (elapsed_ns.max(1) as f64 / 1e9);
         SystemSummary {
             cpu: c,
+            interval_ns: elapsed_ns,
             busy_from_threads: busy > stat_busy,
             cores_busy,
             busy_ns_per_io: per_io(busy as f64, ios),
