@@ -110,7 +110,8 @@ fn waiting_for_a_fast_state_that_never_comes_runs_nothing() {
     assert_eq!(code, 3, "stderr: {err}");
     assert!(err.contains("never at or under 0.001 ns") && err.contains("nothing was run"), "{err}");
     assert!(out.is_empty(), "a run that was not started printed a report: {out}");
-    assert!(start.elapsed() < std::time::Duration::from_secs(20), "the wait did not stop at its timeout");
+    // The 1 s run was never started; the margin is one a loaded machine keeps.
+    assert!(start.elapsed() < std::time::Duration::from_secs(60), "the wait did not stop at its timeout");
 }
 
 #[test]
@@ -162,9 +163,22 @@ fn two_pinned_threads_have_their_own_queue_pairs_and_the_aggregate_adds_up() {
     assert_eq!(jobs[1]["nvme_bypass"]["cpu"], 1);
     let ios: u64 = jobs.iter().map(|x| x["read"]["total_ios"].as_u64().unwrap()).sum();
     assert_eq!(ios, j["nvme_bypass"]["read"]["ios"].as_u64().unwrap());
-    let sum: f64 = jobs.iter().map(|x| x["read"]["iops"].as_f64().unwrap()).sum();
-    let agg = j["nvme_bypass"]["iops"].as_f64().unwrap();
-    assert!((sum - agg).abs() <= 0.05 * sum, "threads {sum} vs aggregate {agg}");
+    // The aggregate IOPS is all I/Os over the longest thread's measured
+    // time, exactly; each thread's over its own. (Not the sum of the
+    // threads' IOPS: on a loaded machine one thread can end well after the
+    // other.)
+    let nb = &j["nvme_bypass"];
+    let elapsed = nb["elapsed_ns"].as_u64().unwrap();
+    let agg = nb["iops"].as_f64().unwrap();
+    assert!((agg * elapsed as f64 / 1e9 - ios as f64).abs() <= 1e-6 * ios as f64, "{agg} IOPS x {elapsed} ns is not {ios} I/Os");
+    let longest_ms = jobs.iter().map(|x| x["job_runtime"].as_u64().unwrap()).max().unwrap();
+    assert_eq!(longest_ms, elapsed / 1_000_000, "the run's time is its longest thread's");
+    for x in jobs {
+        let (n, ms, iops) = (x["read"]["total_ios"].as_u64().unwrap() as f64, x["job_runtime"].as_u64().unwrap() as f64, x["read"]["iops"].as_f64().unwrap());
+        assert!(iops * ms / 1e3 <= n * (1.0 + 1e-9) && n <= iops * (ms + 1.0) / 1e3 * (1.0 + 1e-9), "{iops} IOPS over {ms} ms is not {n} I/Os");
+    }
+    // /proc/stat covers the union of the two intervals: at least the longest.
+    assert!(nb["system"]["interval_ns"].as_u64().unwrap() >= elapsed, "{}", nb["system"]);
 }
 
 #[test]

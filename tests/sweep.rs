@@ -102,14 +102,20 @@ fn sweep_on_the_simulator_writes_json_and_charts() {
             assert_eq!(p["emulated"], true);
             let (p50, p99, p999) = (p["lat_p50_ns"].as_u64().unwrap(), p["lat_p99_ns"].as_u64().unwrap(), p["lat_p999_ns"].as_u64().unwrap());
             assert!(0 < p50 && p50 <= p99 && p99 <= p999, "{path}: percentiles {p50} {p99} {p999}");
-            assert!(p["cpu_ns_per_io"].as_f64().unwrap() >= p["useful_cpu_ns_per_io"].as_f64().unwrap());
+            // One thread: useful CPU is raw times the share of the loop's
+            // time not in empty polls, exactly (to rounding).
+            let c = &p["summary"]["cpu"];
+            let (raw, useful, pct) = (c["cpu_ns_per_io"].as_f64().unwrap(), c["useful_cpu_ns_per_io"].as_f64().unwrap(), c["empty_poll_pct"].as_f64().unwrap());
+            assert_eq!(p["summary"]["threads"], 1);
+            assert!((useful - raw * (1.0 - pct / 100.0)).abs() <= 1e-9 * raw.max(1.0), "{path}: useful {useful}, raw {raw}, {pct}% empty");
+            assert_eq!(p["useful_cpu_ns_per_io"].as_f64(), Some(useful), "{path}: the point's figure is its summary's");
             assert!(p["summary"]["cpu"]["cpu_ns_per_io"].is_number(), "the whole run summary is kept");
         }
     }
     // With two CPUs the simulator has one of its own, and the sweep says
     // whether the two were separate cores.
     if std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) >= 2 {
-        assert!(j["core_share"]["share"].as_f64().is_some_and(|s| s > 0.0), "core_share: {}", j["core_share"]);
+        assert!(j["core_share"]["share"].as_f64().is_some_and(f64::is_finite), "core_share: {}", j["core_share"]);
         assert!(stdout.contains("simulator CPUs:"), "the table does not say which cores:\n{stdout}");
     }
     let centre = points.iter().find(|p| p["path"] == "sim" && p["bs"] == 4096 && p["iodepth"] == 8).unwrap();
