@@ -17,7 +17,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run one workload on one path and report IOPS, bandwidth, latency percentiles and CPU per I/O.
+    /// Run one workload on one path and report IOPS, bandwidth, latency percentiles and CPU per I/O
+    /// (failed I/Os apart, as errors), with the clock, the kernel's clocksource and whether it accounts interrupt time.
     Bench(commands::bench::BenchArgs),
     /// The main job: the same workload through block, passthru and vfio side by side, with the per-core ceiling of each.
     Compare(crate::commands::compare::CompareArgs),

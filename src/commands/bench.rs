@@ -1,4 +1,6 @@
-//! `bench`: one workload on one path, reported as fio reports it.
+//! `bench`: one workload on one path, reported as fio reports it, with what
+//! the measurement rests on: the clock and the kernel's clocksource, and
+//! whether the kernel accounts interrupt time (docs/methodology.md).
 
 use crate::backend::Target;
 use crate::cli::parse::{parse_duration, parse_size};
@@ -74,7 +76,9 @@ pub struct BenchArgs {
     /// I/Os per submission (doorbell or system call); 0 = all that fit.
     #[arg(long, default_value_t = 0)]
     pub batch: usize,
-    /// Keep going after failed I/Os.
+    /// Keep going after failed I/Os. As in fio, a failed I/O is counted
+    /// apart (errors per direction), never in IOPS, bandwidth or latency;
+    /// any makes the run exit 1.
     #[arg(long)]
     pub continue_on_error: bool,
     /// Seed of the offset generator.
