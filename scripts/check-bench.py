@@ -126,8 +126,21 @@ cpu = nb["cpu"]
 for k in ("cpu_ns_per_io", "useful_cpu_ns_per_io", "empty_polls", "empty_poll_ns", "user_ns_per_io", "sys_ns_per_io"):
     if k not in cpu:
         fail(f"cpu accounting lacks {k}")
-if not (0 < cpu["useful_cpu_ns_per_io"] <= cpu["cpu_ns_per_io"]):
-    fail("useful CPU per I/O must be positive and at most the raw figure")
+# One thread: useful CPU is raw times the share of the loop's time not in
+# empty polls, exactly (to rounding); the ceiling is 1 s over it.
+raw, useful, empty_pct = cpu["cpu_ns_per_io"], cpu["useful_cpu_ns_per_io"], cpu["empty_poll_pct"]
+if raw <= 0 or abs(useful - raw * (1 - empty_pct / 100)) > 1e-9 * raw:
+    fail(f"useful CPU per I/O {useful} is not raw {raw} x (1 - {empty_pct}% empty polls)")
+if useful > 0 and abs(cpu["ceiling_iops_per_core"] - 1e9 / useful) > 1e-9 * cpu["ceiling_iops_per_core"]:
+    fail(f"ceiling {cpu['ceiling_iops_per_core']} is not 1 s / {useful} ns")
+# IOPS is the successful I/Os over the measured time; failed ones apart.
+if abs(nb["iops"] * nb["elapsed_ns"] / 1e9 - rd["total_ios"]) > 1e-6 * rd["total_ios"]:
+    fail(f"{nb['iops']} IOPS over {nb['elapsed_ns']} ns is not {rd['total_ios']} I/Os")
+if rd.get("errors") != 0 or nb["errors"] != 0:
+    fail(f"errors on a fault-free run: {rd.get('errors')} / {nb['errors']}")
+for k in ("clock", "clocksource", "irq_time_accounting", "irq_time_accounting_how", "interrupt_driven"):
+    if k not in nb:
+        fail(f"nvme_bypass lacks {k}")
 if not nb["emulated"]:
     fail("simulator figures must be labelled emulated")
 # On two CPUs the simulator runs on a thread of its own, and bench says
@@ -136,8 +149,8 @@ if not nb["emulated"]:
 import os
 if (os.cpu_count() or 1) >= 2:
     cs = nb.get("core_share")
-    if not cs or not (cs["share"] > 0 and cs["solo_muls_per_ns"] > 0):
-        fail(f"core_share missing or not positive on a two-CPU machine: {cs}")
+    if not cs or not all(isinstance(cs[k], (int, float)) and cs[k] == cs[k] for k in ("share", "solo_muls_per_ns")):
+        fail(f"core_share missing or not a number on a two-CPU machine: {cs}")
 print(f"json ok: {rd['iops']:.0f} IOPS, {cpu['cpu_ns_per_io']:.1f} ns raw / "
       f"{cpu['useful_cpu_ns_per_io']:.1f} ns useful CPU per I/O, p99 {pct['99.000000']} ns, "
       f"core-to-core {nb.get('core_to_core_ns')}, core share {nb.get('core_share')}")

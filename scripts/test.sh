@@ -5,8 +5,8 @@
 # Tiers:
 #   1. cargo test: spec structures, queue mechanics, PRP lists, whole
 #      commands against the in-process simulated controller (no hardware).
-#   2. real-device tests: run only when NVB_TEST_DEVICE names a device;
-#      otherwise they skip and say why.
+#   2. real-device tests (#[ignore]d in tier 1): run with --ignored only
+#      when NVB_TEST_DEVICE names a device; otherwise skipped, and said.
 #   3. the emulated test bed: a QEMU guest with an emulated NVMe controller
 #      behind a vIOMMU runs the vfio, passthru and block paths.
 #      NVB_SKIP_TESTBED=1 skips it (for quick local runs; CI never sets it).
@@ -80,10 +80,21 @@ if ! python3 scripts/sim-ceiling.py "$BIN" --runs 3 --runtime 0.5; then
 fi
 
 step "tier 2: real device tests"
+# Tier 1 reports them ignored; here they run (--ignored) only on a named
+# device, less those whose other condition is not met, each said by name.
 if [ -n "${NVB_TEST_DEVICE:-}" ]; then
-  NVB_TEST_DEVICE=$NVB_TEST_DEVICE cargo test --release --quiet --test real_device -- --nocapture
+  SKIP=()
+  if [ "${NVB_TEST_ALLOW_WRITE:-0}" != 1 ]; then
+    echo "skipped: writes_verify_when_allowed (set NVB_TEST_ALLOW_WRITE=1 if $NVB_TEST_DEVICE holds nothing anyone needs)"
+    SKIP+=(--skip writes_verify_when_allowed)
+  fi
+  case "$NVB_TEST_DEVICE" in
+    /dev/*) echo "skipped: identify_through_our_driver (needs a PCI address bound to vfio-pci, not $NVB_TEST_DEVICE)"
+            SKIP+=(--skip identify_through_our_driver) ;;
+  esac
+  NVB_TEST_DEVICE=$NVB_TEST_DEVICE cargo test --release --quiet --test real_device -- --ignored --nocapture "${SKIP[@]}"
 else
-  echo "skipped: no real NVMe device named (set NVB_TEST_DEVICE=/dev/nvmeXnY or a PCI address to run them)"
+  echo "skipped: all real-device tests (tests/real_device.rs): no device named (set NVB_TEST_DEVICE=/dev/nvmeXnY, /dev/ngXnY or a spare controller's PCI address to run them)"
 fi
 
 step "tier 3: emulated test bed"

@@ -23,6 +23,14 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// sysconf(_SC_CLK_TCK): USER_HZ, the unit of /proc/stat's CPU times
+/// (None when sysconf does not say).
+pub fn clk_tck() -> Option<u64> {
+    // SAFETY: sysconf only reads a configuration value.
+    let v = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (v > 0).then_some(v as u64)
+}
+
 /// Is the given fd a terminal?
 pub fn isatty(fd: i32) -> bool {
     // SAFETY: isatty only inspects the descriptor number.

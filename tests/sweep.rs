@@ -151,6 +151,11 @@ fn sweep_on_the_simulator_writes_json_and_charts() {
                 assert!(0 < p50 && p50 <= p99 && p99 <= p999, "{path}: percentiles {p50} {p99} {p999}");
                 assert!(r["measured_cpu_ns_per_io"].as_f64().unwrap() >= r["modelled_useful_cpu_ns_per_io"].as_f64().unwrap());
                 assert!(r["summary"]["cpu"]["cpu_ns_per_io"].is_number(), "the whole run summary is kept");
+                // One thread: useful CPU is raw times the share of the loop's
+                // time not in empty polls, exactly (to rounding).
+                let c = &r["summary"]["cpu"];
+                let (raw, useful, pct) = (c["cpu_ns_per_io"].as_f64().unwrap(), c["useful_cpu_ns_per_io"].as_f64().unwrap(), c["empty_poll_pct"].as_f64().unwrap());
+                assert!((useful - raw * (1.0 - pct / 100.0)).abs() <= 1e-9 * raw.max(1.0), "{path}: useful {useful}, raw {raw}, {pct}% empty");
                 seqs.push((r["seq"].as_u64().unwrap(), r["round"].as_u64().unwrap(), path, p["iodepth"].as_u64().unwrap(), p["bs"].as_u64().unwrap()));
             }
         }
@@ -164,7 +169,7 @@ fn sweep_on_the_simulator_writes_json_and_charts() {
     // With two CPUs the simulator has one of its own, and the sweep says
     // whether the two were separate cores.
     if std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) >= 2 {
-        assert!(j["core_share"]["share"].as_f64().is_some_and(|s| s > 0.0), "core_share: {}", j["core_share"]);
+        assert!(j["core_share"]["share"].as_f64().is_some_and(f64::is_finite), "core_share: {}", j["core_share"]);
         assert!(stdout.contains("simulator CPUs:"), "the table does not say which cores:\n{stdout}");
     }
     let centre = points.iter().find(|p| p["path"] == "sim" && p["bs"] == 4096 && p["iodepth"] == 16).unwrap();

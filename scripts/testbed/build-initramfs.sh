@@ -8,7 +8,7 @@
 # virtio_pci is built into Debian's kernel) and a file system to mount on a
 # namespace (ext4, which mounts busybox mke2fs's ext2, and crc32c_generic,
 # which ext4 loads at mount), decompressed, listed in load order in
-# /lib/modules/<kver>/load-order.
+# /lib/modules/<kver>/load-order, and the kernel's /boot/config-<kver>.
 #
 # Guest tools: fio with every shared library ldd lists and the dynamic loader,
 # copied into a small sysroot, $CACHE/initramfs/tools-<kver>-<hash>/. run.sh exports
@@ -107,6 +107,10 @@ done
 ln -s ../../bin/busybox "$STAGE/usr/bin/env"     # for '#!/usr/bin/env sh' scripts
 cp "$HERE/init" "$STAGE/init"
 chmod 755 "$STAGE/init"
+# The kernel's build configuration, where Debian keeps it: the tool reads
+# CONFIG_IRQ_TIME_ACCOUNTING from it (Debian's kernel has no /proc/config.gz).
+mkdir -p "$STAGE/boot"
+[ -f "$KROOT/boot/config-$KVER" ] && cp "$KROOT/boot/config-$KVER" "$STAGE/boot/"
 # The kernel opens /dev/console before /init mounts devtmpfs.
 mknod -m 600 "$STAGE/dev/console" c 5 1
 echo "root:x:0:0:root:/root:/bin/sh" > "$STAGE/etc/passwd"

@@ -17,7 +17,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run one workload on one path and report IOPS, bandwidth, latency percentiles and CPU per I/O.
+    /// Run one workload on one path and report IOPS, bandwidth, latency percentiles and CPU per I/O
+    /// (failed I/Os apart, as errors), with the clock, the kernel's clocksource and whether it accounts interrupt time.
     Bench(commands::bench::BenchArgs),
     /// The main job: the same workload through block, passthru and vfio side by side: IOPS per busy core and CPU per I/O of each (measured), then its modelled ceiling; --repeat N for medians, ranges and a noise control.
     Compare(crate::commands::compare::CompareArgs),

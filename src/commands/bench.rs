@@ -1,4 +1,6 @@
-//! `bench`: one workload on one path, reported as fio reports it.
+//! `bench`: one workload on one path, reported as fio reports it, with what
+//! the measurement rests on: the clock and the kernel's clocksource, and
+//! whether the kernel accounts interrupt time (docs/methodology.md).
 
 use crate::backend::Target;
 use crate::cli::parse::{parse_duration, parse_size};
@@ -79,7 +81,9 @@ pub struct BenchArgs {
     /// _max = N). With --batch N too, every pass does the same work.
     #[arg(long, default_value_t = 0)]
     pub batch_complete: usize,
-    /// Keep going after failed I/Os.
+    /// Keep going after failed I/Os. As in fio, a failed I/O is counted
+    /// apart (errors per direction), never in IOPS, bandwidth or latency;
+    /// any makes the run exit 1.
     #[arg(long)]
     pub continue_on_error: bool,
     /// Seed of the offset generator.
@@ -201,6 +205,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
     let status = a.output_format == OutputFormat::Normal && crate::sys::isatty(2);
     let threads = engine::run(&*target, &spec, clock, status)?;
     let mut summary = RunSummary::new(target.name(), target.describe(), &threads, clock.source());
+    summary.interrupt_driven = Some(!target.polled());
     drop(target);
     let after = c2c_pair.and_then(|(x, y)| crate::measure::c2c::measure(x, y, 20_000));
     if let Some(note) = a.device.first().map(String::as_str).and_then(crate::measure::topology::emulation_of) {

@@ -109,20 +109,24 @@ pub struct JobSpec {
     pub stop: Stop,
 }
 
-/// Per-direction results.
+/// Per-direction results of the measured interval. As in fio, an I/O that
+/// failed (after its retries) is not in `ios`, `bytes` or `lat`: it is
+/// counted in `errors` only.
 #[derive(Clone, Debug)]
 pub struct DirResult {
-    /// I/Os completed.
+    /// I/Os completed successfully.
     pub ios: u64,
-    /// Bytes moved.
+    /// Bytes moved by them.
     pub bytes: u64,
-    /// Completion latency (submit to reap), ns.
+    /// Their completion latency (submit to reap), ns.
     pub lat: Histogram<u64>,
+    /// I/Os that failed (an error status or no completion, retries spent).
+    pub errors: u64,
 }
 
 impl Default for DirResult {
     fn default() -> Self {
-        DirResult { ios: 0, bytes: 0, lat: new_histogram() }
+        DirResult { ios: 0, bytes: 0, lat: new_histogram(), errors: 0 }
     }
 }
 
@@ -131,6 +135,7 @@ impl DirResult {
     pub fn add(&mut self, o: &DirResult) {
         self.ios += o.ios;
         self.bytes += o.bytes;
+        self.errors += o.errors;
         self.lat.add(&o.lat).expect("same histogram bounds");
     }
 }
@@ -170,7 +175,8 @@ pub struct ThreadResult {
     pub mismatches: u64,
     /// The first mismatch, described.
     pub first_mismatch: Option<String>,
-    /// I/Os that failed.
+    /// I/Os that failed, all phases (prefill and read-back included); the
+    /// measured interval's are also in `read.errors` / `write.errors`.
     pub errors: u64,
     /// The first error, described.
     pub first_error: Option<String>,
@@ -180,8 +186,18 @@ pub struct ThreadResult {
     pub verify_ios: u64,
     /// Stopped early by a signal.
     pub interrupted: bool,
-    /// System-wide CPU over this thread's measured interval (thread 0 only).
-    pub system_cpu: Option<crate::measure::stats::SystemCpu>,
+    /// Start and end of the measured interval, CLOCK_MONOTONIC ns from
+    /// the process's origin (`clock::mono_ns`): `elapsed_ns` is their
+    /// difference, and the run's interval is the union of its threads'.
+    pub start_mono_ns: u64,
+    /// End of the measured interval (see `start_mono_ns`).
+    pub end_mono_ns: u64,
+    /// System-wide CPU (/proc/stat) read at the start and at the end of
+    /// this thread's measured interval; the report takes the earliest start
+    /// and the latest end over the threads.
+    pub system_start: Option<crate::measure::stats::SystemCpu>,
+    /// System-wide CPU read at the end (see `system_start`).
+    pub system_end: Option<crate::measure::stats::SystemCpu>,
     /// Timeouts, Aborts, resets and retries (all phases).
     pub recovery: RecoveryCounters,
 }

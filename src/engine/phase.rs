@@ -15,7 +15,7 @@ use crate::engine::slots::{fill_one, op_name, SlotIo, Slots};
 use crate::engine::verify::Verifier;
 use crate::engine::watchdog::{failed_io, Failed, Watchdog};
 use crate::engine::workload::{Rng, Workload};
-use crate::measure::clock::Clock;
+use crate::measure::clock::{mono_ns, Clock};
 use crate::measure::marker;
 use crate::measure::stats::{CpuTime, LatencyRun, SystemCpu};
 use std::sync::atomic::Ordering;
@@ -212,11 +212,15 @@ fn take_run(slots: &mut Slots, ios: &mut Vec<Io>, wl: &mut Workload, left: &mut 
 /// One completion pass's measured I/Os, counted in locals and added to the
 /// results once: I/Os per direction, flushes, and each direction's run of
 /// equal latencies. (Bytes are I/Os x bs, filled in at the end of the phase.)
+/// Failed I/Os are counted apart, as fio does: not in the I/Os, the bytes
+/// or the latencies.
 #[derive(Default, Clone, Copy)]
 struct PassTally {
     reads: u64,
     writes: u64,
     flushes: u64,
+    read_errors: u64,
+    write_errors: u64,
     run_r: LatencyRun,
     run_w: LatencyRun,
 }
@@ -238,6 +242,18 @@ impl PassTally {
         }
     }
 
+    /// Count a failed `op` (one that will not be retried).
+    #[cold]
+    fn fail(&mut self, op: Op) {
+        match op {
+            Op::Read => self.read_errors += 1,
+            Op::Write => self.write_errors += 1,
+            // A failed flush is in the thread's errors; flushes have no
+            // direction of their own.
+            Op::Flush => {}
+        }
+    }
+
     /// Record the pending runs and add the counts to the results.
     fn finish(mut self, m: &mut Measured, lat: &impl Fn(u64) -> u64) {
         self.run_r.flush(&mut m.read.lat, lat);
@@ -245,6 +261,8 @@ impl PassTally {
         m.read.ios += self.reads;
         m.write.ios += self.writes;
         m.flushes += self.flushes;
+        m.read.errors += self.read_errors;
+        m.write.errors += self.write_errors;
     }
 }
 
@@ -252,11 +270,12 @@ impl PassTally {
 struct Measured {
     /// Counting (the main phase, ramp over).
     on: bool,
-    start: u64,
     cpu0: CpuTime,
     cpu_ns0: u64,
     counters0: QueueCounters,
-    /// System-wide CPU at the start (thread 0 of the main phase only).
+    /// CLOCK_MONOTONIC at the start, ns.
+    mono0: u64,
+    /// System-wide CPU at the start (the main phase, counting).
     sys0: Option<SystemCpu>,
     /// The counting window marked open (thread 0, `NVB_MARKERS` set).
     window: Option<u64>,
@@ -270,19 +289,19 @@ struct Measured {
 }
 
 impl Measured {
-    fn new(q: &dyn IoQueue, on: bool, start: u64, sample_system: bool) -> Self {
+    fn new(q: &dyn IoQueue, on: bool, main: bool, thread: usize) -> Self {
         // Thread 0's measured interval is the plugin's counting window.
-        let window = if sample_system && on { marker::window() } else { None };
+        let window = if main && on && thread == 0 { marker::window() } else { None };
         if let Some(id) = window {
             marker::start(id);
         }
         Measured {
             on,
-            start,
             cpu0: CpuTime::thread(),
             cpu_ns0: CpuTime::thread_total_ns(),
             counters0: q.counters(),
-            sys0: if sample_system && on { SystemCpu::now() } else { None },
+            sys0: if main && on { SystemCpu::now() } else { None },
+            mono0: mono_ns(),
             window,
             polls: 0,
             empty: 0,
@@ -296,14 +315,19 @@ impl Measured {
 
     /// Into the thread's results, at the end of the main phase.
     fn finish(self, q: &dyn IoQueue, clock: Clock, bs: u64, res: &mut ThreadResult) {
-        let t_end = clock.now();
+        let mono1 = mono_ns();
         if let Some(id) = self.window {
             marker::stop(id);
         }
-        if let (Some(a), Some(b)) = (self.sys0, SystemCpu::now()) {
-            res.system_cpu = Some(b.since(&a));
+        if self.sys0.is_some() {
+            res.system_start = self.sys0;
+            res.system_end = SystemCpu::now();
         }
-        res.elapsed_ns = clock.to_ns(t_end - self.start);
+        // The interval from CLOCK_MONOTONIC, not the calibrated TSC: IOPS
+        // and bandwidth carry no calibration error.
+        res.start_mono_ns = self.mono0;
+        res.end_mono_ns = mono1;
+        res.elapsed_ns = mono1 - self.mono0;
         res.cpu_time = CpuTime::thread().since(&self.cpu0);
         res.cpu_ns = CpuTime::thread_total_ns() - self.cpu_ns0;
         res.polls = self.polls;
@@ -357,9 +381,8 @@ struct Phase<'c> {
     empty_since: Option<u64>,
     /// The path answers `ready` from a completion queue in our memory.
     can_look: bool,
-    /// Thread 0 samples system-wide CPU (/proc/stat) around the measured
-    /// interval of the main phase.
-    sample_system: bool,
+    /// This thread's index.
+    thread: usize,
 }
 
 /// Keep the queue full with I/Os from `next` until it has no more (or the
@@ -406,9 +429,9 @@ impl<'c> Phase<'c> {
         let start = clock.now();
         let ramp_end = start + if main { clock.ticks(spec.ramp) } else { 0 };
         let end = spec.runtime.filter(|_| main).map(|r| ramp_end + clock.ticks(r)).unwrap_or(u64::MAX);
-        // Thread 0 samples system-wide CPU (/proc/stat) around the measured interval.
-        let sample_system = main && thread == 0;
-        let m = Measured::new(q, main && spec.ramp.is_zero(), start, sample_system);
+        // Every thread samples system-wide CPU (/proc/stat) around its
+        // measured interval; the report joins the intervals.
+        let m = Measured::new(q, main && spec.ramp.is_zero(), main, thread);
         Phase {
             ctx,
             kind,
@@ -426,7 +449,7 @@ impl<'c> Phase<'c> {
             total_ios: 0,
             empty_since: None,
             can_look: q.ready(1).is_some(),
-            sample_system,
+            thread,
         }
     }
 
@@ -439,7 +462,7 @@ impl<'c> Phase<'c> {
         }
         if self.kind == PhaseKind::Main && !self.m.on && t >= self.ramp_end {
             // Ramp over: start counting from here.
-            self.m = Measured::new(q, true, t, self.sample_system);
+            self.m = Measured::new(q, true, true, self.thread);
         }
         if t >= self.end || self.ctx.spec.stop.requested() {
             self.stopping = true;
@@ -627,7 +650,7 @@ impl<'c> Phase<'c> {
     /// (`VERIFY`), its slot is freed, and it is counted (`MEASURING`). They
     /// are taken in runs up to the next failure, whose slots go back to the
     /// free stack at once; a failed one goes to the watchdog (retried, or
-    /// counted and finished like the others).
+    /// counted as an error of its direction, and finished like the others).
     #[inline(always)]
     fn complete<const VERIFY: bool, const MEASURING: bool>(
         &mut self,
@@ -664,7 +687,7 @@ impl<'c> Phase<'c> {
             let Some(d) = done.get(i) else { break };
             i += 1;
             let slot = d.tag as usize;
-            let SlotIo { submit_ts, unit, op } = slots.io[slot];
+            let SlotIo { unit, op, .. } = slots.io[slot];
             match failed_io(wd, res, slots, wl, slot, &d.status, wl.blocks) {
                 Failed::Retried => continue,
                 Failed::Counted => *stopping |= !ctx.spec.continue_on_error,
@@ -674,7 +697,7 @@ impl<'c> Phase<'c> {
             }
             slots.free.push(slot as u32);
             if MEASURING {
-                tally.add(op, submit_ts, m, lat);
+                tally.fail(op);
             }
         }
         tally
@@ -695,6 +718,13 @@ impl<'c> Phase<'c> {
             }
             // Out of retries (or stopping): a failed I/O.
             res.errors += 1;
+            if self.m.on {
+                match self.slots.io[s].op {
+                    Op::Read => self.m.read.errors += 1,
+                    Op::Write => self.m.write.errors += 1,
+                    Op::Flush => {}
+                }
+            }
             if res.first_error.is_none() {
                 res.first_error = Some(format!(
                     "{} of {blocks} blocks at LBA {} never completed ({why}), after {} retries",

@@ -252,6 +252,34 @@ fn a_failed_io_with_dnr_set_is_not_retried_and_ends_the_run() {
     assert_eq!((r.errors, r.recovery.retries), (1, 0));
     assert!(r.first_error.as_deref().unwrap().starts_with("read of 8 blocks at LBA"), "{:?}", r.first_error);
     assert!(r.read.ios < 100, "stopped at the error, drained what was in flight");
+    // The failed one is an error of its direction, not a completed I/O.
+    assert_eq!(r.read.errors, 1);
+    assert_eq!(r.read.ios + r.read.errors, q.completed);
+    assert_eq!(r.read.lat.len(), r.read.ios);
+}
+
+#[test]
+fn failed_ios_are_counted_apart_not_in_ios_bytes_or_latency() {
+    // As fio: 10 of 100 fail (DNR set, no retry), the run goes on.
+    for (rw, dir) in [(Rw::Randread, 0), (Rw::Randwrite, 1)] {
+        let mut s = spec(rw, 100);
+        s.continue_on_error = true;
+        let mut q = FakeQueue::new(s.iodepth, s.bs);
+        q.fail_first = 10;
+        q.dnr = true;
+        let r = run(&s, &mut q);
+        let (d, other) = if dir == 0 { (&r.read, &r.write) } else { (&r.write, &r.read) };
+        assert_eq!((d.ios, d.errors, r.errors), (90, 10, 10), "{rw:?}");
+        assert_eq!(d.bytes, 90 * 4096, "{rw:?}");
+        assert_eq!(d.lat.len(), 90, "{rw:?}: one latency per successful I/O");
+        assert_eq!((other.ios, other.errors), (0, 0), "{rw:?}");
+        // And in the summary: IOPS from the 90, the 10 beside them.
+        let sum = crate::report::RunSummary::new("fake".into(), vec![], std::slice::from_ref(&r), "test");
+        let ds = if dir == 0 { &sum.read } else { &sum.write };
+        assert_eq!((ds.ios, ds.errors, ds.lat_ns.n), (90, 10, 90));
+        assert_eq!(ds.iops, 90.0 / (r.elapsed_ns.max(1) as f64 / 1e9));
+        assert_eq!(sum.errors, 10);
+    }
 }
 
 #[test]
@@ -265,6 +293,7 @@ fn errors_past_the_retry_limit_are_counted_and_the_run_goes_on_when_asked() {
     assert_eq!(r.errors, 50, "each of the 50 failed after its one retry");
     assert_eq!(r.recovery.retries, 50);
     assert_eq!(q.completed, 100);
+    assert_eq!((r.read.ios, r.read.errors, r.read.bytes, r.read.lat.len()), (0, 50, 0, 0), "no I/O succeeded");
     assert!(r.first_error.as_deref().unwrap().ends_with("(after 1 retries)"), "{:?}", r.first_error);
 }
 

@@ -129,6 +129,9 @@ impl CpuSummary {
 pub struct SystemSummary {
     /// The raw deltas.
     pub cpu: SystemCpu,
+    /// Wall time they cover, ns: the union of the threads' measured
+    /// intervals.
+    pub interval_ns: u64,
     /// True when /proc/stat showed less busy time than the benchmark
     /// threads' own CPU clocks, and the busy figures use the latter (scaled
     /// user/kernel split): tick-based accounting missed short busy bursts.
@@ -179,6 +182,7 @@ impl SystemSummary {
         let iops = ios as f64 / (elapsed_ns.max(1) as f64 / 1e9);
         SystemSummary {
             cpu: c,
+            interval_ns: elapsed_ns,
             busy_from_threads: busy > stat_busy,
             cores_busy,
             busy_ns_per_io: per_io(busy as f64, ios),
@@ -358,5 +362,40 @@ mod tests {
         assert!(useful_ceiling(&c, Some(&y)).unwrap() >= y.iops_per_busy_core);
         // No system-wide figures: no ceiling.
         assert_eq!(useful_ceiling(&c, None), None);
+    }
+
+    proptest::proptest! {
+        /// For any counts of one thread and any /proc/stat deltas: useful is
+        /// raw x (1 - empty share) to rounding; busy time is never below
+        /// either thread clock; IOPS per busy core is 1 s over busy CPU per
+        /// I/O; the modelled ceiling is at or above the measured IOPS per
+        /// busy core.
+        #[test]
+        fn the_figures_keep_their_relations(
+            ios in 1u64..10_000_000, elapsed in 1_000u64..10_000_000_000, cpu_pm in 0u64..=1000, empty_pm in 0u64..=1200,
+            user_pm in 0u64..=1000, stat in proptest::array::uniform4(0u64..4_000_000_000),
+        ) {
+            let cpu_ns = elapsed / 1000 * cpu_pm;
+            let user_ns = cpu_ns / 1000 * user_pm;
+            let t = ThreadCpu { ios, elapsed_ns: elapsed, user_ns, sys_ns: cpu_ns - user_ns, cpu_ns, polls: 0, empty_polls: 0, empty_poll_ns: elapsed / 1000 * empty_pm };
+            let c = CpuSummary::of(&[t]);
+            let share = (t.empty_poll_ns as f64 / elapsed as f64).min(1.0);
+            proptest::prop_assert!(close(c.useful_cpu_ns_per_io, c.cpu_ns_per_io * (1.0 - share)), "{c:?}");
+            proptest::prop_assert!(close(c.empty_poll_pct, 100.0 * share));
+            let y = SystemSummary::of(stat_of(stat), &[t], elapsed);
+            let busy = y.busy_ns_per_io * ios as f64;
+            proptest::prop_assert!(busy >= (cpu_ns.max(t.user_ns + t.sys_ns) as f64) * (1.0 - 1e-12), "{y:?}");
+            proptest::prop_assert!(close(y.user_ns_per_io + y.kernel_ns_per_io, y.busy_ns_per_io), "{y:?}");
+            if y.busy_ns_per_io > 0.0 {
+                proptest::prop_assert!(close(y.iops_per_busy_core, 1e9 / y.busy_ns_per_io), "{y:?}");
+                if let Some(ceiling) = useful_ceiling(&c, Some(&y)) {
+                    proptest::prop_assert!(ceiling >= y.iops_per_busy_core * (1.0 - 1e-12), "{ceiling} < {}", y.iops_per_busy_core);
+                }
+            }
+        }
+    }
+
+    fn stat_of([user, system, irq, softirq]: [u64; 4]) -> SystemCpu {
+        stat(user, system, irq, softirq)
     }
 }

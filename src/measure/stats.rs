@@ -81,6 +81,14 @@ impl CpuTime {
     }
 }
 
+/// USER_HZ, the ticks per second of /proc/stat's CPU times:
+/// sysconf(_SC_CLK_TCK), or 100 (what every Linux architecture has used
+/// since 2.6) when sysconf does not say.
+pub fn user_hz() -> u64 {
+    static HZ: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *HZ.get_or_init(|| crate::sys::clk_tck().unwrap_or(100))
+}
+
 /// System-wide CPU time from the first line of /proc/stat, in nanoseconds:
 /// what every CPU spent, so completion work done in interrupt context on
 /// other cores counts too.
@@ -105,15 +113,19 @@ impl SystemCpu {
     pub fn now() -> Option<Self> {
         Self::parse(&std::fs::read_to_string("/proc/stat").ok()?)
     }
-    /// Parse the aggregate "cpu" line of /proc/stat (values in USER_HZ ticks).
+    /// Parse the aggregate "cpu" line of /proc/stat (values in USER_HZ
+    /// ticks, this system's [`user_hz`]).
     pub fn parse(stat: &str) -> Option<Self> {
+        Self::parse_hz(stat, user_hz())
+    }
+    /// Parse the aggregate "cpu" line of /proc/stat, ticks of 1/`hz` s.
+    pub fn parse_hz(stat: &str, hz: u64) -> Option<Self> {
         let line = stat.lines().find(|l| l.starts_with("cpu "))?;
         let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-        if v.len() < 8 {
+        if v.len() < 8 || hz == 0 {
             return None;
         }
-        let hz = 100; // USER_HZ is 100 on every Linux architecture we run on
-        let ns = |t: u64| t * (1_000_000_000 / hz);
+        let ns = |t: u64| (t as u128 * 1_000_000_000 / hz as u128) as u64;
         Some(SystemCpu {
             user_ns: ns(v[0] + v[1]),
             system_ns: ns(v[2]),
@@ -183,7 +195,7 @@ mod tests {
     #[test]
     fn proc_stat_parses() {
         let s = "cpu  71238 5 7105 143198 522 10 527 439 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 1\n";
-        let c = SystemCpu::parse(s).unwrap();
+        let c = SystemCpu::parse_hz(s, 100).unwrap();
         assert_eq!(c.user_ns, 71243 * 10_000_000);
         assert_eq!(c.system_ns, 7105 * 10_000_000);
         assert_eq!(c.idle_ns, (143198 + 522) * 10_000_000);
@@ -194,6 +206,17 @@ mod tests {
         assert_eq!(later.since(&c).busy_ns(), 5);
         assert!(SystemCpu::parse("intr 1\n").is_none());
         assert!(SystemCpu::now().is_some());
+        // Ticks are USER_HZ's: at 250 Hz a tick is 4 ms; at 1024 Hz
+        // (alpha's) not a whole number of ns, converted without rounding
+        // each tick.
+        let c = SystemCpu::parse_hz(s, 250).unwrap();
+        assert_eq!(c.system_ns, 7105 * 4_000_000);
+        let c = SystemCpu::parse_hz(s, 1024).unwrap();
+        assert_eq!(c.system_ns, 7105 * 1_000_000_000 / 1024);
+        assert!(SystemCpu::parse_hz(s, 0).is_none());
+        // The system's own USER_HZ is what parse uses.
+        assert_eq!(user_hz(), crate::sys::clk_tck().unwrap());
+        assert_eq!(SystemCpu::parse(s), SystemCpu::parse_hz(s, user_hz()));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::engine::{DirResult, ThreadResult};
 use crate::measure::cpu::{self, ThreadCpu};
 pub use crate::measure::cpu::{CpuSummary, SystemSummary};
-use crate::measure::stats::{new_histogram, LatSummary};
+use crate::measure::stats::{new_histogram, LatSummary, SystemCpu};
 use serde::Serialize;
 
 
@@ -21,6 +21,9 @@ pub struct DirSummary {
     pub bw_bytes: f64,
     /// Latency, ns.
     pub lat_ns: LatSummary,
+    /// I/Os that failed: not in the I/Os, IOPS, bandwidth or latency above
+    /// (as in fio).
+    pub errors: u64,
 }
 
 impl DirSummary {
@@ -32,8 +35,20 @@ impl DirSummary {
             iops: d.ios as f64 / secs,
             bw_bytes: d.bytes as f64 / secs,
             lat_ns: LatSummary::of(&d.lat),
+            errors: d.errors,
         }
     }
+}
+
+/// System-wide CPU over the union of the threads' measured intervals: from
+/// the /proc/stat reading of the thread that started first to that of the
+/// thread that ended last, with the union's length in ns. (Threads start
+/// and end apart: a reading around one thread's interval would miss work
+/// the others did outside it, and be divided by another thread's time.)
+pub fn system_over_union(threads: &[ThreadResult]) -> Option<(SystemCpu, u64)> {
+    let first = threads.iter().filter(|t| t.system_start.is_some()).min_by_key(|t| t.start_mono_ns)?;
+    let last = threads.iter().filter(|t| t.system_end.is_some()).max_by_key(|t| t.end_mono_ns)?;
+    Some((last.system_end?.since(&first.system_start?), last.end_mono_ns.saturating_sub(first.start_mono_ns)))
 }
 
 /// One run of one path, summarized.
@@ -49,7 +64,7 @@ pub struct RunSummary {
     pub target: Vec<(String, String)>,
     /// Threads.
     pub threads: usize,
-    /// Measured wall time, ns (longest thread).
+    /// Measured wall time, ns (longest thread; CLOCK_MONOTONIC).
     pub elapsed_ns: u64,
     /// Reads.
     pub read: DirSummary,
@@ -87,6 +102,18 @@ pub struct RunSummary {
     pub interrupted: bool,
     /// Clock used for latencies.
     pub clock: String,
+    /// The kernel's clocksource (what CLOCK_MONOTONIC reads), when sysfs says.
+    pub clocksource: Option<String>,
+    /// Whether the kernel accounts interrupt time exactly
+    /// (CONFIG_IRQ_TIME_ACCOUNTING): true, false, or null when unknown.
+    /// Without it, the system-wide kernel CPU of an interrupt-driven path is
+    /// a lower bound.
+    pub irq_time_accounting: Option<bool>,
+    /// How `irq_time_accounting` was decided.
+    pub irq_time_accounting_how: String,
+    /// True when the path waits for interrupts (not polled); None when the
+    /// caller did not say.
+    pub interrupt_driven: Option<bool>,
     /// Core-to-core cache line latency before / after the run (simulator), ns.
     pub core_to_core_ns: Option<(Option<f64>, Option<f64>)>,
     /// Right after the run (simulator): the driver's CPU's multiply speed
@@ -116,6 +143,7 @@ impl RunSummary {
         let ios: u64 = threads.iter().map(|t| t.ios()).sum();
         let per = |x: u64| if ios == 0 { 0.0 } else { x as f64 / ios as f64 };
         let secs = elapsed_ns.max(1) as f64 / 1e9;
+        let irq = crate::measure::irqtime::detect();
         RunSummary {
             backend,
             emulated: false,
@@ -141,10 +169,21 @@ impl RunSummary {
             first_error: threads.iter().find_map(|t| t.first_error.clone()),
             interrupted: threads.iter().any(|t| t.interrupted),
             clock: clock.into(),
+            clocksource: crate::measure::clock::kernel_clocksource(),
+            irq_time_accounting: irq.on,
+            irq_time_accounting_how: irq.how,
+            interrupt_driven: None,
             core_to_core_ns: None,
             core_share: None,
-            system: threads.iter().find_map(|t| t.system_cpu).map(|c| SystemSummary::of(c, &per_thread, elapsed_ns)),
+            system: system_over_union(threads).map(|(c, span)| SystemSummary::of(c, &per_thread, span)),
         }
+    }
+
+    /// True when the system-wide kernel CPU is known to be a lower bound:
+    /// an interrupt-driven path on a kernel that does not account interrupt
+    /// time (its interrupts between timer ticks are not seen).
+    pub fn kernel_cpu_lower_bound(&self) -> bool {
+        self.interrupt_driven == Some(true) && self.irq_time_accounting == Some(false)
     }
 
     /// The system ceiling (modelled): 1 s / (system-wide busy CPU per I/O
@@ -214,3 +253,66 @@ fn thread_cpu(t: &ThreadResult) -> ThreadCpu {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(busy_ns: u64) -> SystemCpu {
+        SystemCpu { user_ns: busy_ns, ..Default::default() }
+    }
+
+    fn thread(i: usize, start: u64, end: u64, sys: Option<(u64, u64)>) -> ThreadResult {
+        let mut t = ThreadResult { thread: i, start_mono_ns: start, end_mono_ns: end, elapsed_ns: end - start, ..Default::default() };
+        t.read.ios = 1000;
+        t.cpu_ns = 1;
+        if let Some((a, b)) = sys {
+            t.system_start = Some(stat(a));
+            t.system_end = Some(stat(b));
+        }
+        t
+    }
+
+    #[test]
+    fn proc_stat_covers_the_union_of_the_threads_intervals() {
+        // Thread 0 runs 1.0-2.0 s, thread 1 starts later and ends later
+        // (1.2-2.5 s); thread 2 lies inside both. Busy time is read from the
+        // earliest start (thread 0's reading) to the latest end (thread 1's),
+        // over the union, 1.5 s, not thread 0's 1 s.
+        const S: u64 = 1_000_000_000;
+        let ts = [
+            thread(0, S, 2 * S, Some((10 * S, 11 * S))),
+            thread(1, S + S / 5, 2 * S + S / 2, Some((10 * S + 1, 12 * S))),
+            thread(2, S + S / 2, 2 * S, Some((10 * S + 2, 11 * S + 3))),
+        ];
+        let (c, span) = system_over_union(&ts).unwrap();
+        assert_eq!((c.busy_ns(), span), (2 * S, S + S / 2));
+        let s = RunSummary::new("t".into(), vec![], &ts, "test");
+        let y = s.system.unwrap();
+        assert_eq!(y.interval_ns, S + S / 2);
+        assert_eq!(y.busy_ns_per_io, 2e9 / 3000.0);
+        assert_eq!(y.cores_busy, 2.0 / 1.5, "busy over the union, not over one thread's interval");
+        // The threads' order does not matter.
+        let rev: Vec<ThreadResult> = ts.iter().rev().cloned().collect();
+        assert_eq!(system_over_union(&rev).map(|(c, s)| (c.busy_ns(), s)), Some((2 * S, S + S / 2)));
+        // No readings (e.g. /proc/stat unreadable): no system-wide figures.
+        assert!(system_over_union(&[thread(0, 0, S, None)]).is_none());
+        assert!(RunSummary::new("t".into(), vec![], &[thread(0, 0, S, None)], "test").system.is_none());
+    }
+
+    #[test]
+    fn kernel_cpu_is_a_lower_bound_only_for_interrupts_without_irq_time_accounting() {
+        let mut s = RunSummary::new("t".into(), vec![], &[thread(0, 0, 1, None)], "test");
+        for (irq, intr, lower) in [
+            (Some(false), Some(true), true),
+            (Some(true), Some(true), false),
+            (Some(false), Some(false), false),
+            (None, Some(true), false),
+            (Some(false), None, false),
+        ] {
+            s.irq_time_accounting = irq;
+            s.interrupt_driven = intr;
+            assert_eq!(s.kernel_cpu_lower_bound(), lower, "{irq:?} {intr:?}");
+        }
+    }
+}

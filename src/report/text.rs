@@ -50,15 +50,16 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
     }
     let secs = s.elapsed_ns as f64 / 1e9;
     for (name, d) in [("read", &s.read), ("write", &s.write)] {
-        if d.ios == 0 {
+        if d.ios == 0 && d.errors == 0 {
             continue;
         }
         o.push_str(&format!(
-            "  {name}: IOPS={}, BW={}({}B/{:.1}s)\n",
+            "  {name}: IOPS={}, BW={}({}B/{:.1}s){}\n",
             si(d.iops),
             bw(d.bw_bytes),
             si(d.bytes as f64),
-            secs
+            secs,
+            if d.errors > 0 { format!(", errors={} (failed I/Os, not in IOPS, BW or latency)", d.errors) } else { String::new() }
         ));
         lat_lines(&mut o, "lat", &d.lat_ns);
     }
@@ -87,6 +88,16 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
             si(sy.iops_per_busy_core)
         ));
     }
+    if s.system.is_some() {
+        if s.kernel_cpu_lower_bound() {
+            o.push_str(&format!(
+                "  irq time     : {}: this path is interrupt-driven, so its kernel CPU above is a lower bound\n",
+                s.irq_time_accounting_how
+            ));
+        } else {
+            o.push_str(&format!("  irq time     : {}\n", s.irq_time_accounting_how));
+        }
+    }
     // The two ceilings are models (docs/methodology.md), after the
     // measured figures they are computed from.
     if let Some(x) = s.thread_ceiling_iops_modelled() {
@@ -113,6 +124,7 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
         o.push_str(&format!("  core share   : {}\n", crate::measure::c2c::describe_share(c)));
     }
     o.push_str(&format!("  clock        : {}\n", s.clock));
+    o.push_str(&format!("  clocksource  : {}\n", crate::measure::clock::describe_clocksource(s.clocksource.as_deref())));
     if spec.verify.is_some() {
         o.push_str(&format!("  verify       : {} blocks checked, {} mismatches\n", s.verified_blocks, s.mismatches));
         if let Some(m) = &s.first_mismatch {

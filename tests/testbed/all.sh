@@ -6,6 +6,7 @@
 #   kernel-paths.sh  passthru and block (io_uring, libaio): verified runs, cross-path data, polled variants
 #   vfio-irq.sh      interrupt-driven vfio completions (MSI-X eventfds)
 #   threads.sh       two pinned threads, each with its own queue (checked by scripts/check-threads.py)
+#   accounting.sh    what a run says of its measurement: irq-time accounting, the lower-bound note, clocksource
 #   trace.sh         the queue story over vfio
 #   interrupt.sh     Ctrl-C / SIGTERM during vfio runs; device back to the kernel, data outside the range untouched
 #   fio-compare.sh   our kernel-path engines against fio, same device, same job, same batching (table: scripts/fio-table.py)
@@ -13,7 +14,7 @@
 #                    (checked on the host by check-compare.py)
 . "$(dirname "$0")/lib.sh"
 DIR=$(dirname "$0")
-SCRIPTS=${NVB_ALL:-"vfio.sh vfio-irq.sh kernel-paths.sh threads.sh trace.sh interrupt.sh fio-compare.sh compare.sh"}
+SCRIPTS=${NVB_ALL:-"vfio.sh vfio-irq.sh kernel-paths.sh threads.sh accounting.sh trace.sh interrupt.sh fio-compare.sh compare.sh"}
 failed=""
 for s in $SCRIPTS; do
   echo "NVB-ALL: ---- $s ----"

@@ -714,17 +714,19 @@ fn a_parked_controller_is_woken_by_the_first_new_entry() {
     // (A lap over the ring can cross a stale EventIdx now and then.)
     assert!(mmio_busy <= 10, "{mmio_busy} MMIO writes for 40 batches sent to a polling controller");
     for round in 0..4u64 {
-        // Idle until the controller has parked 14 times (its park now
-        // 300 ms long), then one command.
+        // Idle until the controller has parked 15 times (the 15th park,
+        // now under way, is 300 ms long: 20 us doubled 14 times, capped),
+        // then one command: not woken, it would wait out most of the 300 ms.
         let parks = sim.stats().parks.load(Relaxed);
         let t = Instant::now();
-        while sim.stats().parks.load(Relaxed) < parks + 14 {
+        while sim.stats().parks.load(Relaxed) < parks + 15 {
             assert!(t.elapsed() < Duration::from_secs(10), "controller never parked");
             std::thread::sleep(Duration::from_millis(1));
         }
         let t = Instant::now();
         assert!(run(&mut qp, nvme_spec::cmd::ReadWrite::read(1, round, 1).build(), Some(DataPtr::of(&buf))).is_success());
-        assert!(t.elapsed() < Duration::from_millis(50), "round {round}: a parked controller took {:?} to answer", t.elapsed());
+        // 200 ms: a margin a loaded machine keeps, still short of the park.
+        assert!(t.elapsed() < Duration::from_millis(200), "round {round}: a parked controller took {:?} to answer", t.elapsed());
     }
     ctrl.delete_io_queue_pair(qp).unwrap();
 }

@@ -502,7 +502,9 @@ mod tests {
         assert_eq!(q.submit(&[io]).unwrap(), 1);
         let t = Instant::now();
         drop(q);
-        assert!(t.elapsed() < Duration::from_secs(5), "bounded by the admin and ready timeouts");
+        // Bounded by the admin and ready timeouts (hanging would be for
+        // ever; the margin is one a loaded machine keeps).
+        assert!(t.elapsed() < Duration::from_secs(60), "bounded by the admin and ready timeouts");
         assert_eq!(live.load(Ordering::SeqCst), before, "memory of the queue whose deletion failed was released");
         // The controller stops at shutdown once it heeds CC.EN = 0 again
         // (CSTS.RDY = 0): only then does the memory go, all of it.
