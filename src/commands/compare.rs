@@ -377,6 +377,12 @@ pub fn table(c: &Comparison) -> String {
          its range clears the noise control's (the baseline run again each round, over the same median), else within noise.\n\
          MMIO/IO: doorbell register writes per I/O of our driver (the kernel paths' doorbells are the kernel's).\n",
     );
+    // Without irq-time accounting the kernel sees interrupts between ticks
+    // only by sampling: an interrupt-driven row's kernel CPU is a lower bound.
+    let lower: Vec<&str> = c.rows.iter().filter(|r| r.summary.as_ref().is_some_and(|s| s.kernel_cpu_lower_bound())).map(|r| r.variant.label.as_str()).collect();
+    if let Some(how) = c.rows.iter().find_map(|r| r.summary.as_ref().filter(|s| s.kernel_cpu_lower_bound()).map(|s| s.irq_time_accounting_how.clone())) {
+        o.push_str(&format!("irq time: {how}: the kernel CPU of the interrupt-driven rows ({}) is a lower bound\n", lower.join(", ")));
+    }
     o.push_str(&format!(
         "\nmodelled (from the measured figures above):\n{:<34} {:>10} {:>12} {:>16} {:>15} {:>7} {:>13} {:>13}\n",
         "path", "CPU ns/IO", "empty ns/IO", "modelled ceiling", "modelled range", "x model", "x model range", "x model is"

@@ -206,6 +206,7 @@ pub fn run_variant(v: &Variant, t: &Topology, spec: &JobSpec, clock: Clock, stat
     engine::validate(&spec, &geo)?;
     let threads = engine::run(&*target, &spec, clock, status)?;
     let mut s = RunSummary::new(v.label.clone(), target.describe(), &threads, clock.source());
+    s.interrupt_driven = Some(!target.polled());
     s.emulated = t.emulated.is_some();
     s.emulated_note = t.emulated.clone();
     Ok((s, threads))
