@@ -55,9 +55,12 @@ step "examples against the simulator"
 cargo run --quiet --example identify | tail -3
 cargo run --quiet --example read_block | tail -1
 
-step "release build"
-cargo build --release --quiet
-BIN=$ROOT/target/release/nvme-bypass
+step "release build (static: the host's checks and the test bed's guest run the same binary)"
+# One whole-program optimised build serves both: the host-side checks below
+# and every test-bed boot (run.sh --bin), as run.sh itself would build it.
+RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --quiet --target x86_64-unknown-linux-gnu -p nvme-bypass --bin nvme-bypass
+BIN=$ROOT/target/x86_64-unknown-linux-gnu/release/nvme-bypass
+export NVB_HOST_BIN=$BIN
 
 step "bench smoke on the simulator (JSON shape, verify)"
 python3 scripts/check-bench.py "$BIN"
@@ -107,7 +110,7 @@ else
   # boots again once when a boot hit a QEMU fault (README "Flakiness"),
   # and says so; its run.json counts the retries.
   RES=$ROOT/target/testbed/ci-$(date +%Y%m%d-%H%M%S)
-  scripts/testbed/run.sh --multipath N --poll-queues 1 --timeout 1500 --quiet --results "$RES" tests/testbed/all.sh
+  scripts/testbed/run.sh --multipath N --poll-queues 1 --timeout 1500 --quiet --bin "$BIN" --results "$RES" tests/testbed/all.sh
   python3 scripts/check-compare.py "$RES/results/compare/compare.json"
   python3 scripts/check-threads.py "$RES/results/threads"
   # A second, short boot with two controllers: one thread driving both.
