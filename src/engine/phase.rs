@@ -601,15 +601,14 @@ impl<'c> Phase<'c> {
         if self.ctx.polled && self.can_look {
             return if self.spin(q, want, u64::MAX) { q.poll(&mut self.done[..want]) } else { Ok(0) };
         }
-        if q.ready(want) == Some(true) {
+        if q.ready(want) == Some(true) || self.ctx.spec.stop.requested() {
             return q.poll(&mut self.done[..want]);
         }
-        let mut n = q.poll(&mut self.done[..want])?;
-        if n < want && !self.ctx.spec.stop.requested() {
-            n += q.wait(&mut self.done[n..want], want - n)?;
-            self.m.waits += 1;
-        }
-        Ok(n)
+        // One wait for the whole batch (it takes what is there first): a
+        // non-blocking look before it would make a pass's system calls and
+        // reaps depend on how many had arrived.
+        self.m.waits += 1;
+        q.wait(&mut self.done[..want], want)
     }
 
     /// Spin on the completion queue until `want` completions are ready
