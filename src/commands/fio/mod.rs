@@ -454,3 +454,46 @@ Options are fio's (--key=value, --key value, bare booleans). Engines:
   ioengine=nvme-bypass-sim         our driver on the in-process simulated controller
 Options that are not supported are refused by name, saying whether ignoring them would change the result.
 Jobs run one after another (a group's too). See docs/fio.md.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check that keeps a write job off a mounted filesystem finds
+    /// this machine's mounted block devices (read only: nothing is opened).
+    #[test]
+    fn mounted_block_devices_are_found() {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let found = mounts.lines().filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (src, at) = (f.next()?, f.next()?);
+            std::fs::metadata(src).ok().filter(|m| m.file_type().is_block_device()).map(|_| (src.to_string(), at.to_string()))
+        });
+        let mut any = false;
+        for (src, at) in found {
+            let seen = mounted_at(Path::new(&src));
+            assert!(seen.is_some(), "{src} is mounted at {at}, not found");
+            any = true;
+        }
+        if !any {
+            eprintln!("skipped: no block device is mounted here");
+        }
+        assert_eq!(mounted_at(Path::new("/nonexistent/dev")), None);
+    }
+
+    #[test]
+    fn a_write_job_on_a_mounted_device_is_refused_before_anything_opens() {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let Some(dev) = mounts.lines().filter_map(|l| l.split_whitespace().next()).find(|s| std::fs::metadata(s).is_ok_and(|m| m.file_type().is_block_device())) else {
+            eprintln!("skipped: no block device is mounted here");
+            return;
+        };
+        let mut o = JobOpts { name: "w".into(), ..Default::default() };
+        for (k, v) in [("filename", dev), ("rw", "randwrite"), ("ioengine", "libaio")] {
+            o.set(k, Some(v)).unwrap();
+        }
+        // plan() only stats the device; the run would open it.
+        let e = plan(o, 0, false).err().expect("refused").to_string();
+        assert!(e.contains("mounted at") && e.contains("allow_mounted_write=1"), "{e}");
+    }
+}
