@@ -148,6 +148,60 @@ pub fn percentile_lines(name: &str, l: &LatSummary) -> String {
     o
 }
 
+/// fio's latency distribution lines (`show_latencies`): the share of I/Os
+/// in each of fio's buckets (upper bounds 2, 4, 10, ... 1000 ns, then us,
+/// then ms up to 2000 and >=2000), five to a line, non-empty buckets only,
+/// a bucket with any I/O at least 0.01%.
+pub fn distribution_lines(h: &hdrhistogram::Histogram<u64>) -> String {
+    const EDGES: [u64; 10] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
+    let total = h.len();
+    if total == 0 {
+        return String::new();
+    }
+    // [nsec x 10, usec x 10, msec x 12]
+    let mut counts = [0u64; 32];
+    for v in h.iter_recorded() {
+        let ns = v.value_iterated_to();
+        let (base, x) = if ns < 1000 {
+            (0, ns)
+        } else if ns < 1_000_000 {
+            (10, ns / 1000)
+        } else {
+            (20, ns / 1_000_000)
+        };
+        let i = if base == 20 && x >= 1000 { if x >= 2000 { 11 } else { 10 } } else { EDGES.iter().position(|&e| x < e).unwrap_or(9) };
+        counts[base + i] += v.count_at_value();
+    }
+    let mut o = String::new();
+    for (unit, base, n) in [("nsec", 0usize, 10usize), ("usec", 10, 10), ("msec", 20, 12)] {
+        let mut line = 0;
+        let mut shown = false;
+        for i in 0..n {
+            let c = counts[base + i];
+            if c == 0 {
+                continue;
+            }
+            if line == 0 {
+                if shown {
+                    o.push('\n');
+                }
+                o.push_str(&format!("  lat ({unit})   : "));
+            } else {
+                o.push_str(", ");
+            }
+            shown = true;
+            let label = if base == 20 && i == 11 { ">=2000".to_string() } else if base == 20 && i == 10 { "2000".to_string() } else { EDGES[i].to_string() };
+            let pct = (100.0 * c as f64 / total as f64).max(0.01);
+            o.push_str(&format!("{label}={pct:3.2}%"));
+            line = (line + 1) % 5;
+        }
+        if shown {
+            o.push('\n');
+        }
+    }
+    o
+}
+
 /// Process resource usage (getrusage(RUSAGE_SELF)): context switches and
 /// page faults, as fio's `cpu` line shows them.
 #[derive(Clone, Copy, Debug, Default)]
@@ -219,6 +273,14 @@ pub fn job_block(b: &Block) -> String {
             o.push_str(&lat_line(" lat", &d.lat_ns));
             o.push_str(&percentile_lines("lat", &d.lat_ns));
         }
+    }
+    if !b.opts.gtod_reduce {
+        let mut all = crate::measure::stats::new_histogram();
+        for t in b.threads {
+            all.add(&t.read.lat).expect("same bounds");
+            all.add(&t.write.lat).expect("same bounds");
+        }
+        o.push_str(&distribution_lines(&all));
     }
     let el: u64 = b.threads.iter().map(|t| t.elapsed_ns).sum::<u64>().max(1);
     let usr: u64 = b.threads.iter().map(|t| t.cpu_time.user_ns).sum();
@@ -320,6 +382,28 @@ mod tests {
         let p = percentile_lines("lat", &l);
         assert!(p.starts_with("    lat percentiles (usec):\n     |  1.00th=[  100],  5.00th=[  101], 10.00th=[  102], 20.00th=[  103],\n     | 30.00th=[  104],"), "{p}");
         assert!(p.ends_with("| 99.99th=[  116]\n"), "{p}");
+    }
+
+    #[test]
+    fn latency_distribution_in_fios_buckets() {
+        let mut h = crate::measure::stats::new_histogram();
+        h.record_n(900, 3).unwrap(); // 1000 ns bucket
+        h.record_n(60_000, 90).unwrap(); // 100 us
+        h.record_n(200_000, 900).unwrap(); // 250 us
+        h.record_n(300_000, 6).unwrap(); // 500 us
+        h.record_n(600_000, 1).unwrap(); // 750 us
+        h.record_n(900_000, 1).unwrap(); // 1000 us
+        h.record_n(1_500_000, 1).unwrap(); // 2 ms
+        h.record(3_000_000_000).unwrap(); // >= 2000 ms
+        let d = distribution_lines(&h);
+        assert_eq!(
+            d,
+            "  lat (nsec)   : 1000=0.30%\n  lat (usec)   : 100=8.97%, 250=89.73%, 500=0.60%, 750=0.10%, 1000=0.10%\n  lat (msec)   : 2=0.10%, >=2000=0.10%\n"
+        );
+        let mut big = crate::measure::stats::new_histogram();
+        big.record_n(100_000, 100_000).unwrap();
+        big.record(10_000).unwrap();
+        assert_eq!(distribution_lines(&big), "  lat (usec)   : 20=0.01%, 250=100.00%\n", "a bucket with any I/O shows at least 0.01%");
     }
 
     #[test]
