@@ -209,6 +209,48 @@ fn plan(o: JobOpts, group: usize, readonly: bool) -> Result<Planned, Error> {
     Ok(Planned { opts: o, group, paths, layout, cpus, context, batch_complete })
 }
 
+/// A message of the paths and the engine, which name `bench`'s options,
+/// in fio's words: `--iodepth 1` -> `iodepth=1`, `--backend block` ->
+/// `ioengine=io_uring, libaio or psync`.
+fn in_fio_words(msg: &str) -> String {
+    let mut m = msg.replace("--backend block", "ioengine=io_uring, libaio or psync").replace("--backend passthru", "ioengine=io_uring_cmd").replace("--backend vfio", "ioengine=nvme-bypass-vfio");
+    for (ours, fio) in [
+        ("batch-complete", "iodepth_batch_complete_min/_max"),
+        ("batch", "iodepth_batch_submit"),
+        ("iodepth", "iodepth"),
+        ("numjobs", "numjobs"),
+        ("ioengine", "ioengine"),
+        ("bs", "bs"),
+        ("size", "size"),
+        ("offset", "offset"),
+        ("verify", "verify"),
+        ("hipri", "hipri"),
+        ("fixedbufs", "fixedbufs"),
+        ("registerfiles", "registerfiles"),
+        ("sqthread-poll", "sqthread_poll"),
+        ("buffered", "direct=0"),
+        ("allow-write", "a write pattern"),
+    ] {
+        let pat = format!("--{ours}");
+        let mut out = String::new();
+        let mut rest = m.as_str();
+        while let Some(i) = rest.find(&pat) {
+            out.push_str(&rest[..i]);
+            out.push_str(fio);
+            rest = &rest[i + pat.len()..];
+            // "--iodepth 4" -> "iodepth=4"; "--numjobs for" -> "numjobs for".
+            let value = rest.strip_prefix(' ').filter(|r| r.starts_with(|c: char| c.is_ascii_digit()) || ["io_uring", "libaio", "psync"].iter().any(|e| r.starts_with(e)));
+            if let Some(v) = value {
+                out.push('=');
+                rest = v;
+            }
+        }
+        out.push_str(rest);
+        m = out;
+    }
+    m
+}
+
 /// Lay a regular file out to `size` bytes as fio does: write it (never
 /// over what is there: only past its end), so reads hit real blocks.
 fn lay_out(path: &Path, size: u64) -> Result<(), Error> {
@@ -354,7 +396,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         }
         let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
         let before = Rusage::now();
-        let (threads, mut summary, spec) = run_one(p, clock, stop).map_err(|e| Error::usage(format!("job {}: {}", p.opts.name, crate::error::chain(&e))))?;
+        let (threads, mut summary, spec) = run_one(p, clock, stop).map_err(|e| Error::usage(format!("job {}: {}", p.opts.name, in_fio_words(&crate::error::chain(&e)))))?;
         let rusage = Rusage::now().since(&before);
         summary.emulated = !p.context.contains("not emulated");
         ran.push(Ran { plan_idx: i, threads, summary, spec, rusage, started });
@@ -461,6 +503,16 @@ mod tests {
 
     /// The check that keeps a write job off a mounted filesystem finds
     /// this machine's mounted block devices (read only: nothing is opened).
+    #[test]
+    fn messages_of_the_paths_read_in_fios_words() {
+        assert_eq!(
+            in_fio_words("--ioengine psync does one I/O at a time per thread, so --iodepth 4 cannot be honoured: use --iodepth 1, and --numjobs for parallel I/O"),
+            "ioengine=psync does one I/O at a time per thread, so iodepth=4 cannot be honoured: use iodepth=1, and numjobs for parallel I/O"
+        );
+        assert_eq!(in_fio_words("a regular file: use --backend block for files"), "a regular file: use ioengine=io_uring, libaio or psync for files");
+        assert_eq!(in_fio_words("--batch-complete 8 is more than --iodepth 4"), "iodepth_batch_complete_min/_max=8 is more than iodepth=4");
+    }
+
     #[test]
     fn mounted_block_devices_are_found() {
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
