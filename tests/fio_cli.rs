@@ -223,3 +223,67 @@ fn the_simulator_and_several_files() {
     assert!(w.join("one").exists() && w.join("two").exists());
     let _ = std::fs::remove_dir_all(w);
 }
+
+/// Every number masked, with its unit prefix: `IOPS=391k` -> `IOPS=N`.
+fn mask(line: &str) -> String {
+    let mut out = String::new();
+    let b = line.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_digit() {
+            while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+                i += 1;
+            }
+            if i < b.len() && b"kKMGTP".contains(&b[i]) {
+                i += 1;
+            }
+            if line[i..].starts_with("iB") {
+                i += 2;
+            } else if line[i..].starts_with('B') {
+                i += 1;
+            }
+            out.push('N');
+        } else {
+            out.push(b[i] as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// When fio itself is installed: the seed's randrw run by fio and by us on
+/// the same kind of file; every line fio prints is in ours with its
+/// numbers masked, but for those we do not have the figure for (fio's
+/// version, the IO depth distributions, Disk stats).
+#[test]
+fn line_for_line_with_fio_when_it_is_installed() {
+    if Command::new("fio").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
+        eprintln!("skipped: fio is not installed");
+        return;
+    }
+    let Some(d) = workdir("realfio") else { return };
+    let args = |file: &str, out: &str| {
+        vec![
+            "--randrepeat=1".to_string(), "--ioengine=libaio".into(), "--direct=1".into(), "--gtod_reduce=1".into(), "--name=test".into(),
+            format!("--filename={file}"), "--bs=4k".into(), "--iodepth=64".into(), "--size=8M".into(), "--readwrite=randrw".into(),
+            "--rwmixread=75".into(), format!("--output={out}"), "--output-format=normal".into(),
+        ]
+    };
+    let st = Command::new("fio").current_dir(&d).args(args("theirs", "fio.txt")).status().unwrap();
+    assert!(st.success());
+    let st = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).arg("fio").args(args("ours", "ours.txt")).status().unwrap();
+    assert!(st.success());
+    let theirs = std::fs::read_to_string(d.join("fio.txt")).unwrap();
+    let ours = std::fs::read_to_string(d.join("ours.txt")).unwrap();
+    let ours_masked: Vec<String> = ours.lines().map(mask).collect();
+    let mut after_disk_stats = false;
+    for l in theirs.lines() {
+        after_disk_stats |= l.starts_with("Disk stats");
+        let not_ours = l.starts_with("fio-") || l.starts_with("  IO depths") || l.starts_with("     submit") || l.starts_with("     complete") || after_disk_stats;
+        if not_ours || l.is_empty() {
+            continue;
+        }
+        assert!(ours_masked.contains(&mask(l)), "fio prints {l:?}; ours has no such line:\n{ours}");
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
