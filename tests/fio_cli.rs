@@ -191,6 +191,9 @@ fn job_files_with_globals_includes_env_stonewall_and_section() {
     assert_eq!((jobs[0]["jobname"].as_str(), jobs[0]["groupid"].as_u64()), (Some("writer"), Some(0)));
     assert_eq!((jobs[1]["jobname"].as_str(), jobs[1]["groupid"].as_u64()), (Some("reader"), Some(1)));
     assert_eq!(jobs[1]["read"]["io_bytes"].as_u64(), Some(2 << 20));
+    assert_eq!(jobs[0]["job options"]["ioengine"], "libaio");
+    assert_eq!(jobs[0]["job options"]["filename"], "shared", "the environment variable is substituted");
+    assert_eq!(jobs[1]["job options"]["iodepth"], "4");
     // --section runs one.
     let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).args(["fio", "--section=reader", "two.fio"]).env("FIO_TEST_FILE", "shared").env("FIO_TEST_BS", "4k").output().unwrap();
     let o = String::from_utf8_lossy(&out.stdout);

@@ -445,7 +445,8 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                 for j in jobs.iter_mut() {
                     j["jobname"] = p.opts.name.clone().into();
                     j["groupid"] = p.group.into();
-                    j["job options"]["ioengine"] = p.opts.ioengine.clone().into();
+                    // fio lists the options the job was given, as given.
+                    j["job options"] = p.opts.given.iter().filter(|(k, _)| k != "name").map(|(k, v)| (k.clone(), serde_json::Value::from(v.clone()))).collect::<serde_json::Map<_, _>>().into();
                     j["nvme_bypass"]["figures"] = p.context.clone().into();
                 }
             }
