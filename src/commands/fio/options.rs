@@ -151,7 +151,7 @@ pub fn lookup(key: &str) -> Result<(&'static str, Kind), Error> {
     match TABLE.iter().find(|(n, _)| *n == canon) {
         Some(&(n, k)) => Ok((n, k)),
         None => Err(Error::usage(format!(
-            "fio option '{key}' is not one nvme-bypass knows; it would change the job in ways not modelled here, so it is refused: remove it (docs/fio.md lists what is supported)"
+            "fio option '{key}' is not one nvme-bypass knows, so it cannot tell whether ignoring it would change the result: refused; remove it (docs/fio.md lists what is supported)"
         ))),
     }
 }
