@@ -219,6 +219,13 @@ fn the_simulator_and_several_files() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("measured, simulated:"), "{out}");
     assert_eq!(out.lines().filter(|l| fio_iops_shape(l)).count(), 2, "{out}");
+    let (code, out, err) = fio_in(&d, &["--name=s", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=4", "--size=16M", "--io_size=1M", "--output-format=json+"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let bins = j["jobs"][0]["read"]["clat_ns"]["bins"].as_object().expect("json+ bins");
+    let n: u64 = bins.values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(n, 256, "every I/O in a bin");
+    assert!(bins.keys().all(|k| k.parse::<u64>().is_ok()));
     let Some(w) = workdir("multi") else { return };
     let (code, out, err) = fio_in(&w, &["--name=m", "--filename=one:two", "--size=8M", "--io_size=1M", "--ioengine=libaio", "--direct=1", "--rw=randread", "--iodepth=4"]);
     assert_eq!(code, 0, "{err}");

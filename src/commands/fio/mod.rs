@@ -324,6 +324,12 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
     Ok((threads, summary, spec))
 }
 
+/// fio's json+ `bins`: every latency recorded (ns, as a string key, the
+/// histogram's value: 3 significant digits) with its count of I/Os.
+fn bins(h: &hdrhistogram::Histogram<u64>) -> serde_json::Value {
+    h.iter_recorded().map(|v| (v.value_iterated_to().to_string(), serde_json::Value::from(v.count_at_value()))).collect::<serde_json::Map<_, _>>().into()
+}
+
 /// `nvme-bypass fio ARGS...`.
 pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     if args.iter().any(|a| a == "--help" || a == "-h") || args.is_empty() {
@@ -438,11 +444,17 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     }
     if json {
         let mut all: Option<serde_json::Value> = None;
+        let plus = run.output_format.iter().any(|f| f == "json+");
         for r in &ran {
             let p = &plans[r.plan_idx];
             let mut v = crate::report::fio_json(&r.summary, &r.spec, &r.threads);
             if let Some(jobs) = v["jobs"].as_array_mut() {
-                for j in jobs.iter_mut() {
+                for (j, t) in jobs.iter_mut().zip(&r.threads) {
+                    if plus {
+                        // json+: fio's latency bins, latency (ns) -> I/Os.
+                        j["read"]["clat_ns"]["bins"] = bins(&t.read.lat);
+                        j["write"]["clat_ns"]["bins"] = bins(&t.write.lat);
+                    }
                     j["jobname"] = p.opts.name.clone().into();
                     j["groupid"] = p.group.into();
                     // fio lists the options the job was given, as given.
@@ -459,9 +471,6 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     }
                 }
             }
-        }
-        if run.output_format.iter().any(|f| f == "json+") {
-            eprintln!("nvme-bypass: json+ is written as json: the latency bins (clat_ns.bins) are not produced");
         }
         if let Some(a) = all {
             w(&mut out, &format!("{}\n", serde_json::to_string_pretty(&a).unwrap()))?;
