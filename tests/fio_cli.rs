@@ -226,6 +226,10 @@ fn the_simulator_and_several_files() {
     let n: u64 = bins.values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(n, 256, "every I/O in a bin");
     assert!(bins.keys().all(|k| k.parse::<u64>().is_ok()));
+    let job = &j["jobs"][0];
+    let share: f64 = ["latency_ns", "latency_us", "latency_ms"].iter().flat_map(|k| job[k].as_object().unwrap().values()).map(|v| v.as_f64().unwrap()).sum();
+    assert!((99.0..=101.0).contains(&share), "fio's latency buckets add up to 100%: {share}");
+    assert!(job["latency_ms"][">=2000"].is_number());
     let Some(w) = workdir("multi") else { return };
     let (code, out, err) = fio_in(&w, &["--name=m", "--filename=one:two", "--size=8M", "--io_size=1M", "--ioengine=libaio", "--direct=1", "--rw=randread", "--iodepth=4"]);
     assert_eq!(code, 0, "{err}");

@@ -450,6 +450,14 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             let mut v = crate::report::fio_json(&r.summary, &r.spec, &r.threads);
             if let Some(jobs) = v["jobs"].as_array_mut() {
                 for (j, t) in jobs.iter_mut().zip(&r.threads) {
+                    // fio's latency_ns / _us / _ms: percent of I/Os per bucket.
+                    let mut all = crate::measure::stats::new_histogram();
+                    all.add(&t.read.lat).expect("same bounds");
+                    all.add(&t.write.lat).expect("same bounds");
+                    let b = output::lat_buckets(&all);
+                    for (key, base, n) in [("latency_ns", 0usize, 10usize), ("latency_us", 10, 10), ("latency_ms", 20, 12)] {
+                        j[key] = (0..n).map(|i| (output::bucket_label(base == 20, i), serde_json::Value::from(b[base + i]))).collect::<serde_json::Map<_, _>>().into();
+                    }
                     if plus {
                         // json+: fio's latency bins, latency (ns) -> I/Os.
                         j["read"]["clat_ns"]["bins"] = bins(&t.read.lat);

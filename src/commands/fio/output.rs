@@ -148,17 +148,13 @@ pub fn percentile_lines(name: &str, l: &LatSummary) -> String {
     o
 }
 
-/// fio's latency distribution lines (`show_latencies`): the share of I/Os
-/// in each of fio's buckets (upper bounds 2, 4, 10, ... 1000 ns, then us,
-/// then ms up to 2000 and >=2000), five to a line, non-empty buckets only,
-/// a bucket with any I/O at least 0.01%.
-pub fn distribution_lines(h: &hdrhistogram::Histogram<u64>) -> String {
-    const EDGES: [u64; 10] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
-    let total = h.len();
-    if total == 0 {
-        return String::new();
-    }
-    // [nsec x 10, usec x 10, msec x 12]
+const EDGES: [u64; 10] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
+
+/// fio's latency buckets (io_u_lat_n/u/m): the share in percent of the
+/// I/Os in each, 10 nsec, 10 usec, then 12 msec buckets (upper bounds 2,
+/// 4, 10, ... 1000, then 2000 and >=2000 for msec); a bucket with any I/O
+/// is at least 0.01%, as fio's stat_calc_lat makes it.
+pub fn lat_buckets(h: &hdrhistogram::Histogram<u64>) -> [f64; 32] {
     let mut counts = [0u64; 32];
     for v in h.iter_recorded() {
         let ns = v.value_iterated_to();
@@ -172,13 +168,33 @@ pub fn distribution_lines(h: &hdrhistogram::Histogram<u64>) -> String {
         let i = if base == 20 && x >= 1000 { if x >= 2000 { 11 } else { 10 } } else { EDGES.iter().position(|&e| x < e).unwrap_or(9) };
         counts[base + i] += v.count_at_value();
     }
+    let total = h.len().max(1) as f64;
+    counts.map(|c| if c == 0 { 0.0 } else { (100.0 * c as f64 / total).max(0.01) })
+}
+
+/// The label of bucket `i` of a unit's buckets (`lat_buckets`' order).
+pub fn bucket_label(msec: bool, i: usize) -> String {
+    match (msec, i) {
+        (true, 11) => ">=2000".into(),
+        (true, 10) => "2000".into(),
+        _ => EDGES[i].to_string(),
+    }
+}
+
+/// fio's latency distribution lines (`show_latencies`): the non-empty
+/// buckets of [`lat_buckets`], five to a line.
+pub fn distribution_lines(h: &hdrhistogram::Histogram<u64>) -> String {
+    if h.is_empty() {
+        return String::new();
+    }
+    let b = lat_buckets(h);
     let mut o = String::new();
     for (unit, base, n) in [("nsec", 0usize, 10usize), ("usec", 10, 10), ("msec", 20, 12)] {
         let mut line = 0;
         let mut shown = false;
         for i in 0..n {
-            let c = counts[base + i];
-            if c == 0 {
+            let pct = b[base + i];
+            if pct <= 0.0 {
                 continue;
             }
             if line == 0 {
@@ -190,9 +206,7 @@ pub fn distribution_lines(h: &hdrhistogram::Histogram<u64>) -> String {
                 o.push_str(", ");
             }
             shown = true;
-            let label = if base == 20 && i == 11 { ">=2000".to_string() } else if base == 20 && i == 10 { "2000".to_string() } else { EDGES[i].to_string() };
-            let pct = (100.0 * c as f64 / total as f64).max(0.01);
-            o.push_str(&format!("{label}={pct:3.2}%"));
+            o.push_str(&format!("{}={pct:3.2}%", bucket_label(base == 20, i)));
             line = (line + 1) % 5;
         }
         if shown {
