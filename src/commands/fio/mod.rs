@@ -332,9 +332,17 @@ fn bins(h: &hdrhistogram::Histogram<u64>) -> serde_json::Value {
 
 /// `nvme-bypass fio ARGS...`.
 pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
-    if args.iter().any(|a| a == "--help" || a == "-h") || args.is_empty() {
-        println!("{}", HELP);
-        return Ok(if args.is_empty() { exit::USAGE } else { exit::OK });
+    if args.is_empty() {
+        eprintln!("{HELP}");
+        return Ok(exit::USAGE);
+    }
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{HELP}");
+        return Ok(exit::OK);
+    }
+    if args.iter().any(|a| a == "--version") {
+        println!("nvme-bypass-{} (fio drop-in)", env!("CARGO_PKG_VERSION"));
+        return Ok(exit::OK);
     }
     let (run, defs) = jobfile::parse_command_line(args, &|k| std::env::var(k).ok())?;
     let mut plans = vec![];
