@@ -15,6 +15,33 @@ pub fn rusage_ns(who: i32) -> (u64, u64) {
     (ns(ru.ru_utime), ns(ru.ru_stime))
 }
 
+/// getrusage(RUSAGE_SELF)'s context switches (voluntary + involuntary),
+/// major and minor page faults, as fio's `cpu` line shows them.
+pub fn rusage_counts() -> (u64, u64, u64) {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: as in rusage_ns: one struct rusage written through a valid
+    // pointer, and a zeroed one is valid whether or not the call succeeds.
+    let ru = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr());
+        ru.assume_init()
+    };
+    ((ru.ru_nvcsw + ru.ru_nivcsw) as u64, ru.ru_majflt as u64, ru.ru_minflt as u64)
+}
+
+/// localtime_r: (weekday 0 = Sunday, month 0-11, day, hour, minute,
+/// second, year) of `secs` since the epoch, in the local time zone.
+pub fn localtime(secs: i64) -> (usize, usize, i32, i32, i32, i32, i32) {
+    let t = secs as libc::time_t;
+    let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
+    // SAFETY: localtime_r reads one time_t and writes one struct tm through
+    // valid pointers; a zeroed tm (tm_zone null) is valid if it fails.
+    let tm = unsafe {
+        libc::localtime_r(&t, tm.as_mut_ptr());
+        tm.assume_init()
+    };
+    (tm.tm_wday.rem_euclid(7) as usize, tm.tm_mon.rem_euclid(12) as usize, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, tm.tm_year + 1900)
+}
+
 /// clock_gettime(clock) in nanoseconds.
 pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };

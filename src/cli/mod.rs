@@ -24,6 +24,9 @@ pub enum Command {
     Compare(crate::commands::compare::CompareArgs),
     /// Grid over iodepth, block size and threads for each path: sweep.json and SVG charts (IOPS per core measured and modelled, latency, throughput, latency vs IOPS); --repeat N for medians with min-max ranges.
     Sweep(crate::commands::sweep::SweepArgs),
+    /// A drop-in for fio: your fio command line or job file, unchanged, with `fio` replaced by `nvme-bypass fio`
+    /// (engines io_uring/libaio/psync, io_uring_cmd, nvme-bypass-vfio, nvme-bypass-sim); fio's normal or JSON output, then our CPU per I/O.
+    Fio(commands::fio::FioArgs),
     /// Print Identify Controller and Identify Namespace data, as nvme-cli's id-ctrl/id-ns name the fields.
     Info(commands::info::InfoArgs),
     /// Move a controller from the kernel's nvme driver to vfio-pci (refuses when it is in use).
@@ -48,6 +51,7 @@ pub fn main() -> i32 {
         Command::Bench(a) => commands::bench::bench(&a, &stop),
         Command::Compare(a) => crate::commands::compare::compare(&a, &stop),
         Command::Sweep(a) => crate::commands::sweep::sweep(&a, &stop),
+        Command::Fio(a) => commands::fio::fio(&a.args, &stop),
         Command::Info(a) => commands::info::info(&a),
         Command::Bind(a) => crate::commands::bind::bind(&a),
         Command::Unbind(a) => crate::commands::bind::unbind(&a),

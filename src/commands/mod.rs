@@ -6,6 +6,7 @@ pub mod bind;
 pub mod compare;
 pub mod count_report;
 pub mod driver_cost;
+pub mod fio;
 pub mod idle;
 pub mod info;
 pub mod reliability_args;

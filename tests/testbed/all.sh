@@ -10,11 +10,12 @@
 #   trace.sh         the queue story over vfio
 #   interrupt.sh     Ctrl-C / SIGTERM during vfio runs; device back to the kernel, data outside the range untouched
 #   fio-compare.sh   our kernel-path engines against fio, same device, same job, same batching (table: scripts/fio-table.py)
+#   fio-dropin.sh    `nvme-bypass fio` for fio: the same command lines, output of fio's shape, every path
 #   compare.sh       the main job: every path side by side, three rounds with a noise control
 #                    (checked on the host by check-compare.py)
 . "$(dirname "$0")/lib.sh"
 DIR=$(dirname "$0")
-SCRIPTS=${NVB_ALL:-"vfio.sh vfio-irq.sh kernel-paths.sh threads.sh accounting.sh trace.sh interrupt.sh fio-compare.sh compare.sh"}
+SCRIPTS=${NVB_ALL:-"vfio.sh vfio-irq.sh kernel-paths.sh threads.sh accounting.sh trace.sh interrupt.sh fio-compare.sh fio-dropin.sh compare.sh"}
 failed=""
 for s in $SCRIPTS; do
   echo "NVB-ALL: ---- $s ----"

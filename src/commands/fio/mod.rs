@@ -1,0 +1,577 @@
+//! `nvme-bypass fio`: a drop-in for fio. The user's fio command line or job
+//! file runs unchanged with `fio` replaced by `nvme-bypass fio`: fio's
+//! option names, sizes and times, its engines mapped onto our paths, its
+//! file layout, and its normal output line for line where the figure
+//! exists, then our own figures (CPU per I/O, doorbells) marked as ours.
+//! Options we do not support are refused by name (docs/fio.md).
+//!
+//! Engines: `io_uring`, `libaio`, `psync` on /dev/nvmeXnY or a regular file
+//! = the block path; `io_uring_cmd` (cmd_type=nvme) on /dev/ngXnY =
+//! passthru; `nvme-bypass-vfio` (filename a PCI address, colons escaped as
+//! fio wants: `0000\:01\:00.0`) = our userspace driver; `nvme-bypass-sim` =
+//! the simulated controller. Several files (`a:b`) drive several devices
+//! from every thread. Jobs run one after another, a group's too (fio runs a
+//! group's jobs together): the output says so when it happens.
+
+pub mod jobfile;
+pub mod options;
+pub mod output;
+
+use crate::backend::kernel::{IoEngine, KernelOptions};
+use crate::backend::path::PathSpec;
+use crate::backend::userspace::vfio::VfioOptions;
+use crate::backend::Target;
+use crate::commands::args::{sim_options, sim_placement, DriverArgs, SimArgs, SimData};
+use crate::engine::{self, JobSpec, Stop, ThreadResult, VerifySpec};
+use crate::error::{exit, Error};
+use crate::measure::clock::Clock;
+use crate::report::RunSummary;
+use options::JobOpts;
+use output::{Block, Rusage};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::{Path, PathBuf};
+
+/// fio's command line, passed through untouched.
+#[derive(clap::Args, Debug)]
+#[command(disable_help_flag = true)]
+pub struct FioArgs {
+    /// fio's options (--key=value, --key value, bare booleans such as --thread) and job files, as fio takes them; see docs/fio.md.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub args: Vec<String>,
+}
+
+/// One job, checked and ready to run.
+struct Planned {
+    opts: JobOpts,
+    group: usize,
+    paths: Vec<PathSpec>,
+    /// Regular files to lay out first: (path, bytes).
+    layout: Vec<(PathBuf, u64)>,
+    /// The job's CPUs and the simulator's.
+    cpus: Vec<usize>,
+    /// What the figures are (measured, and on what).
+    context: String,
+    batch_complete: usize,
+}
+
+const ENGINES: &str = "io_uring, libaio, psync (block path), io_uring_cmd (passthru, cmd_type=nvme), nvme-bypass-vfio (our userspace driver), nvme-bypass-sim (simulated controller)";
+
+/// Where a block device is mounted (itself or a partition of it), if it is.
+fn mounted_at(dev: &Path) -> Option<String> {
+    let dev = std::fs::canonicalize(dev).ok()?;
+    let name = dev.file_name()?.to_str()?.to_string();
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    for l in mounts.lines() {
+        let mut f = l.split_whitespace();
+        let (Some(src), Some(at)) = (f.next(), f.next()) else { continue };
+        let Ok(src) = std::fs::canonicalize(src) else { continue };
+        let Some(sn) = src.file_name().and_then(|n| n.to_str()) else { continue };
+        let part = sn.strip_prefix(name.as_str()).map(|r| r.trim_start_matches('p')).is_some_and(|r| r.is_empty() || r.chars().all(|c| c.is_ascii_digit()));
+        if src.parent() == dev.parent() && part {
+            return Some(at.to_string());
+        }
+    }
+    None
+}
+
+/// Check one job and decide its path(s), as fio's engine and filename say.
+fn plan(o: JobOpts, group: usize, readonly: bool) -> Result<Planned, Error> {
+    let job = &o.name;
+    if o.numjobs == 0 || o.iodepth == 0 {
+        return Err(Error::usage(format!("job {job}: numjobs and iodepth must be at least 1")));
+    }
+    if readonly && o.rw.writes() {
+        return Err(Error::usage(format!("job {job}: rw={} writes, and --readonly was given", o.rw.as_str())));
+    }
+    if o.time_based && o.runtime.is_none() {
+        return Err(Error::usage(format!("job {job}: time_based needs runtime= (how long to run)")));
+    }
+    let batch_complete = o.batch_complete()?;
+    let files: Vec<String> = o.filename.as_deref().map(options::split_filenames).unwrap_or_default();
+    let with_dir = |f: &str| match &o.directory {
+        Some(d) if !f.starts_with('/') => format!("{d}/{f}"),
+        _ => f.to_string(),
+    };
+    let kernel = |device: String, engine: IoEngine, passthru: bool| KernelOptions {
+        device,
+        nsid: o.nsid,
+        ioengine: engine,
+        fixedbufs: o.fixedbufs,
+        registerfiles: o.registerfiles,
+        hipri: o.hipri,
+        sqthread_poll: o.sqthread_poll,
+        sqthread_poll_cpu: o.sqthread_poll_cpu,
+        buffered: !passthru && !o.direct,
+        ..Default::default()
+    };
+    let mut layout = vec![];
+    let mut cpus = o.cpus.clone();
+    let mut context = String::new();
+    let paths: Vec<PathSpec> = match o.ioengine.as_str() {
+        "io_uring" | "libaio" | "psync" => {
+            let engine = match o.ioengine.as_str() {
+                "io_uring" => IoEngine::IoUring,
+                "libaio" => IoEngine::Libaio,
+                _ => IoEngine::Psync,
+            };
+            let files = if files.is_empty() {
+                if o.numjobs > 1 {
+                    return Err(Error::usage(format!(
+                        "job {job}: without filename= fio gives each of the {} clones a file of its own; nvme-bypass drives one file from every thread: give filename=",
+                        o.numjobs
+                    )));
+                }
+                // fio's default file name: jobname.jobnum.filenum.
+                vec![format!("{job}.0.0")]
+            } else {
+                files
+            };
+            let mut v = vec![];
+            for f in files.iter().map(|f| with_dir(f)) {
+                match std::fs::metadata(&f) {
+                    Ok(md) if md.file_type().is_block_device() => {
+                        if o.rw.writes() && !o.allow_mounted_write {
+                            if let Some(at) = mounted_at(Path::new(&f)) {
+                                return Err(Error::usage(format!(
+                                    "job {job}: {f} holds a filesystem mounted at {at} and rw={} writes to it, which would destroy it; unmount it, or add allow_mounted_write=1 as fio wants",
+                                    o.rw.as_str()
+                                )));
+                            }
+                        }
+                        context = crate::measure::topology::emulation_of(&f).map(|n| format!("measured, emulated: {n}")).unwrap_or("measured on the device as it is (not emulated, not simulated)".into());
+                    }
+                    Ok(md) if md.file_type().is_char_device() => {
+                        return Err(Error::usage(format!("job {job}: {f} is a character device; for /dev/ngXnY use ioengine=io_uring_cmd with cmd_type=nvme")));
+                    }
+                    Ok(md) if md.is_file() => {
+                        let need = o.offset + o.size.unwrap_or(0);
+                        if md.len() < need {
+                            layout.push((PathBuf::from(&f), need));
+                        }
+                        context = "measured on a regular file of the host's filesystem (not emulated, not simulated)".into();
+                    }
+                    Ok(_) => return Err(Error::usage(format!("job {job}: {f} is neither a device nor a regular file"))),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        let Some(size) = o.size else {
+                            return Err(Error::usage(format!("job {job}: {f} does not exist; give size= so it can be laid out (fio needs it too)")));
+                        };
+                        layout.push((PathBuf::from(&f), o.offset + size));
+                        context = "measured on a regular file of the host's filesystem (not emulated, not simulated)".into();
+                    }
+                    Err(e) => return Err(Error::io(format!("job {job}: cannot stat {f}"), e)),
+                }
+                v.push(PathSpec::Block(kernel(f, engine, false)));
+            }
+            v
+        }
+        "io_uring_cmd" => {
+            if o.cmd_type != "nvme" {
+                return Err(Error::usage(format!("job {job}: cmd_type={} is not supported; io_uring_cmd here is NVMe passthrough (cmd_type=nvme)", o.cmd_type)));
+            }
+            if files.is_empty() {
+                return Err(Error::usage(format!("job {job}: ioengine=io_uring_cmd needs filename=/dev/ngXnY")));
+            }
+            context = crate::measure::topology::emulation_of(&files[0]).map(|n| format!("measured, emulated: {n}")).unwrap_or("measured on the device as it is (not emulated, not simulated)".into());
+            files.into_iter().map(|f| PathSpec::Passthru(kernel(f, IoEngine::IoUring, true))).collect()
+        }
+        "nvme-bypass-vfio" => {
+            if files.is_empty() {
+                return Err(Error::usage(format!(r"job {job}: ioengine=nvme-bypass-vfio needs filename= a PCI address bound to vfio-pci, colons escaped: filename=0000\:01\:00.0")));
+            }
+            context = crate::measure::topology::emulation_of(&files[0]).map(|n| format!("measured, emulated: {n}")).unwrap_or("measured on the device as it is (not emulated, not simulated)".into());
+            files
+                .into_iter()
+                .map(|bdf| PathSpec::Vfio(VfioOptions { bdf, nsid: o.nsid, queues: 1, shadow_doorbells: true, interrupts: false, streaming_sq: true }))
+                .collect()
+        }
+        "nvme-bypass-sim" => {
+            let (c, sim_cpu) = sim_placement(o.numjobs, (!o.cpus.is_empty()).then_some(&o.cpus[..]), None);
+            cpus = c;
+            let sim = SimArgs {
+                sim_data: SimData::Ram,
+                sim_size: (o.offset + o.size.unwrap_or(0)).max(1 << 30),
+                sim_lba_size: 512,
+                sim_cpu,
+                sim_mdts: 7,
+                sim_mqes: 2047,
+                sim_sync: false,
+                sim_fault: vec![],
+            };
+            context = format!("measured, simulated: {}", crate::experiment::session::SIM_NOTE);
+            vec![PathSpec::Sim(sim_options(&sim, &DriverArgs::default(), 1, sim_cpu)?)]
+        }
+        other => return Err(Error::usage(format!("job {job}: ioengine={other} is not supported; use one of {ENGINES}"))),
+    };
+    if paths.len() > 1 && o.verify {
+        return Err(Error::usage(format!("job {job}: verify with several files is not supported (a block's expected content would depend on which device served it); verify each on its own")));
+    }
+    Ok(Planned { opts: o, group, paths, layout, cpus, context, batch_complete })
+}
+
+/// A message of the paths and the engine, which name `bench`'s options,
+/// in fio's words: `--iodepth 1` -> `iodepth=1`, `--backend block` ->
+/// `ioengine=io_uring, libaio or psync`.
+fn in_fio_words(msg: &str) -> String {
+    let mut m = msg.replace("--backend block", "ioengine=io_uring, libaio or psync").replace("--backend passthru", "ioengine=io_uring_cmd").replace("--backend vfio", "ioengine=nvme-bypass-vfio");
+    for (ours, fio) in [
+        ("batch-complete", "iodepth_batch_complete_min/_max"),
+        ("batch", "iodepth_batch_submit"),
+        ("iodepth", "iodepth"),
+        ("numjobs", "numjobs"),
+        ("ioengine", "ioengine"),
+        ("bs", "bs"),
+        ("size", "size"),
+        ("offset", "offset"),
+        ("verify", "verify"),
+        ("hipri", "hipri"),
+        ("fixedbufs", "fixedbufs"),
+        ("registerfiles", "registerfiles"),
+        ("sqthread-poll", "sqthread_poll"),
+        ("buffered", "direct=0"),
+        ("allow-write", "a write pattern"),
+    ] {
+        let pat = format!("--{ours}");
+        let mut out = String::new();
+        let mut rest = m.as_str();
+        while let Some(i) = rest.find(&pat) {
+            out.push_str(&rest[..i]);
+            out.push_str(fio);
+            rest = &rest[i + pat.len()..];
+            // "--iodepth 4" -> "iodepth=4"; "--numjobs for" -> "numjobs for".
+            let value = rest.strip_prefix(' ').filter(|r| r.starts_with(|c: char| c.is_ascii_digit()) || ["io_uring", "libaio", "psync"].iter().any(|e| r.starts_with(e)));
+            if let Some(v) = value {
+                out.push('=');
+                rest = v;
+            }
+        }
+        out.push_str(rest);
+        m = out;
+    }
+    m
+}
+
+/// Lay a regular file out to `size` bytes as fio does: write it (never
+/// over what is there: only past its end), so reads hit real blocks.
+fn lay_out(path: &Path, size: u64) -> Result<(), Error> {
+    let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path).map_err(|e| Error::io(format!("cannot create {}", path.display()), e))?;
+    let mut at = f.metadata().map_err(|e| Error::io(format!("stat {}", path.display()), e))?.len();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ at;
+    while at < size {
+        for c in buf.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
+        }
+        let n = (size - at).min(buf.len() as u64) as usize;
+        f.write_all_at(&buf[..n], at).map_err(|e| Error::io(format!("laying out {}", path.display()), e))?;
+        at += n as u64;
+    }
+    f.sync_all().map_err(|e| Error::io(format!("fsync {}", path.display()), e))
+}
+
+/// What one job's run gave.
+struct Ran {
+    plan_idx: usize,
+    threads: Vec<ThreadResult>,
+    summary: RunSummary,
+    spec: JobSpec,
+    rusage: Rusage,
+    started: i64,
+}
+
+fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>, RunSummary, JobSpec), Error> {
+    let o = &p.opts;
+    let queues = o.numjobs.min(u16::MAX as usize) as u16;
+    let target: Box<dyn Target> = if p.paths.len() > 1 {
+        let mut ts = vec![];
+        for s in &p.paths {
+            ts.push(s.open(queues)?);
+        }
+        Box::new(crate::backend::multi::MultiTarget::new(ts)?)
+    } else {
+        p.paths[0].open(queues)?
+    };
+    let geo = target.geometry();
+    let size = o.size.unwrap_or_else(|| geo.bytes().saturating_sub(o.offset));
+    let ios = if o.time_based { None } else { Some(o.io_size.unwrap_or(size) / o.bs.max(1) * o.loops.max(1)) };
+    let spec = JobSpec {
+        rw: o.rw,
+        bs: o.bs as usize,
+        iodepth: o.iodepth,
+        rwmixread: o.rwmixread,
+        offset: o.offset,
+        size,
+        runtime: o.runtime,
+        ios,
+        ramp: o.ramp,
+        verify: o.verify.then_some(VerifySpec { seed: 0x6e76_6d65, only: !o.rw.writes() }),
+        batch: o.batch,
+        batch_complete: p.batch_complete,
+        numjobs: o.numjobs,
+        cpus: p.cpus.clone(),
+        continue_on_error: o.continue_on_error,
+        seed: o.seed,
+        reliability: Default::default(),
+        stop: stop.clone(),
+    };
+    engine::validate(&spec, &geo)?;
+    let threads = engine::run(&*target, &spec, clock, false)?;
+    let mut summary = RunSummary::new(target.name(), target.describe(), &threads, clock.source());
+    summary.interrupt_driven = Some(!target.polled());
+    Ok((threads, summary, spec))
+}
+
+/// fio's json+ `bins`: every latency recorded (ns, as a string key, the
+/// histogram's value: 3 significant digits) with its count of I/Os.
+fn bins(h: &hdrhistogram::Histogram<u64>) -> serde_json::Value {
+    h.iter_recorded().map(|v| (v.value_iterated_to().to_string(), serde_json::Value::from(v.count_at_value()))).collect::<serde_json::Map<_, _>>().into()
+}
+
+/// `nvme-bypass fio ARGS...`.
+pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
+    if args.is_empty() {
+        eprintln!("{HELP}");
+        return Ok(exit::USAGE);
+    }
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{HELP}");
+        return Ok(exit::OK);
+    }
+    if args.iter().any(|a| a == "--version") {
+        println!("nvme-bypass-{} (fio drop-in)", env!("CARGO_PKG_VERSION"));
+        return Ok(exit::OK);
+    }
+    let (run, defs) = jobfile::parse_command_line(args, &|k| std::env::var(k).ok())?;
+    let mut plans = vec![];
+    let mut group = 0;
+    for (i, d) in defs.iter().enumerate() {
+        let mut o = JobOpts { name: d.name.clone(), ..Default::default() };
+        for (k, v) in &d.opts {
+            o.set(k, v.as_deref()).map_err(|e| Error::usage(format!("job {}: {e}", d.name)))?;
+        }
+        if i > 0 && o.stonewall {
+            group += 1;
+        }
+        plans.push(plan(o, group, run.readonly)?);
+    }
+    let normal = run.output_format.iter().any(|f| f == "normal");
+    let json = run.output_format.iter().any(|f| f == "json" || f == "json+");
+    if run.parse_only {
+        for p in &plans {
+            print!("{}", output::header_line(&p.opts, p.group));
+        }
+        return Ok(exit::OK);
+    }
+    let mut out: Box<dyn Write> = match &run.output {
+        Some(f) => Box::new(std::fs::File::create(f).map_err(|e| Error::io(format!("cannot create --output {f}"), e))?),
+        None => Box::new(std::io::stdout()),
+    };
+    let w = |out: &mut Box<dyn Write>, s: &str| out.write_all(s.as_bytes()).map_err(|e| Error::io("writing the output", e));
+    if normal {
+        let mut head = String::new();
+        for p in &plans {
+            head.push_str(&output::header_line(&p.opts, p.group));
+            if p.opts.numjobs > 1 {
+                head.push_str("...\n");
+            }
+        }
+        head.push_str(&format!("nvme-bypass-{} (fio drop-in)\n", env!("CARGO_PKG_VERSION")));
+        let n: usize = plans.iter().map(|p| p.opts.numjobs).sum();
+        let threads = plans.iter().any(|p| p.opts.thread);
+        head.push_str(&format!("Starting {n} {}\n", match (threads, n) {
+            (true, 1) => "thread",
+            (true, _) => "threads",
+            (false, 1) => "process",
+            (false, _) => "processes",
+        }));
+        for g in 0..=group {
+            if plans.iter().filter(|p| p.group == g).count() > 1 {
+                head.push_str(&format!("nvme-bypass: the jobs of group {g} run one after another here (fio runs a group's jobs at the same time)\n"));
+            }
+        }
+        w(&mut out, &head)?;
+        out.flush().ok();
+    }
+    let clock = Clock::calibrate();
+    let mut ran: Vec<Ran> = vec![];
+    for (i, p) in plans.iter().enumerate() {
+        if stop.requested() {
+            break;
+        }
+        for (f, size) in &p.layout {
+            if normal {
+                w(&mut out, &format!("{}: Laying out IO file (1 file / {}MiB)\n", p.opts.name, size >> 20))?;
+                out.flush().ok();
+            }
+            lay_out(f, *size)?;
+        }
+        let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        let before = Rusage::now();
+        let (threads, mut summary, spec) = run_one(p, clock, stop).map_err(|e| Error::usage(format!("job {}: {}", p.opts.name, in_fio_words(&crate::error::chain(&e)))))?;
+        let rusage = Rusage::now().since(&before);
+        summary.emulated = !p.context.contains("not emulated");
+        ran.push(Ran { plan_idx: i, threads, summary, spec, rusage, started });
+    }
+    let mut failed = false;
+    if normal {
+        // Each job's block (group_reporting or one thread: one block; else
+        // one per thread, as fio prints each clone), then each group's status.
+        let mut blocks_owned: Vec<(usize, Vec<ThreadResult>, RunSummary, Rusage, i64)> = vec![];
+        for r in &ran {
+            let p = &plans[r.plan_idx];
+            if p.opts.group_reporting || r.threads.len() == 1 {
+                blocks_owned.push((r.plan_idx, r.threads.clone(), r.summary.clone(), r.rusage, r.started));
+            } else {
+                for t in &r.threads {
+                    let s = RunSummary::new(r.summary.backend.clone(), vec![], std::slice::from_ref(t), &r.summary.clock);
+                    blocks_owned.push((r.plan_idx, vec![t.clone()], s, r.rusage, r.started));
+                }
+            }
+        }
+        let blocks: Vec<Block> = blocks_owned
+            .iter()
+            .map(|(i, t, s, ru, st)| Block { opts: &plans[*i].opts, group: plans[*i].group, threads: t, summary: s, rusage: *ru, started: *st, context: &plans[*i].context })
+            .collect();
+        let mut text = String::from("\n");
+        for (i, b) in blocks.iter().enumerate() {
+            if i > 0 {
+                text.push('\n');
+            }
+            text.push_str(&output::job_block(b));
+        }
+        for g in 0..=group {
+            let gb: Vec<Block> = blocks.iter().filter(|b| b.group == g).map(|b| Block { ..*b }).collect();
+            if !gb.is_empty() {
+                text.push_str(&output::group_block(g, &gb));
+            }
+        }
+        w(&mut out, &text)?;
+    }
+    if json {
+        let mut all: Option<serde_json::Value> = None;
+        let plus = run.output_format.iter().any(|f| f == "json+");
+        for r in &ran {
+            let p = &plans[r.plan_idx];
+            let mut v = crate::report::fio_json(&r.summary, &r.spec, &r.threads);
+            if let Some(jobs) = v["jobs"].as_array_mut() {
+                for (j, t) in jobs.iter_mut().zip(&r.threads) {
+                    // fio's latency_ns / _us / _ms: percent of I/Os per bucket.
+                    let mut all = crate::measure::stats::new_histogram();
+                    all.add(&t.read.lat).expect("same bounds");
+                    all.add(&t.write.lat).expect("same bounds");
+                    let b = output::lat_buckets(&all);
+                    for (key, base, n) in [("latency_ns", 0usize, 10usize), ("latency_us", 10, 10), ("latency_ms", 20, 12)] {
+                        j[key] = (0..n).map(|i| (output::bucket_label(base == 20, i), serde_json::Value::from(b[base + i]))).collect::<serde_json::Map<_, _>>().into();
+                    }
+                    if plus {
+                        // json+: fio's latency bins, latency (ns) -> I/Os.
+                        j["read"]["clat_ns"]["bins"] = bins(&t.read.lat);
+                        j["write"]["clat_ns"]["bins"] = bins(&t.write.lat);
+                    }
+                    j["jobname"] = p.opts.name.clone().into();
+                    j["groupid"] = p.group.into();
+                    // fio lists the options the job was given, as given.
+                    j["job options"] = p.opts.given.iter().filter(|(k, _)| k != "name").map(|(k, v)| (k.clone(), serde_json::Value::from(v.clone()))).collect::<serde_json::Map<_, _>>().into();
+                    j["nvme_bypass"]["figures"] = p.context.clone().into();
+                }
+            }
+            match &mut all {
+                None => all = Some(v),
+                Some(a) => {
+                    let more = v["jobs"].as_array().cloned().unwrap_or_default();
+                    if let Some(jobs) = a["jobs"].as_array_mut() {
+                        jobs.extend(more);
+                    }
+                }
+            }
+        }
+        if let Some(a) = all {
+            w(&mut out, &format!("{}\n", serde_json::to_string_pretty(&a).unwrap()))?;
+        }
+    }
+    out.flush().ok();
+    for r in &ran {
+        if let Some(x) = engine::recovery_summary(&r.threads) {
+            eprintln!("nvme-bypass: {x}");
+        }
+        if r.summary.errors > 0 || r.summary.mismatches > 0 {
+            failed = true;
+            if r.summary.mismatches > 0 {
+                eprintln!("nvme-bypass: verify found {} mismatching blocks; first: {}", r.summary.mismatches, r.summary.first_mismatch.as_deref().unwrap_or("?"));
+            }
+            if r.summary.errors > 0 {
+                eprintln!("nvme-bypass: {} I/Os failed; first: {}", r.summary.errors, r.summary.first_error.as_deref().unwrap_or("?"));
+            }
+        }
+    }
+    Ok(if failed { exit::RUN_FAILED } else { exit::OK })
+}
+
+const HELP: &str = "nvme-bypass fio: run fio command lines and job files unchanged, with `fio` replaced by `nvme-bypass fio`.
+
+usage: nvme-bypass fio [--output=FILE] [--output-format=normal|json|json+[,...]] [--section=NAME] [--parse-only] [--readonly]
+                       [--name=JOB --key=value ...]... [JOBFILE]...
+
+Options are fio's (--key=value, --key value, bare booleans). Engines:
+  ioengine=io_uring|libaio|psync   block path (/dev/nvmeXnY or a regular file, laid out first if needed)
+  ioengine=io_uring_cmd            NVMe passthrough on /dev/ngXnY (cmd_type=nvme)
+  ioengine=nvme-bypass-vfio        our userspace driver; filename=0000\\:01\\:00.0 (a vfio-pci bound controller)
+  ioengine=nvme-bypass-sim         our driver on the in-process simulated controller
+Options that are not supported are refused by name, saying whether ignoring them would change the result.
+Jobs run one after another (a group's too). See docs/fio.md.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check that keeps a write job off a mounted filesystem finds
+    /// this machine's mounted block devices (read only: nothing is opened).
+    #[test]
+    fn messages_of_the_paths_read_in_fios_words() {
+        assert_eq!(
+            in_fio_words("--ioengine psync does one I/O at a time per thread, so --iodepth 4 cannot be honoured: use --iodepth 1, and --numjobs for parallel I/O"),
+            "ioengine=psync does one I/O at a time per thread, so iodepth=4 cannot be honoured: use iodepth=1, and numjobs for parallel I/O"
+        );
+        assert_eq!(in_fio_words("a regular file: use --backend block for files"), "a regular file: use ioengine=io_uring, libaio or psync for files");
+        assert_eq!(in_fio_words("--batch-complete 8 is more than --iodepth 4"), "iodepth_batch_complete_min/_max=8 is more than iodepth=4");
+    }
+
+    #[test]
+    fn mounted_block_devices_are_found() {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let found = mounts.lines().filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (src, at) = (f.next()?, f.next()?);
+            std::fs::metadata(src).ok().filter(|m| m.file_type().is_block_device()).map(|_| (src.to_string(), at.to_string()))
+        });
+        let mut any = false;
+        for (src, at) in found {
+            let seen = mounted_at(Path::new(&src));
+            assert!(seen.is_some(), "{src} is mounted at {at}, not found");
+            any = true;
+        }
+        if !any {
+            eprintln!("skipped: no block device is mounted here");
+        }
+        assert_eq!(mounted_at(Path::new("/nonexistent/dev")), None);
+    }
+
+    #[test]
+    fn a_write_job_on_a_mounted_device_is_refused_before_anything_opens() {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let Some(dev) = mounts.lines().filter_map(|l| l.split_whitespace().next()).find(|s| std::fs::metadata(s).is_ok_and(|m| m.file_type().is_block_device())) else {
+            eprintln!("skipped: no block device is mounted here");
+            return;
+        };
+        let mut o = JobOpts { name: "w".into(), ..Default::default() };
+        for (k, v) in [("filename", dev), ("rw", "randwrite"), ("ioengine", "libaio")] {
+            o.set(k, Some(v)).unwrap();
+        }
+        // plan() only stats the device; the run would open it.
+        let e = plan(o, 0, false).err().expect("refused").to_string();
+        assert!(e.contains("mounted at") && e.contains("allow_mounted_write=1"), "{e}");
+    }
+}

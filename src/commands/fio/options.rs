@@ -1,0 +1,506 @@
+//! fio's options: a table of every option name this drop-in knows, each
+//! either applied as fio defines it, accepted because it changes no figure
+//! (bookkeeping), or refused by name with whether ignoring it would change
+//! the result. One parser for the command line's `--key=value`,
+//! `--key value` and bare booleans, and for job files' `key=value` lines.
+
+use crate::cli::parse::{parse_cpu_list, parse_duration};
+use crate::engine::workload::Rw;
+use crate::error::Error;
+use std::time::Duration;
+
+/// How an option is handled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Applied as fio defines it; takes a value.
+    Value,
+    /// Applied as fio defines it; a boolean (bare `--key` means 1).
+    Bool,
+    /// Accepted and ignored: it changes no figure (bookkeeping, or what
+    /// nvme-bypass always does). Bare or with a value.
+    Ignored(&'static str),
+    /// Refused: ignoring it would change the result.
+    Refused(&'static str),
+    /// Refused: ignoring it would not change the figures, but what it asks
+    /// for (a log file, a trigger...) would silently not happen.
+    RefusedNoEffect(&'static str),
+}
+
+/// Every fio option this drop-in knows (fio's names; aliases after).
+pub const TABLE: &[(&str, Kind)] = &[
+    ("name", Kind::Value),
+    ("filename", Kind::Value),
+    ("directory", Kind::Value),
+    ("ioengine", Kind::Value),
+    ("rw", Kind::Value),
+    ("bs", Kind::Value),
+    ("iodepth", Kind::Value),
+    ("rwmixread", Kind::Value),
+    ("rwmixwrite", Kind::Value),
+    ("size", Kind::Value),
+    ("io_size", Kind::Value),
+    ("offset", Kind::Value),
+    ("runtime", Kind::Value),
+    ("time_based", Kind::Bool),
+    ("ramp_time", Kind::Value),
+    ("numjobs", Kind::Value),
+    ("loops", Kind::Value),
+    ("direct", Kind::Bool),
+    ("buffered", Kind::Bool),
+    ("group_reporting", Kind::Bool),
+    ("gtod_reduce", Kind::Bool),
+    ("iodepth_batch_submit", Kind::Value),
+    ("iodepth_batch_complete_min", Kind::Value),
+    ("iodepth_batch_complete_max", Kind::Value),
+    ("hipri", Kind::Bool),
+    ("fixedbufs", Kind::Bool),
+    ("registerfiles", Kind::Bool),
+    ("sqthread_poll", Kind::Bool),
+    ("sqthread_poll_cpu", Kind::Value),
+    ("cmd_type", Kind::Value),
+    ("cpus_allowed", Kind::Value),
+    ("cpus_allowed_policy", Kind::Value),
+    ("verify", Kind::Value),
+    ("thread", Kind::Bool),
+    ("randseed", Kind::Value),
+    ("stonewall", Kind::Bool),
+    ("new_group", Kind::Bool),
+    ("continue_on_error", Kind::Value),
+    ("allow_mounted_write", Kind::Bool),
+    ("kb_base", Kind::Value),
+    ("nsid", Kind::Value),
+    ("randrepeat", Kind::Ignored("offsets are always from a fixed seed (--randseed), so every run repeats")),
+    ("norandommap", Kind::Ignored("nvme-bypass draws random offsets without a map: what norandommap asks for")),
+    ("description", Kind::Ignored("a comment")),
+    ("invalidate", Kind::Ignored("drops the page cache before buffered runs; O_DIRECT runs do not use it, and buffered runs here start without dropping it (see docs/fio.md)")),
+    ("eta", Kind::Ignored("progress display")),
+    ("eta-newline", Kind::Ignored("progress display")),
+    ("clat_percentiles", Kind::Ignored("percentiles are always of the submit-to-completion latency")),
+    ("lat_percentiles", Kind::Ignored("percentiles are always of the submit-to-completion latency")),
+    ("disable_slat", Kind::Ignored("no submission latency is measured")),
+    ("disable_clat", Kind::Ignored("latency is recorded into a histogram at no per-I/O cost worth disabling")),
+    ("disable_lat", Kind::Ignored("latency is recorded into a histogram at no per-I/O cost worth disabling")),
+    ("exitall", Kind::Ignored("jobs run one after another, so the first to finish ends only itself")),
+    ("unified_rw_reporting", Kind::Refused("would merge reads and writes into one 'mixed' line; nvme-bypass reports them apart")),
+    ("percentile_list", Kind::Refused("nvme-bypass reports fio's default percentile list only")),
+    ("bssplit", Kind::Refused("mixed block sizes are not supported; one bs per job")),
+    ("bsrange", Kind::Refused("mixed block sizes are not supported; one bs per job")),
+    ("blocksize_range", Kind::Refused("mixed block sizes are not supported; one bs per job")),
+    ("random_distribution", Kind::Refused("offsets are uniform; zipf/pareto/normal would change which blocks are hit")),
+    ("rate", Kind::Refused("no rate limiting: the job would run as fast as it can")),
+    ("rate_iops", Kind::Refused("no rate limiting: the job would run as fast as it can")),
+    ("thinktime", Kind::Refused("no think time: the job would run as fast as it can")),
+    ("fsync", Kind::Refused("no fsync every N writes")),
+    ("fdatasync", Kind::Refused("no fdatasync every N writes")),
+    ("end_fsync", Kind::Refused("no fsync at the end of the job")),
+    ("sync", Kind::Refused("no O_SYNC/O_DSYNC opens")),
+    ("zonemode", Kind::Refused("zoned devices are not supported")),
+    ("nrfiles", Kind::Refused("one file per job (or one per filename)")),
+    ("openfiles", Kind::Refused("one file per job (or one per filename)")),
+    ("file_service_type", Kind::Refused("several files are served round robin by slot")),
+    ("rw_sequencer", Kind::Refused("sequential patterns advance one block at a time")),
+    ("zero_buffers", Kind::Refused("write buffers hold verify stamps or fixed content")),
+    ("refill_buffers", Kind::Refused("write buffers are filled once")),
+    ("buffer_compress_percentage", Kind::Refused("write buffers are not compressible on request")),
+    ("dedupe_percentage", Kind::Refused("write buffers are not dedupable on request")),
+    ("fallocate", Kind::Refused("files are laid out by writing them, as fio's default on most filesystems")),
+    ("create_on_open", Kind::Refused("files are laid out before the job starts")),
+    ("unlink", Kind::Refused("files are kept after the job")),
+    ("do_verify", Kind::Refused("verify always checks what it wrote")),
+    ("verify_only", Kind::Refused("use a read pattern with verify= to check existing stamps")),
+    ("verify_backlog", Kind::Refused("verify is done block by block as it goes")),
+    ("ioscheduler", Kind::Refused("the I/O scheduler is not switched")),
+    ("nice", Kind::Refused("the job's priority is not changed")),
+    ("prio", Kind::Refused("the job's I/O priority is not changed")),
+    ("prioclass", Kind::Refused("the job's I/O priority is not changed")),
+    ("cpumask", Kind::Refused("use cpus_allowed")),
+    ("numa_cpu_nodes", Kind::Refused("use cpus_allowed")),
+    ("numa_mem_policy", Kind::Refused("memory placement is not changed")),
+    ("iomem", Kind::Refused("I/O buffers are page-aligned anonymous memory")),
+    ("mem", Kind::Refused("I/O buffers are page-aligned anonymous memory")),
+    ("iomem_align", Kind::Refused("I/O buffers are page-aligned")),
+    ("startdelay", Kind::Refused("jobs start at once")),
+    ("number_ios", Kind::Refused("use io_size")),
+    ("flow", Kind::Refused("no flow control between jobs")),
+    ("trim_percentage", Kind::Refused("no trims")),
+    ("write_bw_log", Kind::RefusedNoEffect("no bandwidth log is written")),
+    ("write_lat_log", Kind::RefusedNoEffect("no latency log is written")),
+    ("write_iops_log", Kind::RefusedNoEffect("no IOPS log is written")),
+    ("write_hist_log", Kind::RefusedNoEffect("no histogram log is written")),
+    ("log_avg_msec", Kind::RefusedNoEffect("no logs are written")),
+    ("exec_prerun", Kind::RefusedNoEffect("no command would be run before the job")),
+    ("exec_postrun", Kind::RefusedNoEffect("no command would be run after the job")),
+    ("trigger", Kind::RefusedNoEffect("no triggers")),
+];
+
+/// fio's aliases, and the names we map onto another.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("readwrite", "rw"),
+    ("blocksize", "bs"),
+    ("iodepth_batch", "iodepth_batch_submit"),
+    ("iodepth_batch_complete", "iodepth_batch_complete_min"),
+    ("io_limit", "io_size"),
+    ("timeout", "runtime"),
+    ("cpus-allowed", "cpus_allowed"),
+];
+
+/// Look an option up: its fio name and how it is handled, or a usage error
+/// naming it.
+pub fn lookup(key: &str) -> Result<(&'static str, Kind), Error> {
+    let canon = ALIASES.iter().find(|(a, _)| *a == key).map(|(_, c)| *c).unwrap_or(key);
+    match TABLE.iter().find(|(n, _)| *n == canon) {
+        Some(&(n, k)) => Ok((n, k)),
+        None => Err(Error::usage(format!(
+            "fio option '{key}' is not one nvme-bypass knows, so it cannot tell whether ignoring it would change the result: refused; remove it (docs/fio.md lists what is supported)"
+        ))),
+    }
+}
+
+/// One job's settings, with fio's defaults.
+#[derive(Clone, Debug)]
+pub struct JobOpts {
+    pub name: String,
+    pub filename: Option<String>,
+    pub directory: Option<String>,
+    pub ioengine: String,
+    pub rw: Rw,
+    pub bs: u64,
+    pub iodepth: usize,
+    pub rwmixread: u8,
+    pub size: Option<u64>,
+    pub io_size: Option<u64>,
+    pub offset: u64,
+    pub runtime: Option<Duration>,
+    pub time_based: bool,
+    pub ramp: Duration,
+    pub numjobs: usize,
+    pub loops: u64,
+    pub direct: bool,
+    pub group_reporting: bool,
+    pub gtod_reduce: bool,
+    pub batch: usize,
+    pub batch_complete_min: Option<usize>,
+    pub batch_complete_max: Option<usize>,
+    pub hipri: bool,
+    pub fixedbufs: bool,
+    pub registerfiles: bool,
+    pub sqthread_poll: bool,
+    pub sqthread_poll_cpu: Option<u32>,
+    pub cmd_type: String,
+    pub cpus: Vec<usize>,
+    pub verify: bool,
+    pub thread: bool,
+    pub seed: u64,
+    pub stonewall: bool,
+    pub continue_on_error: bool,
+    pub allow_mounted_write: bool,
+    pub nsid: u32,
+    /// Options given, as fio's "job options" lists them.
+    pub given: Vec<(String, String)>,
+}
+
+impl Default for JobOpts {
+    fn default() -> Self {
+        JobOpts {
+            name: String::new(),
+            filename: None,
+            directory: None,
+            ioengine: "psync".into(),
+            rw: Rw::Read,
+            bs: 4096,
+            iodepth: 1,
+            rwmixread: 50,
+            size: None,
+            io_size: None,
+            offset: 0,
+            runtime: None,
+            time_based: false,
+            ramp: Duration::ZERO,
+            numjobs: 1,
+            loops: 1,
+            direct: false,
+            group_reporting: false,
+            gtod_reduce: false,
+            batch: 1,
+            batch_complete_min: None,
+            batch_complete_max: None,
+            hipri: false,
+            fixedbufs: false,
+            registerfiles: false,
+            sqthread_poll: false,
+            sqthread_poll_cpu: None,
+            cmd_type: "nvme".into(),
+            cpus: vec![],
+            verify: false,
+            thread: false,
+            seed: 1,
+            stonewall: false,
+            continue_on_error: false,
+            allow_mounted_write: false,
+            nsid: 1,
+            given: vec![],
+        }
+    }
+}
+
+/// fio's sizes: a number with an optional k/m/g/t/p suffix; with fio's
+/// default kb_base=1024 "k", "K", "KB" and "KiB" are all 1024.
+pub fn fio_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.ends_with('%') {
+        return Err(format!("'{s}': sizes as a percentage of the device are not supported; give bytes (e.g. 4G)"));
+    }
+    let i = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suf) = t.split_at(i);
+    let n: u64 = num.parse().map_err(|_| format!("'{s}' is not a size; write e.g. 4k, 8M, 4G"))?;
+    let m: u64 = match suf.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        "p" | "pb" | "pib" => 1 << 50,
+        _ => return Err(format!("'{s}' has an unknown size suffix; use k, m, g, t or p")),
+    };
+    n.checked_mul(m).ok_or_else(|| format!("'{s}' is too large"))
+}
+
+/// fio's times: a plain number is seconds; suffixes us, ms, s, m, h, d.
+pub fn fio_time(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if let Some(d) = t.strip_suffix('d') {
+        return parse_duration(&format!("{}h", d.trim().parse::<f64>().map_err(|_| format!("'{s}' is not a time"))? * 24.0));
+    }
+    if let Some(sec) = t.strip_suffix("sec") {
+        return parse_duration(&format!("{sec}s"));
+    }
+    if let Some(min) = t.strip_suffix("min") {
+        return parse_duration(&format!("{min}m"));
+    }
+    parse_duration(t)
+}
+
+fn boolean(key: &str, v: Option<&str>) -> Result<bool, Error> {
+    match v.map(str::trim) {
+        None | Some("1") | Some("true") | Some("on") | Some("yes") => Ok(true),
+        Some("0") | Some("false") | Some("off") | Some("no") => Ok(false),
+        Some(x) => Err(Error::usage(format!("{key}={x}: fio booleans are 0 or 1"))),
+    }
+}
+
+fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, Error> {
+    v.trim().parse().map_err(|_| Error::usage(format!("{key}={v}: expected a whole number")))
+}
+
+impl JobOpts {
+    /// Apply one option as fio would. `v` is None for a bare key.
+    pub fn set(&mut self, key: &str, v: Option<&str>) -> Result<(), Error> {
+        let (name, kind) = lookup(key)?;
+        let need = || v.ok_or_else(|| Error::usage(format!("fio option '{name}' needs a value ({name}=...)")));
+        let bad = |e: String| Error::usage(format!("{name}: {e}"));
+        match kind {
+            Kind::Refused(why) => {
+                return Err(Error::usage(format!(
+                    "fio option '{name}' is not supported, and ignoring it would change the result ({why}); remove it to run without it"
+                )))
+            }
+            Kind::RefusedNoEffect(why) => {
+                return Err(Error::usage(format!(
+                    "fio option '{name}' is not supported ({why}); ignoring it would not change the figures, but it would silently not happen: remove it"
+                )))
+            }
+            Kind::Ignored(_) => {
+                self.given.push((name.into(), v.unwrap_or("").into()));
+                return Ok(());
+            }
+            _ => {}
+        }
+        self.given.retain(|(k, _)| k != name);
+        self.given.push((name.into(), v.unwrap_or("").into()));
+        match name {
+            "name" => self.name = need()?.to_string(),
+            "filename" => self.filename = Some(need()?.to_string()),
+            "directory" => self.directory = Some(need()?.to_string()),
+            "ioengine" => self.ioengine = need()?.to_string(),
+            "rw" => {
+                let s = need()?;
+                // fio's "randread:8" (every 8th offset) is not supported.
+                self.rw = match s.trim() {
+                    "read" => Rw::Read,
+                    "write" => Rw::Write,
+                    "randread" => Rw::Randread,
+                    "randwrite" => Rw::Randwrite,
+                    "randrw" => Rw::Randrw,
+                    "rw" | "readwrite" => Rw::Rw,
+                    other => {
+                        return Err(Error::usage(format!(
+                            "rw={other} is not supported (trim, randtrim, trimwrite and ':N' offsets change the workload); use read, write, randread, randwrite, rw or randrw"
+                        )))
+                    }
+                }
+            }
+            "bs" => {
+                let s = need()?;
+                let parts: Vec<u64> = s.split(',').filter(|p| !p.trim().is_empty()).map(fio_size).collect::<Result<_, _>>().map_err(bad)?;
+                match parts.as_slice() {
+                    [b] => self.bs = *b,
+                    [b, rest @ ..] if rest.iter().all(|x| x == b) => self.bs = *b,
+                    _ => return Err(Error::usage(format!("bs={s}: different read/write block sizes are not supported; give one bs"))),
+                }
+            }
+            "iodepth" => self.iodepth = num(name, need()?)?,
+            "rwmixread" => self.rwmixread = num::<u8>(name, need()?)?.min(100),
+            "rwmixwrite" => self.rwmixread = 100 - num::<u8>(name, need()?)?.min(100),
+            "size" => self.size = Some(fio_size(need()?).map_err(bad)?),
+            "io_size" => self.io_size = Some(fio_size(need()?).map_err(bad)?),
+            "offset" => self.offset = fio_size(need()?).map_err(bad)?,
+            "runtime" => self.runtime = Some(fio_time(need()?).map_err(bad)?).filter(|d| !d.is_zero()),
+            "time_based" => self.time_based = boolean(name, v)?,
+            "ramp_time" => self.ramp = fio_time(need()?).map_err(bad)?,
+            "numjobs" => self.numjobs = num(name, need()?)?,
+            "loops" => self.loops = num(name, need()?)?,
+            "direct" => self.direct = boolean(name, v)?,
+            "buffered" => self.direct = !boolean(name, v)?,
+            "group_reporting" => self.group_reporting = boolean(name, v)?,
+            "gtod_reduce" => self.gtod_reduce = boolean(name, v)?,
+            "iodepth_batch_submit" => self.batch = num(name, need()?)?,
+            "iodepth_batch_complete_min" => self.batch_complete_min = Some(num(name, need()?)?),
+            "iodepth_batch_complete_max" => self.batch_complete_max = Some(num(name, need()?)?),
+            "hipri" => self.hipri = boolean(name, v)?,
+            "fixedbufs" => self.fixedbufs = boolean(name, v)?,
+            "registerfiles" => self.registerfiles = boolean(name, v)?,
+            "sqthread_poll" => self.sqthread_poll = boolean(name, v)?,
+            "sqthread_poll_cpu" => self.sqthread_poll_cpu = Some(num(name, need()?)?),
+            "cmd_type" => self.cmd_type = need()?.to_string(),
+            "cpus_allowed" => self.cpus = parse_cpu_list(need()?).map_err(bad)?,
+            "cpus_allowed_policy" => match need()?.trim() {
+                "split" | "shared" => {}
+                x => return Err(Error::usage(format!("cpus_allowed_policy={x}: use split or shared"))),
+            },
+            "verify" => {
+                self.verify = match need()?.trim() {
+                    "0" | "none" => false,
+                    "crc32c" | "crc32c-intel" | "crc32" | "crc16" | "crc7" | "crc64" | "md5" | "sha1" | "sha256" | "sha512" | "sha3-224" | "sha3-256"
+                    | "sha3-384" | "sha3-512" | "xxhash" | "meta" | "1" => true,
+                    x => return Err(Error::usage(format!("verify={x} is not supported; use a checksum such as crc32c (nvme-bypass stamps every block with LBA, seed and CRC-32C)"))),
+                }
+            }
+            "thread" => self.thread = boolean(name, v)?,
+            "randseed" => self.seed = num(name, need()?)?,
+            "stonewall" | "new_group" => self.stonewall = boolean(name, v)?,
+            "continue_on_error" => {
+                self.continue_on_error = match need()?.trim() {
+                    "none" | "0" => false,
+                    "all" | "1" | "io" | "read" | "write" => true,
+                    x => return Err(Error::usage(format!("continue_on_error={x}: use none, io or all"))),
+                }
+            }
+            "allow_mounted_write" => self.allow_mounted_write = boolean(name, v)?,
+            "kb_base" => {
+                if need()?.trim() != "1024" {
+                    return Err(Error::usage("kb_base=1000 is not supported (it would change what k, m and g mean); sizes here use fio's default 1024"));
+                }
+            }
+            "nsid" => self.nsid = num(name, need()?)?,
+            _ => unreachable!("{name} is in the table"),
+        }
+        Ok(())
+    }
+
+    /// The reap batch: fio's iodepth_batch_complete_min/_max. Equal (N):
+    /// reap exactly N at a time. Unset, or min 0 or 1: reap whatever is
+    /// ready, without waiting; a _max below what is ready is not enforced
+    /// (all ready completions are reaped in one pass; docs/fio.md). min > 1
+    /// with a different max is refused (the engine reaps a fixed count).
+    pub fn batch_complete(&self) -> Result<usize, Error> {
+        match (self.batch_complete_min.unwrap_or(1), self.batch_complete_max) {
+            (min, _) if min <= 1 => Ok(0),
+            (min, Some(max)) if min == max => Ok(min),
+            (min, max) => Err(Error::usage(format!(
+                "iodepth_batch_complete_min={min} with _max={}: nvme-bypass reaps either whatever is ready (min 0 or 1) or exactly N at a time (min = max = N); set both to the same N",
+                max.map(|m| m.to_string()).unwrap_or("unset".into())
+            ))),
+        }
+    }
+}
+
+/// Is `key` a boolean (so a bare `--key` does not take the next argument)?
+pub fn is_bool(key: &str) -> bool {
+    matches!(lookup(key), Ok((_, Kind::Bool | Kind::Ignored(_))))
+}
+
+/// Split fio's filename at unescaped ':' (`0000\:01\:00.0` keeps its colons).
+pub fn split_filenames(s: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&':') => {
+                out.last_mut().unwrap().push(':');
+                chars.next();
+            }
+            ':' => out.push(String::new()),
+            c => out.last_mut().unwrap().push(c),
+        }
+    }
+    out.retain(|f| !f.is_empty());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_times_as_fio_reads_them() {
+        assert_eq!(fio_size("4k"), Ok(4096));
+        assert_eq!(fio_size("4K"), Ok(4096));
+        assert_eq!(fio_size("4KiB"), Ok(4096));
+        assert_eq!(fio_size("4G"), Ok(4 << 30));
+        assert_eq!(fio_size("8M"), Ok(8 << 20));
+        assert_eq!(fio_size("512"), Ok(512));
+        assert!(fio_size("50%").unwrap_err().contains("percentage"));
+        assert!(fio_size("4x").is_err());
+        assert_eq!(fio_time("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(fio_time("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(fio_time("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(fio_time("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(fio_time("1d"), Ok(Duration::from_secs(86400)));
+    }
+
+    #[test]
+    fn options_apply_as_fio_defines_them() {
+        let mut j = JobOpts::default();
+        for (k, v) in [("readwrite", Some("randrw")), ("rwmixread", Some("75")), ("bs", Some("4k")), ("iodepth", Some("64")), ("size", Some("4G")), ("direct", Some("1")), ("gtod_reduce", Some("1")), ("randrepeat", Some("1")), ("thread", None), ("iodepth_batch_submit", Some("8")), ("iodepth_batch_complete_min", Some("8")), ("iodepth_batch_complete_max", Some("8")), ("cpus_allowed", Some("0-1")), ("verify", Some("crc32c")), ("runtime", Some("2m"))] {
+            j.set(k, v).unwrap();
+        }
+        assert_eq!((j.rw, j.rwmixread, j.bs, j.iodepth, j.size, j.direct, j.gtod_reduce, j.thread), (Rw::Randrw, 75, 4096, 64, Some(4 << 30), true, true, true));
+        assert_eq!((j.batch, j.batch_complete().unwrap(), j.cpus.clone(), j.verify, j.runtime), (8, 8, vec![0, 1], true, Some(Duration::from_secs(120))));
+        j.set("iodepth_batch_complete_max", Some("16")).unwrap();
+        assert!(j.batch_complete().unwrap_err().to_string().contains("set both to the same N"));
+        j.set("iodepth_batch_complete_min", Some("1")).unwrap();
+        assert_eq!(j.batch_complete().unwrap(), 0);
+    }
+
+    #[test]
+    fn unsupported_options_are_refused_by_name_saying_what_ignoring_would_do() {
+        let mut j = JobOpts::default();
+        let e = j.set("rate_iops", Some("1000")).unwrap_err().to_string();
+        assert!(e.contains("'rate_iops'") && e.contains("would change the result"), "{e}");
+        let e = j.set("write_lat_log", Some("x")).unwrap_err().to_string();
+        assert!(e.contains("'write_lat_log'") && e.contains("would not change the figures"), "{e}");
+        let e = j.set("no_such_option", Some("1")).unwrap_err().to_string();
+        assert!(e.contains("'no_such_option'") && e.contains("refused"), "{e}");
+        assert!(j.set("bs", Some("4k,8k")).is_err());
+        assert!(j.set("rw", Some("randtrim")).is_err());
+        assert!(j.set("kb_base", Some("1000")).is_err());
+    }
+
+    #[test]
+    fn filenames_split_at_unescaped_colons() {
+        assert_eq!(split_filenames("/dev/nvme0n1:/dev/nvme1n1"), vec!["/dev/nvme0n1", "/dev/nvme1n1"]);
+        assert_eq!(split_filenames(r"0000\:01\:00.0"), vec!["0000:01:00.0"]);
+        assert_eq!(split_filenames(r"0000\:01\:00.0:0000\:02\:00.0"), vec!["0000:01:00.0", "0000:02:00.0"]);
+        assert_eq!(split_filenames("test"), vec!["test"]);
+    }
+}

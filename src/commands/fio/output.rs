@@ -1,0 +1,428 @@
+//! fio's normal output, line for line where the figure exists: the job
+//! header, per job the `(groupid=0, jobs=1): err= 0: pid=...` line, per
+//! direction `IOPS=..., BW=...` with fio's num2str rounding, the latency
+//! block (left out with gtod_reduce, as fio does), `cpu`, `issued rwts`,
+//! `latency`, and `Run status group` lines. Our own figures follow as lines
+//! starting `nvme-bypass`, each saying it is measured and on what.
+
+use super::options::JobOpts;
+use crate::engine::ThreadResult;
+use crate::measure::stats::{LatSummary, PERCENTILES};
+use crate::report::RunSummary;
+
+/// fio's `enum n2s_unit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    None,
+    Byte,
+    BytePerSec,
+}
+
+/// fio's `num2str` (lib/num2str.c): `num` x `base` shown in at most
+/// `maxlen` digits (the '.' counted), divided by 1000 or 1024 (`pow2`) with
+/// k/M/G or Ki/Mi/Gi prefixes until it fits, the remainder as decimals,
+/// rounded as fio rounds ("carry rounding error" included).
+pub fn num2str(num: u64, maxlen: usize, base: u64, pow2: bool, unit: Unit) -> String {
+    let prefixes: [&str; 6] = if pow2 { ["", "Ki", "Mi", "Gi", "Ti", "Pi"] } else { ["", "k", "M", "G", "T", "P"] };
+    let unit_s = match unit {
+        Unit::None => "",
+        Unit::Byte => "B",
+        Unit::BytePerSec => "B/s",
+    };
+    let thousand: u64 = if pow2 { 1024 } else { 1000 };
+    let mut post = 0usize;
+    let mut b = base;
+    while b > 1 {
+        b /= thousand;
+        post += 1;
+    }
+    let mut num = num;
+    let mut modulo: Option<u64> = None;
+    let mut carry = false;
+    while post < prefixes.len() {
+        if num.to_string().len() <= maxlen {
+            break;
+        }
+        let m = num % thousand;
+        num /= thousand;
+        carry = m >= thousand / 2;
+        modulo = Some(m);
+        post += 1;
+    }
+    let post = post.min(prefixes.len() - 1);
+    let Some(modulo) = modulo else {
+        return format!("{num}{}{unit_s}", prefixes[post]);
+    };
+    let digits = num.to_string().len();
+    if maxlen.saturating_sub(digits) <= 1 {
+        if carry {
+            num += 1;
+        }
+        return format!("{num}{}{unit_s}", prefixes[post]);
+    }
+    let decimals = maxlen - digits - 1;
+    let frac = format!("{:.*}", decimals, modulo as f64 / thousand as f64);
+    if frac.starts_with('1') {
+        num += 1;
+    }
+    format!("{num}.{}{}{unit_s}", &frac[2..], prefixes[post])
+}
+
+/// fio's job header: `test: (g=0): rw=randrw, bs=(R) 4096B-4096B, (W)
+/// 4096B-4096B, (T) 4096B-4096B, ioengine=libaio, iodepth=64`.
+pub fn header_line(o: &JobOpts, group: usize) -> String {
+    let b = o.bs;
+    format!(
+        "{}: (g={group}): rw={}, bs=(R) {b}B-{b}B, (W) {b}B-{b}B, (T) {b}B-{b}B, ioengine={}, iodepth={}\n",
+        o.name,
+        o.rw.as_str(),
+        o.ioengine,
+        o.iodepth
+    )
+}
+
+/// fio's per-direction line: `  read: IOPS=391k, BW=1528MiB/s
+/// (1602MB/s)(4096MiB/2681msec)`, writes ending `; 0 zone resets`.
+pub fn dir_line(name: &str, ios: u64, bytes: u64, runtime_ms: u64, errors: u64) -> String {
+    let runt = runtime_ms.max(1);
+    let iops = ios * 1000 / runt;
+    let bw = bytes * 1000 / runt;
+    format!(
+        "  {name}: IOPS={}, BW={} ({})({}/{runtime_ms}msec){}{}\n",
+        num2str(iops, 4, 1, false, Unit::None),
+        num2str(bw, 4, 1, true, Unit::BytePerSec),
+        num2str(bw, 4, 1, false, Unit::BytePerSec),
+        num2str(bytes, 4, 1, true, Unit::Byte),
+        if name == "write" { "; 0 zone resets" } else { "" },
+        if errors > 0 { format!("; {errors} failed I/Os (not in IOPS, BW or latency)") } else { String::new() }
+    )
+}
+
+/// fio's `display_lat`: `     lat (usec): min=83, max=2531, avg=161.09, stdev=44.73`.
+pub fn lat_line(name: &str, l: &LatSummary) -> String {
+    let (mut min, mut max, mut mean, mut dev) = (l.min, l.max, l.mean, l.stddev);
+    let mut base = "nsec";
+    if min > 2_000_000 && max > 99_999_999 && dev > 1_000_000.0 {
+        (min, max, mean, dev) = (min / 1_000_000, max / 1_000_000, mean / 1e6, dev / 1e6);
+        base = "msec";
+    } else if min > 2000 && max > 99_999 && dev > 1000.0 {
+        (min, max, mean, dev) = (min / 1000, max / 1000, mean / 1e3, dev / 1e3);
+        base = "usec";
+    }
+    format!(
+        "    {name} ({base}): min={}, max={}, avg={mean:5.02}, stdev={dev:5.02}\n",
+        num2str(min, 6, 1, false, Unit::None),
+        num2str(max, 6, 1, false, Unit::None)
+    )
+}
+
+/// fio's `show_clat_percentiles`: four to a line, in the unit the values'
+/// range picks, rounded up as fio rounds them.
+pub fn percentile_lines(name: &str, l: &LatSummary) -> String {
+    let vals: Vec<u64> = PERCENTILES.iter().map(|p| l.p(*p)).collect();
+    let (minv, maxv) = (vals.iter().copied().min().unwrap_or(0), vals.iter().copied().max().unwrap_or(0));
+    let (unit, scale) = if minv > 2_000_000 && maxv > 99_999_999 {
+        ("msec", 2)
+    } else if minv > 2000 && maxv > 99_999 {
+        ("usec", 1)
+    } else {
+        ("nsec", 0)
+    };
+    let divisor = 1000u64.pow(scale);
+    let width = 5.max((maxv / divisor).max(1).ilog10() as usize + 1);
+    let mut o = format!("    {name} percentiles ({unit}):\n     |");
+    for (j, (p, v)) in PERCENTILES.iter().zip(vals).enumerate() {
+        if j != 0 && j % 4 == 0 {
+            o.push_str("     |");
+        }
+        let mut v = v;
+        for _ in 0..scale {
+            v = v.div_ceil(1000);
+        }
+        let last = j == PERCENTILES.len() - 1;
+        o.push_str(&format!(" {:>5}th=[{v:>width$}]{}", format!("{p:.2}"), if last { '\n' } else { ',' }));
+        if !last && j % 4 == 3 {
+            o.push('\n');
+        }
+    }
+    o
+}
+
+const EDGES: [u64; 10] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
+
+/// fio's latency buckets (io_u_lat_n/u/m): the share in percent of the
+/// I/Os in each, 10 nsec, 10 usec, then 12 msec buckets (upper bounds 2,
+/// 4, 10, ... 1000, then 2000 and >=2000 for msec); a bucket with any I/O
+/// is at least 0.01%, as fio's stat_calc_lat makes it.
+pub fn lat_buckets(h: &hdrhistogram::Histogram<u64>) -> [f64; 32] {
+    let mut counts = [0u64; 32];
+    for v in h.iter_recorded() {
+        let ns = v.value_iterated_to();
+        let (base, x) = if ns < 1000 {
+            (0, ns)
+        } else if ns < 1_000_000 {
+            (10, ns / 1000)
+        } else {
+            (20, ns / 1_000_000)
+        };
+        let i = if base == 20 && x >= 1000 { if x >= 2000 { 11 } else { 10 } } else { EDGES.iter().position(|&e| x < e).unwrap_or(9) };
+        counts[base + i] += v.count_at_value();
+    }
+    let total = h.len().max(1) as f64;
+    counts.map(|c| if c == 0 { 0.0 } else { (100.0 * c as f64 / total).max(0.01) })
+}
+
+/// The label of bucket `i` of a unit's buckets (`lat_buckets`' order).
+pub fn bucket_label(msec: bool, i: usize) -> String {
+    match (msec, i) {
+        (true, 11) => ">=2000".into(),
+        (true, 10) => "2000".into(),
+        _ => EDGES[i].to_string(),
+    }
+}
+
+/// fio's latency distribution lines (`show_latencies`): the non-empty
+/// buckets of [`lat_buckets`], five to a line.
+pub fn distribution_lines(h: &hdrhistogram::Histogram<u64>) -> String {
+    if h.is_empty() {
+        return String::new();
+    }
+    let b = lat_buckets(h);
+    let mut o = String::new();
+    for (unit, base, n) in [("nsec", 0usize, 10usize), ("usec", 10, 10), ("msec", 20, 12)] {
+        let mut line = 0;
+        let mut shown = false;
+        for i in 0..n {
+            let pct = b[base + i];
+            if pct <= 0.0 {
+                continue;
+            }
+            if line == 0 {
+                if shown {
+                    o.push('\n');
+                }
+                o.push_str(&format!("  lat ({unit})   : "));
+            } else {
+                o.push_str(", ");
+            }
+            shown = true;
+            o.push_str(&format!("{}={pct:3.2}%", bucket_label(base == 20, i)));
+            line = (line + 1) % 5;
+        }
+        if shown {
+            o.push('\n');
+        }
+    }
+    o
+}
+
+/// Process resource usage (getrusage(RUSAGE_SELF)): context switches and
+/// page faults, as fio's `cpu` line shows them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rusage {
+    pub ctx: u64,
+    pub majf: u64,
+    pub minf: u64,
+}
+
+impl Rusage {
+    pub fn now() -> Self {
+        let (ctx, majf, minf) = crate::sys::rusage_counts();
+        Rusage { ctx, majf, minf }
+    }
+    pub fn since(&self, e: &Rusage) -> Rusage {
+        Rusage { ctx: self.ctx.saturating_sub(e.ctx), majf: self.majf.saturating_sub(e.majf), minf: self.minf.saturating_sub(e.minf) }
+    }
+}
+
+/// The local time as fio prints it (ctime without the newline):
+/// `Wed Dec  2 04:35:13 2026`.
+pub fn fio_date(secs: i64) -> String {
+    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (wday, mon, mday, h, m, s, y) = crate::sys::localtime(secs);
+    format!("{} {} {mday:>2} {h:02}:{m:02}:{s:02} {y}", DAYS[wday], MONTHS[mon])
+}
+
+/// One reported block: a job (group_reporting: all its threads), or one
+/// thread of it (fio's clones).
+pub struct Block<'a> {
+    pub opts: &'a JobOpts,
+    pub group: usize,
+    pub threads: &'a [ThreadResult],
+    pub summary: &'a RunSummary,
+    pub rusage: Rusage,
+    pub started: i64,
+    /// What the figures are: "measured, emulated: ..." etc.
+    pub context: &'a str,
+}
+
+impl Block<'_> {
+    /// Runtime in ms as fio counts it: the longest thread.
+    pub fn runtime_ms(&self) -> u64 {
+        self.threads.iter().map(|t| t.elapsed_ns).max().unwrap_or(0) / 1_000_000
+    }
+}
+
+/// One job's block of fio's normal output.
+pub fn job_block(b: &Block) -> String {
+    let s = b.summary;
+    let errors: u64 = b.threads.iter().map(|t| t.errors).sum();
+    let mut o = format!(
+        "{}: (groupid={}, jobs={}): err={:>2}: pid={}: {}\n",
+        b.opts.name,
+        b.group,
+        b.threads.len(),
+        if errors > 0 { 5 } else { 0 },
+        std::process::id(),
+        fio_date(b.started)
+    );
+    let runt = b.runtime_ms();
+    for (name, d) in [("read", &s.read), ("write", &s.write)] {
+        if d.ios == 0 && d.errors == 0 {
+            continue;
+        }
+        o.push_str(&dir_line(name, d.ios, d.bytes, runt, d.errors));
+        if !b.opts.gtod_reduce && d.lat_ns.n > 0 {
+            o.push_str(&lat_line(" lat", &d.lat_ns));
+            o.push_str(&percentile_lines("lat", &d.lat_ns));
+        }
+    }
+    if !b.opts.gtod_reduce {
+        let mut all = crate::measure::stats::new_histogram();
+        for t in b.threads {
+            all.add(&t.read.lat).expect("same bounds");
+            all.add(&t.write.lat).expect("same bounds");
+        }
+        o.push_str(&distribution_lines(&all));
+    }
+    let el: u64 = b.threads.iter().map(|t| t.elapsed_ns).sum::<u64>().max(1);
+    let usr: u64 = b.threads.iter().map(|t| t.cpu_time.user_ns).sum();
+    let sys: u64 = b.threads.iter().map(|t| t.cpu_time.sys_ns).sum();
+    o.push_str(&format!(
+        "  cpu          : usr={:.2}%, sys={:.2}%, ctx={}, majf={}, minf={}\n",
+        100.0 * usr as f64 / el as f64,
+        100.0 * sys as f64 / el as f64,
+        b.rusage.ctx,
+        b.rusage.majf,
+        b.rusage.minf
+    ));
+    o.push_str(&format!("  IO depths    : not measured by nvme-bypass (iodepth={} is the most in flight per thread)\n", b.opts.iodepth));
+    let r: u64 = b.threads.iter().map(|t| t.read.ios + t.read.errors).sum();
+    let w: u64 = b.threads.iter().map(|t| t.write.ios + t.write.errors).sum();
+    o.push_str(&format!("     issued rwts: total={r},{w},0,0 short=0,0,0,0 dropped=0,0,0,0\n"));
+    o.push_str(&format!("     latency   : target=0, window=0, percentile=100.00%, depth={}\n", b.opts.iodepth));
+    // Ours, after fio's, marked as ours.
+    let c = &s.cpu;
+    o.push_str(&format!("  nvme-bypass  : {} ({})\n", s.backend, b.context));
+    o.push_str(&format!(
+        "  nvme-bypass  : cpu per I/O {:.1} ns (usr {:.1}, sys {:.1}), useful {:.1} ns = less the {:.1}% of the time in empty polls (measured)\n",
+        c.cpu_ns_per_io, c.user_ns_per_io, c.sys_ns_per_io, c.useful_cpu_ns_per_io, c.empty_poll_pct
+    ));
+    if s.sq_doorbells_per_io > 0.0 || s.syscalls_per_io > 0.0 {
+        o.push_str(&format!(
+            "  nvme-bypass  : per I/O {:.3} SQ doorbells, {:.3} CQ doorbells, {:.3} MMIO writes, {:.3} syscalls (measured)\n",
+            s.sq_doorbells_per_io, s.cq_doorbells_per_io, s.mmio_writes_per_io, s.syscalls_per_io
+        ));
+    }
+    if let Some(sy) = &s.system {
+        o.push_str(&format!(
+            "  nvme-bypass  : system-wide {:.2} cores busy, {:.1} ns per I/O (kernel {:.1}) (measured)\n",
+            sy.cores_busy, sy.busy_ns_per_io, sy.kernel_ns_per_io
+        ));
+    }
+    o
+}
+
+/// fio's `Run status group N (all jobs):` block over the group's blocks.
+pub fn group_block(group: usize, blocks: &[Block]) -> String {
+    let mut o = format!("\nRun status group {group} (all jobs):\n");
+    for (label, pick) in [("   READ", 0usize), ("  WRITE", 1)] {
+        let per: Vec<(u64, u64)> = blocks
+            .iter()
+            .map(|b| (if pick == 0 { b.summary.read.bytes } else { b.summary.write.bytes }, b.runtime_ms().max(1)))
+            .collect();
+        let total: u64 = per.iter().map(|p| p.0).sum();
+        if total == 0 {
+            continue;
+        }
+        let min_run = per.iter().map(|p| p.1).min().unwrap_or(1);
+        let max_run = per.iter().map(|p| p.1).max().unwrap_or(1);
+        let bws: Vec<u64> = per.iter().map(|(b, r)| b * 1000 / r).collect();
+        let agg = total * 1000 / max_run;
+        let (minb, maxb) = (bws.iter().copied().min().unwrap_or(0), bws.iter().copied().max().unwrap_or(0));
+        let n = |x: u64, p2: bool, u: Unit| num2str(x, 4, 1, p2, u);
+        o.push_str(&format!(
+            "{label}: bw={} ({}), {}-{} ({}-{}), io={} ({}), run={min_run}-{max_run}msec\n",
+            n(agg, true, Unit::BytePerSec),
+            n(agg, false, Unit::BytePerSec),
+            n(minb, true, Unit::BytePerSec),
+            n(maxb, true, Unit::BytePerSec),
+            n(minb, false, Unit::BytePerSec),
+            n(maxb, false, Unit::BytePerSec),
+            n(total, true, Unit::Byte),
+            n(total, false, Unit::Byte)
+        ));
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn num2str_rounds_as_fio() {
+        // 4096 MiB in 2681 ms: fio prints IOPS=391k, BW=1528MiB/s (1602MB/s)(4096MiB/2681msec).
+        let bytes = 4096u64 << 20;
+        assert_eq!(dir_line("read", bytes / 4096, bytes, 2681, 0), "  read: IOPS=391k, BW=1528MiB/s (1602MB/s)(4096MiB/2681msec)\n");
+        assert_eq!(num2str(1365 << 20, 4, 1, true, Unit::Byte), "1365MiB");
+        assert_eq!(num2str(999, 4, 1, false, Unit::None), "999");
+        assert_eq!(num2str(12345, 4, 1, false, Unit::None), "12.3k");
+        assert_eq!(num2str(123_456, 4, 1, false, Unit::None), "123k");
+        assert_eq!(num2str(1_999_999, 4, 1, false, Unit::None), "2000k");
+        assert_eq!(num2str(8 << 20, 4, 1, true, Unit::Byte), "8192KiB");
+        assert_eq!(num2str(8 << 20, 4, 1, false, Unit::Byte), "8389kB");
+        assert!(dir_line("write", 1, 4096, 10, 0).ends_with("; 0 zone resets\n"));
+    }
+
+    #[test]
+    fn latency_lines_in_fios_units() {
+        let mut l = LatSummary { min: 83_000, max: 2_531_000, mean: 161_090.0, stddev: 44_730.0, n: 10, ..Default::default() };
+        assert_eq!(lat_line(" lat", &l), "     lat (usec): min=83, max=2531, avg=161.09, stdev=44.73\n");
+        for (i, p) in PERCENTILES.iter().enumerate() {
+            l.percentile.insert(format!("{p:.6}"), 100_000 + i as u64 * 1000);
+        }
+        let p = percentile_lines("lat", &l);
+        assert!(p.starts_with("    lat percentiles (usec):\n     |  1.00th=[  100],  5.00th=[  101], 10.00th=[  102], 20.00th=[  103],\n     | 30.00th=[  104],"), "{p}");
+        assert!(p.ends_with("| 99.99th=[  116]\n"), "{p}");
+    }
+
+    #[test]
+    fn latency_distribution_in_fios_buckets() {
+        let mut h = crate::measure::stats::new_histogram();
+        h.record_n(900, 3).unwrap(); // 1000 ns bucket
+        h.record_n(60_000, 90).unwrap(); // 100 us
+        h.record_n(200_000, 900).unwrap(); // 250 us
+        h.record_n(300_000, 6).unwrap(); // 500 us
+        h.record_n(600_000, 1).unwrap(); // 750 us
+        h.record_n(900_000, 1).unwrap(); // 1000 us
+        h.record_n(1_500_000, 1).unwrap(); // 2 ms
+        h.record(3_000_000_000).unwrap(); // >= 2000 ms
+        let d = distribution_lines(&h);
+        assert_eq!(
+            d,
+            "  lat (nsec)   : 1000=0.30%\n  lat (usec)   : 100=8.97%, 250=89.73%, 500=0.60%, 750=0.10%, 1000=0.10%\n  lat (msec)   : 2=0.10%, >=2000=0.10%\n"
+        );
+        let mut big = crate::measure::stats::new_histogram();
+        big.record_n(100_000, 100_000).unwrap();
+        big.record(10_000).unwrap();
+        assert_eq!(distribution_lines(&big), "  lat (usec)   : 20=0.01%, 250=100.00%\n", "a bucket with any I/O shows at least 0.01%");
+    }
+
+    #[test]
+    fn dates_as_ctime() {
+        let d = fio_date(0);
+        assert!(d.len() == 24 && (d.ends_with("1970") || d.ends_with("1969")), "{d}");
+    }
+}

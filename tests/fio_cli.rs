@@ -1,0 +1,303 @@
+//! `nvme-bypass fio` as a drop-in for fio, on a regular file (no NVMe
+//! device needed): the seed fio command lines run with only `fio`
+//! replaced, and their `grep IOPS` lines have fio's shape; files are laid
+//! out as fio lays them out and never overwritten by a read job; job files
+//! (globals, includes, ${VAR}, stonewall, --section); unsupported options
+//! refused by name; JSON output.
+//!
+//! Files live under Cargo's target directory (a disk filesystem, for
+//! O_DIRECT); when O_DIRECT does not work there the tests skip and say so.
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fio_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(dir).arg("fio").args(args).env("FIO_TEST_BS", "4k").output().expect("run nvme-bypass");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+/// A fresh directory for one test, or None (with a message) when its
+/// filesystem has no O_DIRECT.
+fn workdir(name: &str) -> Option<PathBuf> {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fio-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let probe = d.join("probe");
+    std::fs::File::create(&probe).unwrap().set_len(1 << 20).unwrap();
+    if let Err(e) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&probe) {
+        eprintln!("skipped: {} has no O_DIRECT ({e}); run the tests from a checkout on ext4 or xfs", d.display());
+        return None;
+    }
+    std::fs::remove_file(probe).unwrap();
+    Some(d)
+}
+
+/// A number, optionally with decimals, then one of `units`: the rest.
+fn num_unit<'a>(s: &'a str, units: &[&str]) -> Option<&'a str> {
+    let d = s.find(|c: char| !c.is_ascii_digit())?;
+    if d == 0 {
+        return None;
+    }
+    let mut s = &s[d..];
+    if let Some(r) = s.strip_prefix('.') {
+        let d = r.find(|c: char| !c.is_ascii_digit())?;
+        if d == 0 {
+            return None;
+        }
+        s = &r[d..];
+    }
+    units.iter().filter_map(|u| s.strip_prefix(u)).next()
+}
+
+/// Does `line` have the shape of fio's `read:`/`write:` IOPS line, e.g.
+/// `  read: IOPS=391k, BW=1528MiB/s (1602MB/s)(4096MiB/2681msec)`?
+fn fio_iops_shape(line: &str) -> bool {
+    let (write, rest) = match (line.strip_prefix("  read: IOPS="), line.strip_prefix("  write: IOPS=")) {
+        (Some(r), _) => (false, r),
+        (_, Some(r)) => (true, r),
+        _ => return false,
+    };
+    let f = || -> Option<()> {
+        let r = num_unit(rest, &["k", "M", "G", ""])?.strip_prefix(", BW=")?;
+        let r = num_unit(r, &["KiB/s", "MiB/s", "GiB/s", "TiB/s", "B/s"])?.strip_prefix(" (")?;
+        let r = num_unit(r, &["kB/s", "MB/s", "GB/s", "TB/s", "B/s"])?.strip_prefix(")(")?;
+        let r = num_unit(r, &["KiB", "MiB", "GiB", "TiB", "B"])?.strip_prefix('/')?;
+        let r = num_unit(r, &["msec)"])?;
+        let r = if write { r.strip_prefix("; 0 zone resets")? } else { r };
+        r.is_empty().then_some(())
+    };
+    f().is_some()
+}
+
+#[test]
+fn the_shape_check_accepts_real_fio_lines() {
+    assert!(fio_iops_shape("  read: IOPS=391k, BW=1528MiB/s (1602MB/s)(4096MiB/2681msec)"));
+    assert!(fio_iops_shape("  write: IOPS=130k, BW=509MiB/s (534MB/s)(1365MiB/2681msec); 0 zone resets"));
+    assert!(fio_iops_shape("  read: IOPS=3747, BW=14.6MiB/s (15.3MB/s)(14.6MiB/1000msec)"));
+    assert!(!fio_iops_shape("  read: IOPS=391k, BW=1.50GiB/s (1.61GB/s)(4096MiB/2.7s)"));
+    assert!(!fio_iops_shape("  write: IOPS=130k, BW=509MiB/s (534MB/s)(1365MiB/2681msec)"));
+}
+
+/// The seed's three commands, only `fio` replaced (and the size shrunk).
+#[test]
+fn the_seed_commands_run_unchanged_and_grep_iops_has_fios_shape() {
+    let Some(d) = workdir("seed") else { return };
+    let host = "testhost";
+    for (rw, extra) in [("randrw", &["--rwmixread=75"][..]), ("randread", &[][..]), ("randwrite", &[][..])] {
+        let output = format!("--output={host}.{rw}.txt");
+        let mut args = vec!["--randrepeat=1", "--ioengine=libaio", "--direct=1", "--gtod_reduce=1", "--name=test", "--filename=test", "--bs=4k", "--iodepth=64", "--size=8M", "--io_size=4M"];
+        args.push(if rw == "randrw" { "--readwrite=randrw" } else if rw == "randread" { "--readwrite=randread" } else { "--readwrite=randwrite" });
+        args.extend_from_slice(extra);
+        args.extend([output.as_str(), "--output-format=normal"]);
+        let (code, out, err) = fio_in(&d, &args);
+        assert_eq!(code, 0, "{rw}: {err}");
+        assert!(out.is_empty(), "--output takes everything: {out}");
+        let text = std::fs::read_to_string(d.join(format!("{host}.{rw}.txt"))).unwrap();
+        let iops: Vec<&str> = text.lines().filter(|l| l.contains("IOPS")).collect();
+        let want = if rw == "randrw" { 2 } else { 1 };
+        assert_eq!(iops.len(), want, "{rw}: {text}");
+        for l in &iops {
+            assert!(fio_iops_shape(l), "{rw}: not fio's shape: {l:?}");
+        }
+        assert!(text.starts_with("test: (g=0): rw=") && text.contains("bs=(R) 4096B-4096B, (W) 4096B-4096B, (T) 4096B-4096B, ioengine=libaio, iodepth=64\n"), "{text}");
+        assert!(text.contains("test: (groupid=0, jobs=1): err= 0: pid="), "{text}");
+        assert!(text.contains("\nRun status group 0 (all jobs):\n"), "{text}");
+        assert!(text.contains("  cpu          : usr="), "{text}");
+        assert!(text.contains("     issued rwts: total="), "{text}");
+        assert!(!text.contains("percentiles"), "gtod_reduce drops the latency block: {text}");
+        assert!(text.contains("measured on a regular file"), "ours, labelled: {text}");
+        // Laid out by the first command only.
+        assert_eq!(text.contains("test: Laying out IO file (1 file / 8MiB)"), rw == "randrw", "{rw}: {text}");
+    }
+    assert_eq!(std::fs::metadata(d.join("test")).unwrap().len(), 8 << 20);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn latency_block_without_gtod_reduce_and_a_time_based_run() {
+    let Some(d) = workdir("lat") else { return };
+    let (code, out, err) = fio_in(&d, &["--name=t", "--filename=f", "--size=8M", "--ioengine=io_uring", "--direct=1", "--rw=randread", "--iodepth=4", "--runtime=300ms", "--time_based", "--numjobs=2", "--group_reporting", "--thread"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Starting 2 threads"), "{out}");
+    assert!(out.contains("t: (groupid=0, jobs=2): err= 0"), "{out}");
+    assert!(out.contains("     lat (") && out.contains("    lat percentiles (") && out.contains("| 99.99th=["), "{out}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn a_read_job_never_changes_an_existing_file() {
+    let Some(d) = workdir("keep") else { return };
+    let f = d.join("data");
+    let content: Vec<u8> = (0..(4u32 << 20)).map(|i| (i * 7 + 3) as u8).collect();
+    std::fs::write(&f, &content).unwrap();
+    let (code, out, err) = fio_in(&d, &["--name=r", "--filename=data", "--ioengine=psync", "--direct=1", "--rw=randread", "--bs=4k"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("Laying out"), "{out}");
+    assert!(std::fs::read(&f).unwrap() == content, "a read job changed the file");
+    // A file smaller than size= is extended past its end, its data kept.
+    let (code, out, err) = fio_in(&d, &["--name=r", "--filename=data", "--ioengine=psync", "--direct=1", "--rw=randread", "--size=8M"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("r: Laying out IO file (1 file / 8MiB)"), "{out}");
+    let now = std::fs::read(&f).unwrap();
+    assert_eq!(now.len(), 8 << 20);
+    assert!(now[..content.len()] == content[..], "laying out overwrote data");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn unsupported_options_are_refused_by_name() {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    for (args, want) in [
+        (&["--name=x", "--filename=f", "--size=8M", "--rate_iops=100"][..], "'rate_iops' is not supported, and ignoring it would change the result"),
+        (&["--name=x", "--filename=f", "--size=8M", "--write_lat_log=lat"][..], "'write_lat_log' is not supported"),
+        (&["--name=x", "--filename=f", "--size=8M", "--bogus=1"][..], "'bogus' is not one nvme-bypass knows"),
+        (&["--name=x", "--filename=f", "--size=8M", "--ioengine=posixaio"][..], "ioengine=posixaio is not supported"),
+        (&["--name=x", "--filename=/nonexistent-dir-x/f", "--ioengine=libaio"][..], "give size= so it can be laid out"),
+        (&["--name=x", "--filename=f", "--size=8M", "--iodepth_batch_complete_min=4", "--iodepth_batch_complete_max=8"][..], "set both to the same N"),
+        (&["--name=x", "--filename=f", "--size=8M", "--output-format=terse"][..], "--output-format=terse is not supported"),
+        (&["--bs=4k"][..], "no jobs"),
+    ] {
+        let (code, _, err) = fio_in(&d, args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn job_files_with_globals_includes_env_stonewall_and_section() {
+    let Some(d) = workdir("jobs") else { return };
+    std::fs::write(d.join("common.fio"), "ioengine=libaio\ndirect=1\n").unwrap();
+    std::fs::write(
+        d.join("two.fio"),
+        "; two jobs, one after the other\n[global]\ninclude common.fio\nfilename=${FIO_TEST_FILE}\nsize=8M\nio_size=2M\nbs=${FIO_TEST_BS}\n\n[writer]\nrw=randwrite\niodepth=8\n\n[reader]\nstonewall\nrw=randread\niodepth=4\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass"))
+        .current_dir(&d)
+        .args(["fio", "two.fio", "--output-format=normal,json"])
+        .env("FIO_TEST_FILE", "shared")
+        .env("FIO_TEST_BS", "4k")
+        .output()
+        .unwrap();
+    let (o, e) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{e}");
+    assert!(o.contains("writer: (g=0): rw=randwrite") && o.contains("reader: (g=1): rw=randread"), "{o}");
+    assert!(o.contains("ioengine=libaio, iodepth=8") && o.contains("ioengine=libaio, iodepth=4"), "{o}");
+    assert!(o.contains("Run status group 0 (all jobs):") && o.contains("Run status group 1 (all jobs):"), "{o}");
+    let json: serde_json::Value = serde_json::from_str(&o[o.find("\n{").unwrap()..]).unwrap();
+    let jobs = json["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!((jobs[0]["jobname"].as_str(), jobs[0]["groupid"].as_u64()), (Some("writer"), Some(0)));
+    assert_eq!((jobs[1]["jobname"].as_str(), jobs[1]["groupid"].as_u64()), (Some("reader"), Some(1)));
+    assert_eq!(jobs[1]["read"]["io_bytes"].as_u64(), Some(2 << 20));
+    assert_eq!(jobs[0]["job options"]["ioengine"], "libaio");
+    assert_eq!(jobs[0]["job options"]["filename"], "shared", "the environment variable is substituted");
+    assert_eq!(jobs[1]["job options"]["iodepth"], "4");
+    // --section runs one.
+    let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).args(["fio", "--section=reader", "two.fio"]).env("FIO_TEST_FILE", "shared").env("FIO_TEST_BS", "4k").output().unwrap();
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(o.contains("reader: (g=0)") && !o.contains("writer"), "{o}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn jobs_of_one_group_say_they_run_one_after_another() {
+    let Some(d) = workdir("group") else { return };
+    let (code, out, err) = fio_in(&d, &["--filename=g", "--size=8M", "--io_size=1M", "--ioengine=io_uring", "--direct=1", "--name=a", "--rw=randread", "--name=b", "--rw=randwrite"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("the jobs of group 0 run one after another"), "{out}");
+    assert!(out.contains("a: (groupid=0, jobs=1)") && out.contains("b: (groupid=0, jobs=1)"), "{out}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn the_simulator_and_several_files() {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let (code, out, err) = fio_in(&d, &["--name=s", "--ioengine=nvme-bypass-sim", "--rw=randrw", "--bs=4k", "--iodepth=4", "--size=16M", "--io_size=1M", "--verify=crc32c"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("measured, simulated:"), "{out}");
+    assert_eq!(out.lines().filter(|l| fio_iops_shape(l)).count(), 2, "{out}");
+    let (code, out, err) = fio_in(&d, &["--name=s", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=4", "--size=16M", "--io_size=1M", "--output-format=json+"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let bins = j["jobs"][0]["read"]["clat_ns"]["bins"].as_object().expect("json+ bins");
+    let n: u64 = bins.values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(n, 256, "every I/O in a bin");
+    assert!(bins.keys().all(|k| k.parse::<u64>().is_ok()));
+    let job = &j["jobs"][0];
+    let share: f64 = ["latency_ns", "latency_us", "latency_ms"].iter().flat_map(|k| job[k].as_object().unwrap().values()).map(|v| v.as_f64().unwrap()).sum();
+    assert!((99.0..=101.0).contains(&share), "fio's latency buckets add up to 100%: {share}");
+    assert!(job["latency_ms"][">=2000"].is_number());
+    let Some(w) = workdir("multi") else { return };
+    let (code, out, err) = fio_in(&w, &["--name=m", "--filename=one:two", "--size=8M", "--io_size=1M", "--ioengine=libaio", "--direct=1", "--rw=randread", "--iodepth=4"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("Laying out IO file").count(), 2, "{out}");
+    assert!(w.join("one").exists() && w.join("two").exists());
+    let _ = std::fs::remove_dir_all(w);
+}
+
+/// Every number masked, with its unit prefix: `IOPS=391k` -> `IOPS=N`.
+fn mask(line: &str) -> String {
+    let mut out = String::new();
+    let b = line.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_digit() {
+            while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+                i += 1;
+            }
+            if i < b.len() && b"kKMGTP".contains(&b[i]) {
+                i += 1;
+            }
+            if line[i..].starts_with("iB") {
+                i += 2;
+            } else if line[i..].starts_with('B') {
+                i += 1;
+            }
+            out.push('N');
+        } else {
+            out.push(b[i] as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// When fio itself is installed: the seed's randrw run by fio and by us on
+/// the same kind of file; every line fio prints is in ours with its
+/// numbers masked, but for those we do not have the figure for (fio's
+/// version, the IO depth distributions, Disk stats).
+#[test]
+fn line_for_line_with_fio_when_it_is_installed() {
+    if Command::new("fio").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
+        eprintln!("skipped: fio is not installed");
+        return;
+    }
+    let Some(d) = workdir("realfio") else { return };
+    let args = |file: &str, out: &str| {
+        vec![
+            "--randrepeat=1".to_string(), "--ioengine=libaio".into(), "--direct=1".into(), "--gtod_reduce=1".into(), "--name=test".into(),
+            format!("--filename={file}"), "--bs=4k".into(), "--iodepth=64".into(), "--size=8M".into(), "--readwrite=randrw".into(),
+            "--rwmixread=75".into(), format!("--output={out}"), "--output-format=normal".into(),
+        ]
+    };
+    let st = Command::new("fio").current_dir(&d).args(args("theirs", "fio.txt")).status().unwrap();
+    assert!(st.success());
+    let st = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).arg("fio").args(args("ours", "ours.txt")).status().unwrap();
+    assert!(st.success());
+    let theirs = std::fs::read_to_string(d.join("fio.txt")).unwrap();
+    let ours = std::fs::read_to_string(d.join("ours.txt")).unwrap();
+    let ours_masked: Vec<String> = ours.lines().map(mask).collect();
+    let mut after_disk_stats = false;
+    for l in theirs.lines() {
+        after_disk_stats |= l.starts_with("Disk stats");
+        let not_ours = l.starts_with("fio-") || l.starts_with("  IO depths") || l.starts_with("     submit") || l.starts_with("     complete") || after_disk_stats;
+        if not_ours || l.is_empty() {
+            continue;
+        }
+        assert!(ours_masked.contains(&mask(l)), "fio prints {l:?}; ours has no such line:\n{ours}");
+    }
+    let _ = std::fs::remove_dir_all(d);
+}

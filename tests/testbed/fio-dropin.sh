@@ -1,0 +1,97 @@
+#!/bin/sh
+# nvme-bypass test bed: `nvme-bypass fio` as a drop-in for fio (runs in the
+# guest, which has fio).
+#
+#   scripts/testbed/run.sh tests/testbed/fio-dropin.sh
+#
+# 1. block: the seed's three fio command lines (randrw 75/25, randread,
+#    randwrite; libaio, direct, gtod_reduce, iodepth 64) on /dev/nvme0n1,
+#    each run by fio and by `nvme-bypass fio` with only `fio` replaced:
+#    `grep IOPS` gives lines of the same shape (numbers masked), and the
+#    other lines fio prints with a figure we have (job header, groupid,
+#    cpu, issued rwts, latency, Run status) are there too;
+# 2. passthru: ioengine=io_uring_cmd cmd_type=nvme on /dev/ng0n1, fio and
+#    ours, same shape, with the latency block (no gtod_reduce);
+# 3. a job file with ${DEV}, [global], stonewall and --section;
+# 4. vfio: ioengine=nvme-bypass-vfio with filename=0000\:01\:00.0 (escaped
+#    colons, as SPDK/xNVMe fio users write it).
+# Writes every output to $NVB_RESULTS/fio-dropin/.
+set -eu
+# shellcheck source=tests/testbed/lib.sh disable=SC1091
+. "$(dirname "$0")/lib.sh"
+
+command -v nvme-bypass >/dev/null 2>&1 || fail "no nvme-bypass binary in the share (do not use run.sh --no-bin)"
+command -v fio >/dev/null 2>&1 || fail "no fio in the guest (scripts/testbed/build-initramfs.sh puts it there)"
+OUT=$NVB_RESULTS/fio-dropin
+mkdir -p "$OUT"
+cd "$OUT"
+BDF=$(nvb_bdf) || fail "no NVMe controller (PCI class 0x010802)"
+CTRL=$(nvme_ctrl_of "$BDF") || fail "$BDF is not bound to nvme"
+NS=/dev/${CTRL}n1
+NG=/dev/ng${CTRL#nvme}n1
+wait_for "$NS" 10 || fail "$NS missing"
+
+# mask FILE: its IOPS lines with every number replaced by N.
+mask() { grep IOPS "$1" | sed -E 's/[0-9][0-9.]*[kKMGTP]?(i?B)?/N/g'; }
+
+step block
+for rw in randrw randread randwrite; do
+  for tool in fio ours; do
+    if [ $tool = fio ]; then CMD=fio; else CMD="nvme-bypass fio"; fi
+    # shellcheck disable=SC2086
+    check_cmd "$tool-$rw" $CMD --randrepeat=1 --ioengine=libaio --direct=1 --gtod_reduce=1 --name=test --filename="$NS" --bs=4k --iodepth=64 --size=64M --io_size=16M --readwrite=$rw --rwmixread=75 --output="$tool.$rw.txt" --output-format=normal
+  done
+  grep IOPS "fio.$rw.txt" "ours.$rw.txt" | sed 's/^/  /'
+  [ "$(mask "fio.$rw.txt")" = "$(mask "ours.$rw.txt")" ] || fail "$rw: IOPS lines differ in shape from fio's"
+  for pat in "^test: (g=0): rw=$rw, bs=(R) 4096B-4096B, (W) 4096B-4096B, (T) 4096B-4096B, ioengine=libaio, iodepth=64\$" \
+    '^test: (groupid=0, jobs=1): err= 0: pid=' '^  cpu          : usr=' '^     issued rwts: total=' '^     latency   : target=0' '^Run status group 0 (all jobs):$'; do
+    grep -q "$pat" "fio.$rw.txt" || fail "fio.$rw.txt lacks '$pat' (the check itself is wrong)"
+    grep -q "$pat" "ours.$rw.txt" || fail "ours.$rw.txt lacks '$pat', which fio prints"
+  done
+  grep -q '^  nvme-bypass  : block/libaio (measured' "ours.$rw.txt" || fail "ours.$rw.txt: our figures are not there, or not labelled"
+done
+
+step passthru
+for tool in fio ours; do
+  if [ $tool = fio ]; then CMD=fio; else CMD="nvme-bypass fio"; fi
+  # shellcheck disable=SC2086
+  check_cmd "$tool-passthru" $CMD --name=pt --ioengine=io_uring_cmd --cmd_type=nvme --filename="$NG" --rw=randread --bs=4k --iodepth=16 --size=64M --io_size=8M --output="$tool.passthru.txt"
+done
+grep IOPS fio.passthru.txt ours.passthru.txt | sed 's/^/  /'
+[ "$(mask fio.passthru.txt)" = "$(mask ours.passthru.txt)" ] || fail "passthru: IOPS lines differ in shape from fio's"
+grep -q '^    lat percentiles (usec):\|^    lat percentiles (nsec):\|^    lat percentiles (msec):' ours.passthru.txt || fail "no latency percentiles without gtod_reduce"
+grep -q '^  nvme-bypass  : passthru' ours.passthru.txt || fail "not the passthru path"
+
+step jobfile
+cat > jobs.fio <<'JOB'
+; two groups on the namespace
+[global]
+filename=${DEV}
+ioengine=io_uring
+direct=1
+bs=4k
+size=64M
+io_size=4M
+[writer]
+rw=randwrite
+iodepth=8
+[reader]
+stonewall
+rw=randread
+iodepth=8
+JOB
+check_cmd jobfile sh -c "DEV=$NS nvme-bypass fio jobs.fio > ours.jobfile.txt"
+grep -q '^writer: (g=0)' ours.jobfile.txt && grep -q '^reader: (g=1)' ours.jobfile.txt || fail "groups not as stonewall says"
+grep -q '^Run status group 1 (all jobs):' ours.jobfile.txt || fail "no status for group 1"
+check_cmd section sh -c "DEV=$NS nvme-bypass fio --section=reader jobs.fio > ours.section.txt"
+if grep -q '^writer' ours.section.txt; then fail "--section=reader ran writer too"; fi
+
+step vfio
+bind_vfio "$BDF"
+ESC=$(echo "$BDF" | sed 's/:/\\:/g')
+info "filename=$ESC"
+check_cmd vfio nvme-bypass fio --name=v --ioengine=nvme-bypass-vfio --filename="$ESC" --rw=randread --bs=4k --iodepth=16 --size=64M --io_size=8M --output=ours.vfio.txt
+grep IOPS ours.vfio.txt | sed 's/^/  /'
+grep -q '^  nvme-bypass  : vfio (measured, emulated' ours.vfio.txt || fail "vfio run not labelled measured, emulated"
+bind_nvme "$BDF"
+info "fio-dropin: all checks passed"
