@@ -82,6 +82,16 @@ if ! python3 scripts/sim-ceiling.py "$BIN" --runs 3 --runtime 0.5; then
   exit 1
 fi
 
+step "scaling in one box: two jobs against one on the synchronous simulator (timed, goal 1.9x printed)"
+# Each job steps its own simulated controller on its own thread, pinned to
+# CPUs 0 and 1: three pairs, the median ratio against the 1.9x goal. A
+# timed figure, printed with every pair; only a bench that could not run
+# fails the suite.
+if ! python3 scripts/sim-scaling.py "$BIN" --pairs 3 --runtime 1; then
+  echo "FAIL: scripts/sim-scaling.py could not run the bench" >&2
+  exit 1
+fi
+
 step "tier 2: real device tests"
 # Tier 1 reports them ignored; here they run (--ignored) only on a named
 # device, less those whose other condition is not met, each said by name.
