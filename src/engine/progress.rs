@@ -89,3 +89,18 @@ pub fn status_loop(spec: &JobSpec, progress: &[Progress], finished: &AtomicUsize
         eprint!("\r{:100}\r", "");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_are_the_intervals_inside_the_measured_one() {
+        let r = [(0, 0, 0), (500, 10, 40), (1000, 30, 120), (1500, 60, 240), (2000, 70, 280)];
+        let s = samples_within(&r, 400, 1600);
+        assert_eq!(s.len(), 2, "{s:?}");
+        assert_eq!((s[0].ns, s[0].ios, s[0].bytes), (500, 20, 80));
+        assert_eq!((s[1].ns, s[1].ios, s[1].bytes), (500, 30, 120));
+        assert!(samples_within(&r, 100, 900).is_empty(), "no whole interval inside");
+    }
+}

@@ -1,7 +1,9 @@
-//! The JSON report of one run, shaped like fio's `--output-format=json`
-//! (`jobs[]` with `read`/`write` blocks holding `iops`, `bw`,
-//! `clat_ns`/`lat_ns` with `percentile`, `usr_cpu`/`sys_cpu`), so tools that
-//! read fio results read ours; our own figures sit beside them under
+//! The JSON report of one run in fio 3.x's `--output-format=json` layout
+//! (`jobs[]` with `read`/`write`/`trim` blocks holding `iops`, `bw`,
+//! `clat_ns`/`lat_ns` with `percentile`, the bandwidth/IOPS sample
+//! statistics, `usr_cpu`/`sys_cpu`, the iodepth maps; no `null`), so tools
+//! that read fio results read ours (docs/fio.md says what each key holds
+//! and which are not measured); our own figures sit beside them under
 //! `nvme_bypass`.
 
 use super::summary::{DirSummary, RunSummary};
