@@ -301,3 +301,56 @@ fn line_for_line_with_fio_when_it_is_installed() {
     }
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// Every key fio 3.x's JSON has that fio's tools (fio-plot, fio2gnuplot's
+/// readers) look up is there, with fio's names, and fio's part holds no
+/// null (our own figures, under `nvme_bypass`, may).
+#[test]
+fn json_has_fios_keys_and_no_null() {
+    fn no_null(v: &serde_json::Value, at: &str) {
+        match v {
+            serde_json::Value::Null => panic!("null at {at}"),
+            serde_json::Value::Object(m) => m.iter().filter(|(k, _)| *k != "nvme_bypass").for_each(|(k, x)| no_null(x, &format!("{at}/{k}"))),
+            serde_json::Value::Array(a) => a.iter().for_each(|x| no_null(x, &format!("{at}[]"))),
+            _ => {}
+        }
+    }
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let (code, out, err) = fio_in(&d, &["--name=k", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=8", "--size=16M", "--runtime=1200ms", "--time_based", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    no_null(&j, "");
+    for k in ["fio version", "timestamp", "timestamp_ms", "time", "global options", "jobs"] {
+        assert!(!j[k].is_null(), "top-level {k}");
+    }
+    let job = &j["jobs"][0];
+    for k in ["jobname", "groupid", "error", "job options", "read", "write", "trim", "job_runtime", "usr_cpu", "sys_cpu", "ctx", "majf", "minf", "iodepth_level", "iodepth_submit", "iodepth_complete", "latency_ns", "latency_us", "latency_ms", "job_start"] {
+        assert!(!job[k].is_null(), "job {k}");
+    }
+    assert!(job["minf"].as_u64().unwrap() > 0, "minf from getrusage");
+    let keys = |k: &str| job[k].as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>();
+    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(keys("latency_ns"), set(&["2", "4", "10", "20", "50", "100", "250", "500", "750", "1000"]));
+    assert_eq!(keys("latency_us"), set(&["2", "4", "10", "20", "50", "100", "250", "500", "750", "1000"]));
+    assert_eq!(keys("latency_ms"), set(&["2", "4", "10", "20", "50", "100", "250", "500", "750", "1000", "2000", ">=2000"]));
+    assert_eq!(keys("iodepth_level"), set(&["1", "2", "4", "8", "16", "32", ">=64"]));
+    assert_eq!(job["iodepth_level"]["8"].as_f64(), Some(100.0));
+    for k in ["iodepth_submit", "iodepth_complete"] {
+        assert_eq!(keys(k), set(&["0", "4", "8", "16", "32", "64", ">=64"]));
+    }
+    for dir in ["read", "write", "trim"] {
+        let b = &job[dir];
+        for k in ["io_bytes", "io_kbytes", "bw_bytes", "bw", "iops", "runtime", "total_ios", "short_ios", "drop_ios", "slat_ns", "clat_ns", "lat_ns", "bw_min", "bw_max", "bw_agg", "bw_mean", "bw_dev", "bw_samples", "iops_min", "iops_max", "iops_mean", "iops_stddev", "iops_samples"] {
+            assert!(b[k].is_number() || b[k].is_object(), "{dir} {k}: {}", b[k]);
+        }
+        for k in ["min", "max", "mean", "stddev", "N"] {
+            assert!(b["slat_ns"][k].is_number(), "{dir} slat_ns {k}");
+        }
+    }
+    let r = &job["read"];
+    assert!(r["iops_samples"].as_u64().unwrap() >= 1, "a 500 ms sample in 1.2 s: {r}");
+    assert!(r["iops_min"].as_f64().unwrap() <= r["iops_mean"].as_f64().unwrap() && r["iops_mean"].as_f64().unwrap() <= r["iops_max"].as_f64().unwrap() + 1.0);
+    assert!(r["bw_mean"].as_f64().unwrap() > 0.0);
+    assert_eq!(job["write"]["runtime"], 0, "no writes: runtime 0, as fio");
+    assert_eq!(job["write"]["bw_samples"], 0);
+}

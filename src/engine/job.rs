@@ -200,6 +200,22 @@ pub struct ThreadResult {
     pub system_end: Option<crate::measure::stats::SystemCpu>,
     /// Timeouts, Aborts, resets and retries (all phases).
     pub recovery: RecoveryCounters,
+    /// The I/Os and bytes this thread completed in each 500 ms interval
+    /// that lies wholly inside its measured interval, read from its
+    /// [`Progress`] counters by the reporting thread (fio's bandwidth and
+    /// IOPS samples, `log_avg_msec`'s default).
+    pub samples: Vec<Sample>,
+}
+
+/// One interval's completions (see `ThreadResult::samples`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sample {
+    /// Length of the interval, ns.
+    pub ns: u64,
+    /// I/Os completed in it.
+    pub ios: u64,
+    /// Bytes moved in it.
+    pub bytes: u64,
 }
 
 impl ThreadResult {

@@ -90,10 +90,17 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
                     .expect("spawn worker")
             })
             .collect();
-        if status_line {
-            progress::status_loop(spec, progress, &finished);
-        }
-        handles.into_iter().map(|h| h.join().expect("worker panicked")).collect()
+        let readings = progress::sample_loop(spec, progress, &finished, status_line);
+        handles
+            .into_iter()
+            .zip(readings)
+            .map(|(h, r)| {
+                h.join().expect("worker panicked").map(|mut t| {
+                    t.samples = progress::samples_within(&r, t.start_mono_ns, t.end_mono_ns);
+                    t
+                })
+            })
+            .collect()
     });
     // Report the first real error, not the "another thread" ones it caused.
     if let Some(i) = results.iter().position(|r| matches!(r, Err(e) if !e.to_string().starts_with("another thread"))) {

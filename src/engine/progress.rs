@@ -7,6 +7,51 @@ use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+/// fio's bandwidth / IOPS sampling interval (`log_avg_msec`'s default).
+pub const SAMPLE_NS: u64 = 500_000_000;
+
+/// Every thread's progress counters read every [`SAMPLE_NS`] until every
+/// worker has finished: per thread, (CLOCK_MONOTONIC ns from `clock::mono_ns`'s
+/// origin, I/Os, bytes). The workers only store their counters, as they
+/// did for the status line: the reading costs them nothing.
+pub fn sample_loop(spec: &JobSpec, progress: &[Progress], finished: &AtomicUsize, status_line: bool) -> Vec<Vec<(u64, u64, u64)>> {
+    let read = |out: &mut Vec<Vec<(u64, u64, u64)>>| {
+        let t = crate::measure::clock::mono_ns();
+        for (o, p) in out.iter_mut().zip(progress) {
+            o.push((t, p.ios.load(Ordering::Relaxed), p.bytes.load(Ordering::Relaxed)));
+        }
+    };
+    let mut out = vec![vec![]; progress.len()];
+    read(&mut out);
+    let mut next = crate::measure::clock::mono_ns() + SAMPLE_NS;
+    std::thread::scope(|s| {
+        if status_line {
+            s.spawn(|| status_loop(spec, progress, finished));
+        }
+        while finished.load(Ordering::Acquire) < progress.len() {
+            let now = crate::measure::clock::mono_ns();
+            if now >= next {
+                read(&mut out);
+                next += SAMPLE_NS * ((now - next) / SAMPLE_NS + 1);
+            } else {
+                std::thread::sleep(Duration::from_nanos((next - now).min(20_000_000)));
+            }
+        }
+    });
+    out
+}
+
+/// The intervals between consecutive readings of one thread's counters
+/// (`sample_loop`) that lie wholly inside [start, end] (its measured
+/// interval), as samples.
+pub fn samples_within(readings: &[(u64, u64, u64)], start: u64, end: u64) -> Vec<crate::engine::job::Sample> {
+    readings
+        .windows(2)
+        .filter(|w| w[0].0 >= start && w[1].0 <= end)
+        .map(|w| crate::engine::job::Sample { ns: w[1].0 - w[0].0, ios: w[1].1 - w[0].1, bytes: w[1].2 - w[0].2 })
+        .collect()
+}
+
 /// Print the status line every second until every worker has finished.
 pub fn status_loop(spec: &JobSpec, progress: &[Progress], finished: &AtomicUsize) {
     let start = Instant::now();
@@ -42,5 +87,20 @@ pub fn status_loop(spec: &JobSpec, progress: &[Progress], finished: &AtomicUsize
     }
     if printed {
         eprint!("\r{:100}\r", "");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_are_the_intervals_inside_the_measured_one() {
+        let r = [(0, 0, 0), (500, 10, 40), (1000, 30, 120), (1500, 60, 240), (2000, 70, 280)];
+        let s = samples_within(&r, 400, 1600);
+        assert_eq!(s.len(), 2, "{s:?}");
+        assert_eq!((s[0].ns, s[0].ios, s[0].bytes), (500, 20, 80));
+        assert_eq!((s[1].ns, s[1].ios, s[1].bytes), (500, 30, 120));
+        assert!(samples_within(&r, 100, 900).is_empty(), "no whole interval inside");
     }
 }

@@ -1,7 +1,9 @@
-//! The JSON report of one run, shaped like fio's `--output-format=json`
-//! (`jobs[]` with `read`/`write` blocks holding `iops`, `bw`,
-//! `clat_ns`/`lat_ns` with `percentile`, `usr_cpu`/`sys_cpu`), so tools that
-//! read fio results read ours; our own figures sit beside them under
+//! The JSON report of one run in fio 3.x's `--output-format=json` layout
+//! (`jobs[]` with `read`/`write`/`trim` blocks holding `iops`, `bw`,
+//! `clat_ns`/`lat_ns` with `percentile`, the bandwidth/IOPS sample
+//! statistics, `usr_cpu`/`sys_cpu`, the iodepth maps; no `null`), so tools
+//! that read fio results read ours (docs/fio.md says what each key holds
+//! and which are not measured); our own figures sit beside them under
 //! `nvme_bypass`.
 
 use super::summary::{DirSummary, RunSummary};
@@ -10,6 +12,8 @@ use serde_json::{json, Value};
 
 /// The JSON report of one run, shaped like fio's.
 pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Value {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let now_ms = now.as_millis() as u64;
     let jobs: Vec<Value> = threads
         .iter()
         .map(|t| {
@@ -25,15 +29,19 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                 "eta": 0,
                 "elapsed": (t.elapsed_ns / 1_000_000_000).max(1),
                 "job options": job_options(spec, &s.backend),
-                "read": dir_json(&ts.read, t.elapsed_ns),
-                "write": dir_json(&ts.write, t.elapsed_ns),
-                "trim": dir_json(&DirSummary::default(), t.elapsed_ns),
+                "read": dir_json(&ts.read, t, s.read.bw_bytes),
+                "write": dir_json(&ts.write, t, s.write.bw_bytes),
+                "trim": dir_json(&DirSummary::default(), t, 0.0),
                 "job_runtime": t.elapsed_ns / 1_000_000,
                 "usr_cpu": 100.0 * t.cpu_time.user_ns as f64 / el,
                 "sys_cpu": 100.0 * t.cpu_time.sys_ns as f64 / el,
                 "ctx": 0,
                 "majf": 0,
                 "minf": 0,
+                "iodepth_level": depth_map(&["1", "2", "4", "8", "16", "32", ">=64"], depth_slot(spec.iodepth)),
+                "iodepth_submit": depth_map(&["0", "4", "8", "16", "32", "64", ">=64"], None),
+                "iodepth_complete": depth_map(&["0", "4", "8", "16", "32", "64", ">=64"], None),
+                "job_start": now_ms.saturating_sub(t.elapsed_ns / 1_000_000),
                 "nvme_bypass": {
                     "thread": t.thread,
                     "cpu": t.cpu,
@@ -51,7 +59,9 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
         .collect();
     json!({
         "fio version": concat!("nvme-bypass-", env!("CARGO_PKG_VERSION")),
-        "timestamp": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        "timestamp": now.as_secs(),
+        "timestamp_ms": now_ms,
+        "time": crate::commands::fio::output::fio_date(now.as_secs() as i64),
         "global options": job_options(spec, &s.backend),
         "jobs": jobs,
         "nvme_bypass": s.to_json(),
@@ -68,27 +78,87 @@ fn job_options(spec: &JobSpec, backend: &str) -> Value {
         "numjobs": spec.numjobs.to_string(),
         "offset": spec.offset.to_string(),
         "size": spec.size.to_string(),
-        "runtime": spec.runtime.map(|r| format!("{}", r.as_secs_f64())),
+        "runtime": spec.runtime.map(|r| format!("{}", r.as_secs_f64())).unwrap_or_else(|| "0".into()),
         "ramp_time": format!("{}", spec.ramp.as_secs_f64()),
-        "verify": spec.verify.map(|_| "crc32c"),
+        "verify": if spec.verify.is_some() { "crc32c" } else { "0" },
     })
 }
 
-/// One direction's block (`read`, `write`, `trim`) of a fio job.
-fn dir_json(d: &DirSummary, elapsed_ns: u64) -> Value {
+/// fio's I/O depth maps (`iodepth_level`, `_submit`, `_complete`): the
+/// share in percent of the time at each depth. We keep the queue at
+/// `iodepth` and do not record the depth over time, so `iodepth_level`
+/// puts 100% at the configured depth's slot and the submit/complete maps
+/// are all zero (not measured).
+fn depth_map(keys: &[&str], full: Option<usize>) -> Value {
+    keys.iter().enumerate().map(|(i, k)| (k.to_string(), Value::from(if Some(i) == full { 100.0 } else { 0.0 }))).collect::<serde_json::Map<_, _>>().into()
+}
+
+/// The `iodepth_level` slot of depth `d` (1, 2, 4, 8, 16, 32, >=64; fio
+/// counts a depth in the slot of the largest key not above it).
+fn depth_slot(d: usize) -> Option<usize> {
+    Some(match d {
+        0 | 1 => 0,
+        2..=3 => 1,
+        4..=7 => 2,
+        8..=15 => 3,
+        16..=31 => 4,
+        32..=63 => 5,
+        _ => 6,
+    })
+}
+
+/// min, max, mean, sample standard deviation of `v` (all 0 when empty,
+/// as fio reports a direction with no samples).
+fn sample_stats(v: &[f64]) -> (f64, f64, f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0, 0.0, 0.0);
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = if v.len() > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
+    (v.iter().cloned().fold(f64::INFINITY, f64::min), v.iter().cloned().fold(0.0, f64::max), mean, var.sqrt())
+}
+
+/// One direction's block (`read`, `write`, `trim`) of a fio job. The
+/// bandwidth (KiB/s) and IOPS samples are the thread's 500 ms intervals
+/// (`ThreadResult::samples`), each given this direction's share of the
+/// thread's I/Os (exact for a one-direction job, apportioned for a mix);
+/// `bw_agg` is the mean as a percentage of `group_bw` (bytes/s, the run's
+/// bandwidth in this direction).
+fn dir_json(d: &DirSummary, t: &ThreadResult, group_bw: f64) -> Value {
+    let all = (t.read.ios + t.write.ios).max(1) as f64;
+    let share = d.ios as f64 / all;
+    let live: Vec<_> = if d.ios > 0 { t.samples.iter().filter(|x| x.ns > 0).collect() } else { vec![] };
+    let bw: Vec<f64> = live.iter().map(|x| share * x.bytes as f64 / 1024.0 / (x.ns as f64 / 1e9)).collect();
+    let iops: Vec<f64> = live.iter().map(|x| share * x.ios as f64 / (x.ns as f64 / 1e9)).collect();
+    let (bmin, bmax, bmean, bdev) = sample_stats(&bw);
+    let (imin, imax, imean, idev) = sample_stats(&iops);
+    let agg = if group_bw > 0.0 { (100.0 * bmean * 1024.0 / group_bw).min(100.0) } else { 0.0 };
+    let lat = serde_json::to_value(&d.lat_ns).unwrap_or_default();
     json!({
         "io_bytes": d.bytes,
         "io_kbytes": d.bytes / 1024,
         "bw_bytes": d.bw_bytes as u64,
         "bw": (d.bw_bytes / 1024.0) as u64,
         "iops": d.iops,
-        "runtime": elapsed_ns / 1_000_000,
+        "runtime": if d.ios == 0 { 0 } else { t.elapsed_ns / 1_000_000 },
         "total_ios": d.ios,
         "short_ios": 0,
         "drop_ios": 0,
         "errors": d.errors,
         "slat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0},
-        "clat_ns": d.lat_ns,
-        "lat_ns": d.lat_ns,
+        "clat_ns": lat,
+        "lat_ns": lat,
+        "bw_min": bmin as u64,
+        "bw_max": bmax as u64,
+        "bw_agg": agg,
+        "bw_mean": bmean,
+        "bw_dev": bdev,
+        "bw_samples": bw.len(),
+        "iops_min": imin as u64,
+        "iops_max": imax as u64,
+        "iops_mean": imean,
+        "iops_stddev": idev,
+        "iops_samples": iops.len(),
     })
 }

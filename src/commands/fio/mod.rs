@@ -471,6 +471,11 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                         j["read"]["clat_ns"]["bins"] = bins(&t.read.lat);
                         j["write"]["clat_ns"]["bins"] = bins(&t.write.lat);
                     }
+                    // getrusage(RUSAGE_SELF) over the job: the process's, so
+                    // each thread of a job shows the job's.
+                    j["ctx"] = r.rusage.ctx.into();
+                    j["majf"] = r.rusage.majf.into();
+                    j["minf"] = r.rusage.minf.into();
                     j["jobname"] = p.opts.name.clone().into();
                     j["groupid"] = p.group.into();
                     // fio lists the options the job was given, as given.
