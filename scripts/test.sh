@@ -82,6 +82,11 @@ if ! python3 scripts/sim-ceiling.py "$BIN" --runs 3 --runtime 0.5; then
   exit 1
 fi
 
+step "fio's tools read our JSON: fio-plot draws its standard charts from nvme-bypass fio's output"
+# Installs fio-plot from PyPI into a venv the first time; says "skipped"
+# (and why) when it cannot be installed.
+scripts/check-fio-plot.sh "$BIN"
+
 step "scaling in one box: two jobs against one on the synchronous simulator (timed, goal 1.9x printed)"
 # Each job steps its own simulated controller on its own thread, pinned to
 # CPUs 0 and 1: three pairs, the median ratio against the 1.9x goal. A
