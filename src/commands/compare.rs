@@ -379,9 +379,14 @@ pub fn table(c: &Comparison) -> String {
     );
     // Without irq-time accounting the kernel sees interrupts between ticks
     // only by sampling: an interrupt-driven row's kernel CPU is a lower bound.
-    let lower: Vec<&str> = c.rows.iter().filter(|r| r.summary.as_ref().is_some_and(|s| s.kernel_cpu_lower_bound())).map(|r| r.variant.label.as_str()).collect();
-    if let Some(how) = c.rows.iter().find_map(|r| r.summary.as_ref().filter(|s| s.kernel_cpu_lower_bound()).map(|s| s.irq_time_accounting_how.clone())) {
-        o.push_str(&format!("irq time: {how}: the kernel CPU of the interrupt-driven rows ({}) is a lower bound\n", lower.join(", ")));
+    let lower: Vec<(&str, &str)> = c
+        .rows
+        .iter()
+        .filter_map(|r| r.summary.as_ref().filter(|s| s.kernel_cpu_lower_bound()).map(|s| (r.variant.label.as_str(), s.irq_time_accounting_how.as_str())))
+        .collect();
+    if let Some((_, how)) = lower.first() {
+        let labels: Vec<&str> = lower.iter().map(|(l, _)| *l).collect();
+        o.push_str(&format!("irq time: {how}: the kernel CPU of the interrupt-driven rows ({}) is a lower bound\n", labels.join(", ")));
     }
     o.push_str(&format!(
         "\nmodelled (from the measured figures above):\n{:<34} {:>10} {:>12} {:>16} {:>15} {:>7} {:>13} {:>13}\n",

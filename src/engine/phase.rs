@@ -128,8 +128,7 @@ fn calibrate_empty_polls(ctx: &Ctx, q: &mut dyn IoQueue, wl: &mut Workload, res:
     if ctx.polled {
         p.in_flight = ctx.spec.batch_complete.max(1);
     }
-    let mut none = Source::<NoList>::Workload { left: 0 };
-    if ctx.polled && ctx.spec.batch_complete > 1 && q.ready(1).is_some() {
+    if ctx.polled && ctx.spec.batch_complete > 1 && p.can_look {
         // A fixed-batch polled run's empty polls are the spin's looks.
         let want = ctx.spec.batch_complete;
         marker::start(window);
@@ -137,6 +136,7 @@ fn calibrate_empty_polls(ctx: &Ctx, q: &mut dyn IoQueue, wl: &mut Workload, res:
         marker::stop(window);
         return Ok(());
     }
+    let mut none = Source::<NoList>::Workload { left: 0 };
     marker::start(window);
     for _ in 0..marker::CALIBRATION_POLLS {
         let t = ctx.clock.now();
