@@ -37,6 +37,9 @@ def load(path):
             fail(f"{path}: {r['label']}: layers sum to {s:.1f}, total is {p['total']:.1f}")
         if not isinstance(k.get("unmapped_share_of_kernel"), (int, float)):
             fail(f"{path}: {r['label']}: unmapped_share_of_kernel missing")
+        for f in ("processes_started", "processes_exited"):
+            if not isinstance(k.get(f), int):
+                fail(f"{path}: {r['label']}: {f} missing")
         ev = k.get("events_per_io") or fail(f"{path}: {r['label']}: no events_per_io")
         for f in ("syscalls", "interrupts", "doorbell_writes", "context_switches"):
             if f not in ev:
@@ -66,5 +69,7 @@ if len(sys.argv) > 2:
         vx, vy = x["total"] - x["empty_polls"], y["total"] - y["empty_polls"]
         d = abs(vx - vy) / ((vx + vy) / 2) if vx + vy > 0 else 0.0
         worst = max(worst, d)
-        print(f"  {label:28} {vx:9.0f} {vy:9.0f}  {100*d:5.1f}%  {'within 2%' if d <= 0.02 else 'NOT within 2%'}")
+        procs = sum(r[f] for r in (ra[label], rb[label]) for f in ("processes_started", "processes_exited"))
+        why = f" ({procs} process starts/exits in its windows)" if procs else ""
+        print(f"  {label:28} {vx:9.0f} {vy:9.0f}  {100*d:5.1f}%  {'within 2%' if d <= 0.02 else 'NOT within 2%'}{why}")
     print(f"two boots: largest difference {100*worst:.1f}%: goal of 2% {'met' if worst <= 0.02 else 'NOT met'}")

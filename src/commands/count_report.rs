@@ -242,7 +242,15 @@ pub fn build(i: &Inputs) -> CountReport {
             }
         };
         match result {
-            Ok(c) => row.counts = Some(c),
+            Ok(c) => {
+                if c.processes_started + c.processes_exited > 0 {
+                    notes.push(format!(
+                        "{}: {} process(es) started and {} ended during its window; their work is in its figures (not a clean count)",
+                        row.label, c.processes_started, c.processes_exited
+                    ));
+                }
+                row.counts = Some(c)
+            }
             Err(e) => row.error = Some(e),
         }
         rows.push(row);

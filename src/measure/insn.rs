@@ -524,6 +524,12 @@ pub struct Tally {
     /// Instructions in the functions of the kernel's IOPOLL loop
     /// ([`KERNEL_POLL_LOOP`]).
     pub kernel_poll_loop: f64,
+    /// Processes created (runs of `copy_process`) and ended (`do_exit`)
+    /// in the window: none belongs to a path's I/O, and each costs far
+    /// more than a path's I/O does.
+    pub process_starts: u64,
+    /// See `process_starts`.
+    pub process_exits: u64,
 }
 
 /// The kernel's IOPOLL loop, from `io_uring_enter` down to the driver's
@@ -565,6 +571,8 @@ pub fn tally(w: &Window, s: &Symbols) -> Tally {
     irq.extend(s.kernel.addrs_with_prefix("asm_sysvec_"));
     let poll = s.kernel.addrs_of("nvme_poll");
     let poll_found = s.kernel.addrs_of("nvme_poll_cq");
+    let fork = s.kernel.addrs_of("copy_process");
+    let exit = s.kernel.addrs_of("do_exit");
     let mut switch = s.kernel.addrs_of("__switch_to_asm");
     if switch.is_empty() {
         switch = s.kernel.addrs_of("__switch_to");
@@ -581,6 +589,12 @@ pub fn tally(w: &Window, s: &Symbols) -> Tally {
             }
             if switch.contains(&va) {
                 t.events.context_switches += execs as f64;
+            }
+            if fork.contains(&va) {
+                t.process_starts += execs;
+            }
+            if exit.contains(&va) {
+                t.process_exits += execs;
             }
             if poll.contains(&va) {
                 t.events.kernel_polls += execs as f64;
@@ -721,6 +735,12 @@ pub struct RowCounts {
     /// The share of the window's kernel instructions (background included)
     /// in functions no layer rule names: the goal is under 5%.
     pub unmapped_share_of_kernel: f64,
+    /// Processes created in the row's window (not per I/O): their work is
+    /// in the row's kernel and user figures, so a row with any is not a
+    /// clean count (the test bed's guest starts none while it counts).
+    pub processes_started: u64,
+    /// Processes ended in the row's window (not per I/O).
+    pub processes_exited: u64,
 }
 
 /// How many unmapped functions a row lists.
@@ -791,6 +811,8 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
         background_subtracted: bg.is_some(),
         unmapped: top_unmapped(&t, r.ios, UNMAPPED_LISTED),
         unmapped_share_of_kernel: if t.kernel > 0.0 { t.unmapped.values().sum::<u64>() as f64 / t.kernel } else { 0.0 },
+        processes_started: t.process_starts,
+        processes_exited: t.process_exits,
     })
 }
 
@@ -1092,6 +1114,28 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         assert!(close(c.instructions_per_io.empty_polls_kernel_modelled, 16.0 * 15.0 / 8.0));
         assert_eq!(c.instructions_per_io.empty_polls_engine, Some(0.0));
         assert!(close(c.instructions_per_io.empty_polls.unwrap(), 30.0));
+    }
+
+    #[test]
+    fn a_process_started_or_ended_in_a_window_is_counted_apart() {
+        // Something else's fork and exit inside a row's window: counted,
+        // so the report can say the row is not a clean count.
+        let ks = parse_kallsyms(
+            "ffffffff81000000 T _stext\nffffffff81001000 T copy_process\nffffffff81002000 T do_exit\nffffffff81003000 T blk_mq_submit_bio\n",
+        )
+        .unwrap();
+        let k = 0xffffffff81000000u64;
+        let row = window(0, 0, 1000, vec![(k + 0x1000, 300, 2), (k + 0x2000, 200, 1), (k + 0x3000, 500, 10)], vec![]);
+        let u = user_syms();
+        let layers = LayerTable::builtin();
+        let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
+        let r = RowInput { window: &row, calibration: None, ios: 10, duration_s: 1.0, empty_polls: 0 };
+        let c = row_counts(&r, None, 10, &s).unwrap();
+        assert_eq!((c.processes_started, c.processes_exited), (2, 1));
+        let quiet = window(0, 0, 500, vec![(k + 0x3000, 500, 10)], vec![]);
+        let r = RowInput { window: &quiet, ..r };
+        let c = row_counts(&r, None, 10, &s).unwrap();
+        assert_eq!((c.processes_started, c.processes_exited), (0, 0));
     }
 
     fn close(a: f64, b: f64) -> bool {

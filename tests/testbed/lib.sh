@@ -22,8 +22,16 @@ NVB_CUR_STEP=
 # the script in minutes rather than hanging the boot.
 step() {
   NVB_CUR_STEP=$1; echo "NVB-STEP $1"
-  echo "$(cut -d' ' -f1 /proc/uptime) $1" > "/run/nvb-step.$$"
+  read -r _now _rest < /proc/uptime; echo "$_now $1" > "/run/nvb-step.$$"
   [ -n "${_nvb_wd:-}" ] || _nvb_watchdog
+}
+
+# nvb_nap SECONDS: wait without starting a process (`read -t` on the FIFO
+# /init makes; `sleep` would be a fork and an exec each time)
+nvb_nap() {
+  [ -p /run/nvb-nap ] || mkfifo /run/nvb-nap 2>/dev/null || { sleep "$1"; return 0; }
+  read -t "$1" _nap <> /run/nvb-nap
+  return 0
 }
 
 # (the watchdog of `step`; ends with the script)
@@ -32,9 +40,12 @@ _nvb_watchdog() {
   ( _owner=$_nvb_wd; _limit=${NVB_STEP_TIMEOUT:-360}
     trap '' INT
     read -r _self _rest < /proc/self/stat      # this subshell's own pid
-    while sleep 5 && kill -0 "$_owner" 2>/dev/null; do
+    # Every wait and test here is a shell builtin, so the watchdog starts
+    # no process while nothing is wrong (a quiet guest for counted windows).
+    while nvb_nap 5 && kill -0 "$_owner" 2>/dev/null; do
       read -r _t0 _name < "/run/nvb-step.$_owner" 2>/dev/null || continue
-      _el=$(awk -v a="$_t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN{printf "%d", b - a}')
+      read -r _now _rest < /proc/uptime
+      _el=$(( ${_now%.*} - ${_t0%.*} ))
       [ "$_el" -ge "$_limit" ] || continue
       echo "NVB-WATCHDOG: step '$_name' of $0 has run for ${_el} s (limit ${_limit} s, run.sh --step-timeout): stopping the script"
       ps 2>/dev/null | grep -v ' \[' | sed 's/^/NVB-WATCHDOG:   /'
