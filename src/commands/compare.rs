@@ -70,6 +70,14 @@ pub struct CompareArgs {
     /// Warm-up per row.
     #[arg(long, default_value = "1", value_parser = crate::cli::parse::parse_duration)]
     pub ramp_time: Duration,
+    /// Stop each row after this many I/Os per thread, counted from the
+    /// row's start (--ramp-time included); --runtime is then an upper
+    /// bound. The same work in every row whatever the device's speed: the
+    /// counting boot uses it with --ramp-time 0, so a window's fixed costs
+    /// (the first fill of the queue, the last drain) are the same share of
+    /// every boot's count.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ios: Option<u64>,
     /// First byte of the region.
     #[arg(long, default_value = "0", value_parser = crate::cli::parse::parse_size)]
     pub offset: u64,
@@ -467,7 +475,7 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         offset: a.offset,
         size: a.size.unwrap_or(0),
         runtime: Some(a.runtime),
-        ios: None,
+        ios: a.ios,
         ramp: a.ramp_time,
         verify: None,
         batch: a.batch,
@@ -535,7 +543,7 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         topology: t.clone(),
         workload: serde_json::json!({
             "rw": a.rw.as_str(), "bs": a.bs, "iodepth": a.iodepth, "rwmixread": a.rwmixread,
-            "runtime_s": a.runtime.as_secs_f64(), "ramp_s": a.ramp_time.as_secs_f64(), "numjobs": a.numjobs,
+            "runtime_s": a.runtime.as_secs_f64(), "ios_per_thread": a.ios.unwrap_or(0), "ramp_s": a.ramp_time.as_secs_f64(), "numjobs": a.numjobs,
             "cpus": a.cpus, "offset": a.offset, "size": a.size,
         }),
         repeat: repeat,

@@ -183,6 +183,13 @@ pub fn build(i: &Inputs) -> CountReport {
     let find = |id: u64| i.windows.iter().find(|w| w.window == id);
     let bg = match (find(IDLE_WINDOW), i.idle_seconds) {
         (Some(w), Some(seconds)) => {
+            let t = insn::tally(w, &i.symbols);
+            if t.process_starts + t.process_exits > 0 {
+                notes.push(format!(
+                    "idle background (window {IDLE_WINDOW}): {} process(es) started and {} ended in it, so it overstates the background subtracted from every row",
+                    t.process_starts, t.process_exits
+                ));
+            }
             if seconds > 0.0 {
                 notes.push(format!(
                     "idle background (window {IDLE_WINDOW}, {seconds} s, same boot): {:.0} user and {:.0} kernel instructions per second, subtracted from every row for its duration",
