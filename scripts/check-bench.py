@@ -136,8 +136,8 @@ if useful > 0 and abs(cpu["thread_ceiling_iops_modelled"] - 1e9 / useful) > 1e-9
 # IOPS is the successful I/Os over the measured time; failed ones apart.
 if abs(nb["iops"] * nb["elapsed_ns"] / 1e9 - rd["total_ios"]) > 1e-6 * rd["total_ios"]:
     fail(f"{nb['iops']} IOPS over {nb['elapsed_ns']} ns is not {rd['total_ios']} I/Os")
-if rd.get("errors") != 0 or nb["errors"] != 0:
-    fail(f"errors on a fault-free run: {rd.get('errors')} / {nb['errors']}")
+if nb["read"].get("errors") != 0 or nb["errors"] != 0:
+    fail(f"errors on a fault-free run: {nb['read'].get('errors')} / {nb['errors']}")
 for k in ("clock", "clocksource", "irq_time_accounting", "irq_time_accounting_how", "interrupt_driven"):
     if k not in nb:
         fail(f"nvme_bypass lacks {k}")

@@ -191,9 +191,14 @@ fn job_files_with_globals_includes_env_stonewall_and_section() {
     assert_eq!((jobs[0]["jobname"].as_str(), jobs[0]["groupid"].as_u64()), (Some("writer"), Some(0)));
     assert_eq!((jobs[1]["jobname"].as_str(), jobs[1]["groupid"].as_u64()), (Some("reader"), Some(1)));
     assert_eq!(jobs[1]["read"]["io_bytes"].as_u64(), Some(2 << 20));
-    assert_eq!(jobs[0]["job options"]["ioengine"], "libaio");
-    assert_eq!(jobs[0]["job options"]["filename"], "shared", "the environment variable is substituted");
+    // fio's split: [global]'s options under "global options", each job's
+    // own under its "job options".
+    let opt = |j: &serde_json::Value, k: &str| if j["job options"][k].is_null() { json["global options"][k].clone() } else { j["job options"][k].clone() };
+    assert_eq!(opt(&jobs[0], "ioengine"), "libaio");
+    assert_eq!(opt(&jobs[0], "filename"), "shared", "the environment variable is substituted");
     assert_eq!(jobs[1]["job options"]["iodepth"], "4");
+    assert!(jobs[1]["job options"]["name"].is_null(), "a section's name is not among its options (fio lists only a name= line)");
+    assert!(jobs[1]["job options"]["stonewall"].is_null(), "nor a bare option, as fio");
     // --section runs one.
     let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).args(["fio", "--section=reader", "two.fio"]).env("FIO_TEST_FILE", "shared").env("FIO_TEST_BS", "4k").output().unwrap();
     let o = String::from_utf8_lossy(&out.stdout);
@@ -320,11 +325,13 @@ fn json_has_fios_keys_and_no_null() {
     assert_eq!(code, 0, "{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     no_null(&j, "");
-    for k in ["fio version", "timestamp", "timestamp_ms", "time", "global options", "jobs"] {
+    for k in ["fio version", "timestamp", "timestamp_ms", "time", "jobs"] {
         assert!(!j[k].is_null(), "top-level {k}");
     }
+    assert!(j["global options"].is_null(), "no global options given, none listed (as fio)");
+    assert!(j["disk_util"].is_null(), "the simulator has no block device (fio lists none either)");
     let job = &j["jobs"][0];
-    for k in ["jobname", "groupid", "error", "job options", "read", "write", "trim", "job_runtime", "usr_cpu", "sys_cpu", "ctx", "majf", "minf", "iodepth_level", "iodepth_submit", "iodepth_complete", "latency_ns", "latency_us", "latency_ms", "job_start"] {
+    for k in ["jobname", "groupid", "error", "job options", "read", "write", "trim", "job_runtime", "usr_cpu", "sys_cpu", "ctx", "majf", "minf", "iodepth_level", "iodepth_submit", "iodepth_complete", "latency_ns", "latency_us", "latency_ms", "job_start", "latency_depth", "latency_target", "latency_percentile", "latency_window", "sync"] {
         assert!(!job[k].is_null(), "job {k}");
     }
     assert!(job["minf"].as_u64().unwrap() > 0, "minf from getrusage");
@@ -353,4 +360,46 @@ fn json_has_fios_keys_and_no_null() {
     assert!(r["bw_mean"].as_f64().unwrap() > 0.0);
     assert_eq!(job["write"]["runtime"], 0, "no writes: runtime 0, as fio");
     assert_eq!(job["write"]["bw_samples"], 0);
+}
+
+/// Key paths of a JSON value: "a.b" for objects, "a[]" for array elements.
+fn key_paths(v: &serde_json::Value, at: &str, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+                out.insert(p.clone());
+                key_paths(x, &p, out);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| key_paths(x, &format!("{at}[]"), out)),
+        _ => {}
+    }
+}
+
+/// The same job as fio 3.33 ran for tests/fixtures/fio-3.33-json-keys.txt
+/// gives the same key paths, apart from our own section (`nvme_bypass`)
+/// and `job_start`, which fio prints from 3.35 on.
+#[test]
+fn json_key_set_is_fios_for_the_same_job() {
+    let Some(d) = workdir("keyset") else { return };
+    let f = d.join("f");
+    let (code, out, err) = fio_in(&d, &["--name=test", &format!("--filename={}", f.display()), "--size=16M", "--bs=4k", "--rw=randread", "--ioengine=libaio", "--direct=1", "--iodepth=8", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let mut ours = std::collections::BTreeSet::new();
+    key_paths(&j, "", &mut ours);
+    ours.retain(|p| !p.starts_with("nvme_bypass") && !p.starts_with("jobs[].nvme_bypass") && p != "jobs[].job_start");
+    let fixture = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fio-3.33-json-keys.txt")).unwrap();
+    let mut fio: std::collections::BTreeSet<String> = fixture.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).map(String::from).collect();
+    if j["disk_util"].is_null() {
+        // fio lists the disk under the file; a file on a filesystem with no
+        // block device under it (overlay, tmpfs) has none, for fio too.
+        eprintln!("note: {} has no block device under it: disk_util not compared", d.display());
+        fio.retain(|p| !p.starts_with("disk_util"));
+    }
+    let missing: Vec<_> = fio.difference(&ours).collect();
+    let extra: Vec<_> = ours.difference(&fio).collect();
+    assert!(missing.is_empty() && extra.is_empty(), "keys fio has and we lack: {missing:?}\nkeys we have and fio lacks: {extra:?}");
+    let _ = std::fs::remove_dir_all(d);
 }

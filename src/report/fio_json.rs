@@ -21,11 +21,10 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
             let el = t.elapsed_ns.max(1) as f64;
             let mut cpu_accounting = serde_json::to_value(&ts.cpu).unwrap_or_default();
             super::summary::name_thread_ceiling(&mut cpu_accounting);
-            json!({
+            let mut job = json!({
                 "jobname": format!("{}-{}", s.backend, t.thread),
                 "groupid": 0,
                 "error": if t.errors > 0 { 5 } else { 0 },
-                "total_err": t.errors,
                 "eta": 0,
                 "elapsed": (t.elapsed_ns / 1_000_000_000).max(1),
                 "job options": job_options(spec, &s.backend),
@@ -42,6 +41,14 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                 "iodepth_submit": depth_map(&["0", "4", "8", "16", "32", "64", ">=64"], None),
                 "iodepth_complete": depth_map(&["0", "4", "8", "16", "32", "64", ">=64"], None),
                 "job_start": now_ms.saturating_sub(t.elapsed_ns / 1_000_000),
+                // fio's latency target (latency_target= not supported: its
+                // defaults, as fio prints them for a job without one).
+                "latency_depth": spec.iodepth,
+                "latency_target": 0,
+                "latency_percentile": 100.0,
+                "latency_window": 0,
+                // fio's fsync/fdatasync statistics: none issued.
+                "sync": {"total_ios": 0, "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}},
                 "nvme_bypass": {
                     "thread": t.thread,
                     "cpu": t.cpu,
@@ -54,7 +61,13 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                     "errors": t.errors,
                     "first_error": t.first_error,
                 },
-            })
+            });
+            // fio prints the failed I/Os of a job only with continue_on_error.
+            if spec.continue_on_error {
+                job["total_err"] = t.errors.into();
+                job["first_error"] = if t.errors > 0 { 5 } else { 0 }.into();
+            }
+            job
         })
         .collect();
     json!({
@@ -134,7 +147,19 @@ fn dir_json(d: &DirSummary, t: &ThreadResult, group_bw: f64) -> Value {
     let (bmin, bmax, bmean, bdev) = sample_stats(&bw);
     let (imin, imax, imean, idev) = sample_stats(&iops);
     let agg = if group_bw > 0.0 { (100.0 * bmean * 1024.0 / group_bw).min(100.0) } else { 0.0 };
-    let lat = serde_json::to_value(&d.lat_ns).unwrap_or_default();
+    // fio gives percentiles of the completion latency (clat_percentiles=1)
+    // and not of the total (lat_percentiles=0), and none for a direction
+    // without samples.
+    let mut clat = serde_json::to_value(&d.lat_ns).unwrap_or_default();
+    let mut lat = clat.clone();
+    if let Some(o) = lat.as_object_mut() {
+        o.remove("percentile");
+    }
+    if d.ios == 0 {
+        if let Some(o) = clat.as_object_mut() {
+            o.remove("percentile");
+        }
+    }
     json!({
         "io_bytes": d.bytes,
         "io_kbytes": d.bytes / 1024,
@@ -145,9 +170,8 @@ fn dir_json(d: &DirSummary, t: &ThreadResult, group_bw: f64) -> Value {
         "total_ios": d.ios,
         "short_ios": 0,
         "drop_ios": 0,
-        "errors": d.errors,
         "slat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0},
-        "clat_ns": lat,
+        "clat_ns": clat,
         "lat_ns": lat,
         "bw_min": bmin as u64,
         "bw_max": bmax as u64,

@@ -86,6 +86,36 @@ grep -q '^Run status group 1 (all jobs):' ours.jobfile.txt || fail "no status fo
 check_cmd section sh -c "DEV=$NS nvme-bypass fio --section=reader jobs.fio > ours.section.txt"
 if grep -q '^writer' ours.section.txt; then fail "--section=reader ran writer too"; fi
 
+step json-keys
+# fio's JSON and ours for the same job, block and passthru: the host's
+# scripts/fio-keys.py compares their key sets after the boot.
+for tool in fio ours; do
+  if [ $tool = fio ]; then CMD=fio; else CMD="nvme-bypass fio"; fi
+  # shellcheck disable=SC2086
+  check_cmd "$tool-json-block" $CMD --name=test --ioengine=libaio --direct=1 --filename="$NS" --rw=randread --bs=4k --iodepth=16 --size=64M --io_size=8M --output-format=json --output="$tool.block.json"
+  # shellcheck disable=SC2086
+  check_cmd "$tool-json-passthru" $CMD --name=pt --ioengine=io_uring_cmd --cmd_type=nvme --filename="$NG" --rw=randread --bs=4k --iodepth=16 --size=64M --io_size=8M --output-format=json --output="$tool.passthru.json"
+done
+
+step seed-jobs
+# The seed's three jobs (randrw 75/25, randread, randwrite; libaio, direct,
+# iodepth 64) as one job file, on each path, fio and ours alternately in
+# three rounds; scripts/fio-seed-table.py compares IOPS on the host.
+seed_file() { # seed_file ENGINE FILENAME EXTRA...
+  printf '[global]\nioengine=%s\nfilename=%s\ndirect=1\nbs=4k\niodepth=64\nsize=64M\nruntime=1\ntime_based=1\nramp_time=0.5\nrandrepeat=1\nrwmixread=75\n' "$1" "$2"
+  shift 2
+  for x in "$@"; do printf '%s\n' "$x"; done
+  printf '[randrw]\nrw=randrw\n[randread]\nstonewall\nrw=randread\n[randwrite]\nstonewall\nrw=randwrite\n'
+}
+seed_file libaio "$NS" > seed.block.fio
+seed_file io_uring_cmd "$NG" cmd_type=nvme > seed.passthru.fio
+for round in 1 2 3; do
+  for path in block passthru; do
+    check_cmd "seed-$path-fio-$round" fio --output-format=json --output="seed.$path.fio.$round.json" "seed.$path.fio"
+    check_cmd "seed-$path-ours-$round" nvme-bypass fio --output-format=json --output="seed.$path.ours.$round.json" "seed.$path.fio"
+  done
+done
+
 step vfio
 bind_vfio "$BDF"
 ESC=$(echo "$BDF" | sed 's/:/\\:/g')
@@ -93,5 +123,10 @@ info "filename=$ESC"
 check_cmd vfio nvme-bypass fio --name=v --ioengine=nvme-bypass-vfio --filename="$ESC" --rw=randread --bs=4k --iodepth=16 --size=64M --io_size=8M --output=ours.vfio.txt
 grep IOPS ours.vfio.txt | sed 's/^/  /'
 grep -q '^  nvme-bypass  : vfio (measured, emulated' ours.vfio.txt || fail "vfio run not labelled measured, emulated"
+# The seed's job file on our driver (no fio engine drives it: ours only).
+seed_file nvme-bypass-vfio "$ESC" > seed.vfio.fio
+for round in 1 2 3; do
+  check_cmd "seed-vfio-ours-$round" nvme-bypass fio --output-format=json --output="seed.vfio.ours.$round.json" seed.vfio.fio
+done
 bind_nvme "$BDF"
 info "fio-dropin: all checks passed"

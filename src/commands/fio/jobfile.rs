@@ -22,6 +22,9 @@ pub type Opt = (String, Option<String>);
 pub struct JobDef {
     pub name: String,
     pub opts: Vec<Opt>,
+    /// How many of `opts`, from the start, are inherited globals (fio's
+    /// JSON lists them as "global options", the rest as "job options").
+    pub inherited: usize,
 }
 
 /// Options of the run as a whole (not of a job).
@@ -99,9 +102,9 @@ pub fn parse_file(path: &Path, global: &[Opt], env: &dyn Fn(&str) -> Option<Stri
             any_section = true;
             in_global = sec == "global";
             if !in_global {
-                let mut opts = global.clone();
-                opts.push(("name".into(), Some(sec.to_string())));
-                jobs.push(JobDef { name: sec.to_string(), opts });
+                // The section names the job (fio does not list it among the
+                // job's options, as it does a `name=` line).
+                jobs.push(JobDef { name: sec.to_string(), opts: global.clone(), inherited: global.len() });
             }
             continue;
         }
@@ -168,7 +171,7 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
                 let name = need(&val)?;
                 let mut opts = global.clone();
                 opts.push(("name".into(), Some(name.clone())));
-                jobs.push(JobDef { name, opts });
+                jobs.push(JobDef { name, opts, inherited: global.len() });
                 cmdline_job = Some(jobs.len() - 1);
             }
             _ => {

@@ -13,6 +13,7 @@
 //! from every thread. Jobs run one after another, a group's too (fio runs a
 //! group's jobs together): the output says so when it happens.
 
+pub mod diskutil;
 pub mod jobfile;
 pub mod options;
 pub mod output;
@@ -53,6 +54,10 @@ struct Planned {
     /// What the figures are (measured, and on what).
     context: String,
     batch_complete: usize,
+    /// fio's JSON "global options" (inherited) and "job options" (the
+    /// job's own, its name included), as written.
+    global_options: serde_json::Map<String, serde_json::Value>,
+    job_options: serde_json::Map<String, serde_json::Value>,
 }
 
 const ENGINES: &str = "io_uring, libaio, psync (block path), io_uring_cmd (passthru, cmd_type=nvme), nvme-bypass-vfio (our userspace driver), nvme-bypass-sim (simulated controller)";
@@ -206,7 +211,7 @@ fn plan(o: JobOpts, group: usize, readonly: bool) -> Result<Planned, Error> {
     if paths.len() > 1 && o.verify {
         return Err(Error::usage(format!("job {job}: verify with several files is not supported (a block's expected content would depend on which device served it); verify each on its own")));
     }
-    Ok(Planned { opts: o, group, paths, layout, cpus, context, batch_complete })
+    Ok(Planned { opts: o, group, paths, layout, cpus, context, batch_complete, global_options: Default::default(), job_options: Default::default() })
 }
 
 /// A message of the paths and the engine, which name `bench`'s options,
@@ -355,7 +360,13 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         if i > 0 && o.stonewall {
             group += 1;
         }
-        plans.push(plan(o, group, run.readonly)?);
+        let mut p = plan(o, group, run.readonly)?;
+        // fio lists the options given with a value (a bare `stonewall` or
+        // `norandommap` is not listed).
+        let as_json = |o: &[jobfile::Opt]| o.iter().filter_map(|(k, v)| Some((k.clone(), serde_json::Value::from(v.clone()?)))).collect::<serde_json::Map<_, _>>();
+        p.global_options = as_json(&d.opts[..d.inherited]);
+        p.job_options = as_json(&d.opts[d.inherited..]);
+        plans.push(p);
     }
     let normal = run.output_format.iter().any(|f| f == "normal");
     let json = run.output_format.iter().any(|f| f == "json" || f == "json+");
@@ -396,6 +407,13 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         out.flush().ok();
     }
     let clock = Clock::calibrate();
+    // fio's disk_util: the block devices under the jobs' files, over the run.
+    let devices: Vec<String> = plans.iter().flat_map(|p| p.paths.iter()).filter_map(|ps| match ps {
+        PathSpec::Block(k) | PathSpec::Passthru(k) => Some(k.device.clone()),
+        _ => None,
+    }).collect();
+    let disks = diskutil::watch(&devices);
+    let run_start = std::time::Instant::now();
     let mut ran: Vec<Ran> = vec![];
     for (i, p) in plans.iter().enumerate() {
         if stop.requested() {
@@ -415,6 +433,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         summary.emulated = !p.context.contains("not emulated");
         ran.push(Ran { plan_idx: i, threads, summary, spec, rusage, started });
     }
+    let disk_util = diskutil::finish(&disks, run_start.elapsed().as_millis() as u64);
     let mut failed = false;
     if normal {
         // Each job's block (group_reporting or one thread: one block; else
@@ -448,6 +467,16 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                 text.push_str(&output::group_block(g, &gb));
             }
         }
+        if !disk_util.is_empty() {
+            text.push_str("\nDisk stats (read/write):\n");
+            for d in &disk_util {
+                let n = |k: &str| d[k].as_u64().unwrap_or(0);
+                text.push_str(&format!(
+                    "  {}: ios={}/{}, merge={}/{}, ticks={}/{}, in_queue={}, util={:.2}%\n",
+                    d["name"].as_str().unwrap_or("?"), n("read_ios"), n("write_ios"), n("read_merges"), n("write_merges"), n("read_ticks"), n("write_ticks"), n("in_queue"), d["util"].as_f64().unwrap_or(0.0)
+                ));
+            }
+        }
         w(&mut out, &text)?;
     }
     if json {
@@ -478,13 +507,24 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     j["minf"] = r.rusage.minf.into();
                     j["jobname"] = p.opts.name.clone().into();
                     j["groupid"] = p.group.into();
-                    // fio lists the options the job was given, as given.
-                    j["job options"] = p.opts.given.iter().filter(|(k, _)| k != "name").map(|(k, v)| (k.clone(), serde_json::Value::from(v.clone()))).collect::<serde_json::Map<_, _>>().into();
+                    // fio lists the options the job was given, as given
+                    // (its name too), apart from the inherited globals.
+                    j["job options"] = p.job_options.clone().into();
                     j["nvme_bypass"]["figures"] = p.context.clone().into();
                 }
             }
+            // fio's "global options": the [global] section's and the
+            // command line's before the first --name; absent without any.
+            if let Some(o) = v.as_object_mut() {
+                o.remove("global options");
+            }
             match &mut all {
-                None => all = Some(v),
+                None => {
+                    if !p.global_options.is_empty() {
+                        v["global options"] = p.global_options.clone().into();
+                    }
+                    all = Some(v)
+                }
                 Some(a) => {
                     let more = v["jobs"].as_array().cloned().unwrap_or_default();
                     if let Some(jobs) = a["jobs"].as_array_mut() {
@@ -493,7 +533,10 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                 }
             }
         }
-        if let Some(a) = all {
+        if let Some(mut a) = all {
+            if !disk_util.is_empty() {
+                a["disk_util"] = disk_util.clone().into();
+            }
             w(&mut out, &format!("{}\n", serde_json::to_string_pretty(&a).unwrap()))?;
         }
     }
