@@ -207,13 +207,31 @@ fn job_files_with_globals_includes_env_stonewall_and_section() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// Two jobs of one group, each 1.5 s of I/O: run together, as fio runs
+/// them, the whole takes well under the 3 s they would take one after the
+/// other; a stonewall puts the second after the first.
 #[test]
-fn jobs_of_one_group_say_they_run_one_after_another() {
+fn jobs_of_one_group_run_at_the_same_time() {
     let Some(d) = workdir("group") else { return };
-    let (code, out, err) = fio_in(&d, &["--filename=g", "--size=8M", "--io_size=1M", "--ioengine=io_uring", "--direct=1", "--name=a", "--rw=randread", "--name=b", "--rw=randwrite"]);
+    let args = |sep: &'static [&'static str]| {
+        let mut v = vec!["--filename=g", "--size=8M", "--ioengine=psync", "--direct=1", "--runtime=1500ms", "--time_based", "--name=a", "--rw=randread"];
+        v.extend_from_slice(&["--name=b", "--rw=randread"]);
+        v.extend_from_slice(sep);
+        v
+    };
+    let t = std::time::Instant::now();
+    let (code, out, err) = fio_in(&d, &args(&[]));
+    let together = t.elapsed();
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("the jobs of group 0 run one after another"), "{out}");
     assert!(out.contains("a: (groupid=0, jobs=1)") && out.contains("b: (groupid=0, jobs=1)"), "{out}");
+    assert!(!out.contains("one after another"), "{out}");
+    assert!(together < std::time::Duration::from_millis(2900), "two 1.5 s jobs of one group took {together:?}: not at the same time");
+    let t = std::time::Instant::now();
+    let (code, out, err) = fio_in(&d, &args(&["--stonewall"]));
+    let apart = t.elapsed();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("b: (groupid=1, jobs=1)"), "{out}");
+    assert!(apart >= std::time::Duration::from_millis(3000), "stonewall: one after the other, 2 x 1.5 s, took {apart:?}");
     let _ = std::fs::remove_dir_all(d);
 }
 
@@ -402,4 +420,16 @@ fn json_key_set_is_fios_for_the_same_job() {
     let extra: Vec<_> = ours.difference(&fio).collect();
     assert!(missing.is_empty() && extra.is_empty(), "keys fio has and we lack: {missing:?}\nkeys we have and fio lacks: {extra:?}");
     let _ = std::fs::remove_dir_all(d);
+}
+
+/// Two jobs of one group on one controller with our driver would both
+/// open it: refused before anything runs, saying what to do.
+#[test]
+fn two_jobs_of_a_group_on_one_vfio_controller_are_refused() {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let (code, _, err) = fio_in(&d, &["--ioengine=nvme-bypass-vfio", "--filename=0000\\:01\\:00.0", "--rw=randread", "--name=a", "--name=b", "--parse-only"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("numjobs=2") && err.contains("stonewall"), "{err}");
+    let (code, _, err) = fio_in(&d, &["--ioengine=nvme-bypass-vfio", "--filename=0000\\:01\\:00.0", "--rw=randread", "--name=a", "--name=b", "--stonewall", "--parse-only"]);
+    assert_eq!(code, 0, "one after the other is fine: {err}");
 }

@@ -10,8 +10,9 @@
 //! passthru; `nvme-bypass-vfio` (filename a PCI address, colons escaped as
 //! fio wants: `0000\:01\:00.0`) = our userspace driver; `nvme-bypass-sim` =
 //! the simulated controller. Several files (`a:b`) drive several devices
-//! from every thread. Jobs run one after another, a group's too (fio runs a
-//! group's jobs together): the output says so when it happens.
+//! from every thread. The jobs of one group run at the same time, each on
+//! threads of its own, and the next group starts when they have all ended
+//! (`stonewall`, `new_group`), as in fio.
 
 pub mod diskutil;
 pub mod jobfile;
@@ -368,6 +369,27 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         p.job_options = as_json(&d.opts[d.inherited..]);
         plans.push(p);
     }
+    // One process opens a controller with our driver once: two jobs of a
+    // group (which run at the same time) cannot both own it.
+    for (i, a) in plans.iter().enumerate() {
+        for b in &plans[i + 1..] {
+            if a.group != b.group {
+                continue;
+            }
+            for pa in &a.paths {
+                for pb in &b.paths {
+                    if let (PathSpec::Vfio(x), PathSpec::Vfio(y)) = (pa, pb) {
+                        if x.bdf == y.bdf {
+                            return Err(Error::usage(format!(
+                                "jobs {} and {} run at the same time (group {}) on controller {} with our driver, which one process opens once: make them one job with numjobs=2 (each thread gets its own queue pair), or put stonewall in the second",
+                                a.opts.name, b.opts.name, a.group, x.bdf
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+    }
     let normal = run.output_format.iter().any(|f| f == "normal");
     let json = run.output_format.iter().any(|f| f == "json" || f == "json+");
     if run.parse_only {
@@ -398,11 +420,6 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             (false, 1) => "process",
             (false, _) => "processes",
         }));
-        for g in 0..=group {
-            if plans.iter().filter(|p| p.group == g).count() > 1 {
-                head.push_str(&format!("nvme-bypass: the jobs of group {g} run one after another here (fio runs a group's jobs at the same time)\n"));
-            }
-        }
         w(&mut out, &head)?;
         out.flush().ok();
     }
@@ -415,23 +432,42 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     let disks = diskutil::watch(&devices);
     let run_start = std::time::Instant::now();
     let mut ran: Vec<Ran> = vec![];
-    for (i, p) in plans.iter().enumerate() {
-        if stop.requested() {
-            break;
-        }
-        for (f, size) in &p.layout {
-            if normal {
-                w(&mut out, &format!("{}: Laying out IO file (1 file / {}MiB)\n", p.opts.name, size >> 20))?;
-                out.flush().ok();
+    // A group's jobs run at the same time, each on threads of its own, as
+    // fio runs them; the next group starts when all of them have ended
+    // (stonewall / new_group).
+    let mut first = 0;
+    while first < plans.len() && !stop.requested() {
+        let g = plans[first].group;
+        let end = plans[first..].iter().position(|p| p.group != g).map_or(plans.len(), |k| first + k);
+        let members = &plans[first..end];
+        for p in members {
+            for (f, size) in &p.layout {
+                if normal {
+                    w(&mut out, &format!("{}: Laying out IO file (1 file / {}MiB)\n", p.opts.name, size >> 20))?;
+                    out.flush().ok();
+                }
+                lay_out(f, *size)?;
             }
-            lay_out(f, *size)?;
         }
         let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
         let before = Rusage::now();
-        let (threads, mut summary, spec) = run_one(p, clock, stop).map_err(|e| Error::usage(format!("job {}: {}", p.opts.name, in_fio_words(&crate::error::chain(&e)))))?;
+        let results: Vec<_> = if members.len() == 1 {
+            vec![run_one(&members[0], clock, stop)]
+        } else {
+            std::thread::scope(|s| {
+                let hs: Vec<_> = members.iter().map(|p| s.spawn(move || run_one(p, clock, stop))).collect();
+                hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::usage("a job's thread panicked")))).collect()
+            })
+        };
+        // getrusage(RUSAGE_SELF) covers the process: the group's jobs share it.
         let rusage = Rusage::now().since(&before);
-        summary.emulated = !p.context.contains("not emulated");
-        ran.push(Ran { plan_idx: i, threads, summary, spec, rusage, started });
+        for (k, r) in results.into_iter().enumerate() {
+            let p = &plans[first + k];
+            let (threads, mut summary, spec) = r.map_err(|e| Error::usage(format!("job {}: {}", p.opts.name, in_fio_words(&crate::error::chain(&e)))))?;
+            summary.emulated = !p.context.contains("not emulated");
+            ran.push(Ran { plan_idx: first + k, threads, summary, spec, rusage, started });
+        }
+        first = end;
     }
     let disk_util = diskutil::finish(&disks, run_start.elapsed().as_millis() as u64);
     let mut failed = false;
@@ -569,7 +605,7 @@ Options are fio's (--key=value, --key value, bare booleans). Engines:
   ioengine=nvme-bypass-vfio        our userspace driver; filename=0000\\:01\\:00.0 (a vfio-pci bound controller)
   ioengine=nvme-bypass-sim         our driver on the in-process simulated controller
 Options that are not supported are refused by name, saying whether ignoring them would change the result.
-Jobs run one after another (a group's too). See docs/fio.md.";
+A group's jobs run at the same time; stonewall/new_group start the next group. See docs/fio.md.";
 
 #[cfg(test)]
 mod tests {

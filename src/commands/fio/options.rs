@@ -80,7 +80,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("disable_slat", Kind::Ignored("no submission latency is measured")),
     ("disable_clat", Kind::Ignored("latency is recorded into a histogram at no per-I/O cost worth disabling")),
     ("disable_lat", Kind::Ignored("latency is recorded into a histogram at no per-I/O cost worth disabling")),
-    ("exitall", Kind::Ignored("jobs run one after another, so the first to finish ends only itself")),
+    ("exitall", Kind::Refused("a group's jobs each run until they end on their own; give them the same runtime instead")),
     ("unified_rw_reporting", Kind::Refused("would merge reads and writes into one 'mixed' line; nvme-bypass reports them apart")),
     ("percentile_list", Kind::Refused("nvme-bypass reports fio's default percentile list only")),
     ("bssplit", Kind::Refused("mixed block sizes are not supported; one bs per job")),
