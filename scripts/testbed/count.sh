@@ -29,3 +29,5 @@ G=$RESULTS/results
 "$HOSTBIN" count-report --compare "$G/count-compare/compare.json" --windows "$RESULTS/insn.jsonl" \
   --kallsyms "$G/kallsyms.txt" --binary "$RESULTS/bin/nvme-bypass" --bar0 "$(cut -d' ' -f1 "$G/bar0.txt")" \
   --idle-seconds "$(cat "$G/idle-seconds.txt")" --out "$RESULTS/count"
+# Our tool beside fio on the kernel engines (the boot's "tools" windows).
+python3 scripts/count-vs-fio.py "$RESULTS" --json "$RESULTS/count/vs-fio.json" | tee "$RESULTS/count/vs-fio.txt"

@@ -41,6 +41,8 @@ pub enum Command {
     CountReport(crate::commands::count_report::CountReportArgs),
     /// Sleep inside a counting window of the test bed's instruction counter (its idle background).
     Idle(commands::idle::IdleArgs),
+    /// Run a command inside a counting window of the test bed's instruction counter (fio beside us, counted alike).
+    Window(commands::idle::WindowArgs),
 }
 
 pub fn main() -> i32 {
@@ -59,6 +61,7 @@ pub fn main() -> i32 {
         Command::DriverCost(a) => crate::commands::driver_cost::driver_cost(&a),
         Command::CountReport(a) => crate::commands::count_report::count_report(&a),
         Command::Idle(a) => commands::idle::idle(&a),
+        Command::Window(a) => commands::idle::window(&a),
     };
     match r {
         Ok(code) => code,

@@ -37,3 +37,29 @@ pub fn idle(a: &IdleArgs) -> Result<i32, Error> {
     );
     Ok(0)
 }
+
+/// Options of window.
+#[derive(clap::Args, Debug, Clone)]
+pub struct WindowArgs {
+    /// The window's id.
+    #[arg(long)]
+    pub window: u64,
+    /// The command to run inside the window, and its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// START, run the command to its end, STOP; exits with the command's
+/// status. The window holds the command's whole run (its start-up and
+/// exit too): two runs of different lengths, differenced, leave the work
+/// per I/O (how the test bed counts fio beside us, `tests/testbed/count.sh`).
+pub fn window(a: &WindowArgs) -> Result<i32, Error> {
+    let (cmd, args) = a.command.split_first().ok_or_else(|| Error::Usage("give the command to run after --".into()))?;
+    let mut child = std::process::Command::new(cmd);
+    child.args(args);
+    marker::start(a.window);
+    let status = child.status();
+    marker::stop(a.window);
+    let status = status.map_err(|e| Error::Usage(format!("cannot run {cmd}: {e}; give a command on the PATH or its path")))?;
+    Ok(status.code().unwrap_or(1))
+}

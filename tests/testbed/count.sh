@@ -7,6 +7,8 @@
 #   window i            compare row i's measured interval (NVB_MARKERS=0)
 #   window 10000 + i    row i's empty-poll calibration (the engine polls its
 #                       drained queue 10000 times)
+#   window 20001 on     fio and our drop-in, the same jobs, two lengths each
+#                       (tools.tsv lists them; scripts/count-vs-fio.py)
 # and leaves in $NVB_RESULTS: count-compare/ (table.txt, compare.json),
 # kallsyms.txt and bar0.txt, which `nvme-bypass count-report` reads on the
 # host with the plugin's insn.jsonl. Arguments go to `nvme-bypass compare`.
@@ -32,6 +34,35 @@ cat "$NVB_RESULTS/count-compare.stderr"
 echo "compare exit code: $rc"
 expect_on_nvme "$BDF" compare
 [ -s "$NVB_RESULTS/count-compare/compare.json" ] || fail "no compare.json"
+
+step tools
+# Our fio drop-in and fio itself, the same job with the same batching on
+# each kernel engine, each run twice (2048 and 6144 I/Os) inside a counting
+# window of its own (window 20001 on; without NVB_MARKERS our drop-in marks
+# no window of its own). The host differences each pair (scripts/count-vs-fio.py):
+# user instructions and system calls per I/O, start-up and exit cancelled.
+CTRL=$(nvme_ctrl_of "$BDF") || fail "$BDF is not bound to nvme after compare"
+NS=/dev/${CTRL}n1
+NG=/dev/ng${CTRL#nvme}n1
+mkdir -p "$NVB_RESULTS/tools"
+: > "$NVB_RESULTS/tools.tsv"
+id=20000
+for eng in io_uring libaio io_uring_cmd; do
+  if [ "$eng" = io_uring_cmd ]; then FILE=$NG; EXTRA=--cmd_type=nvme; else FILE=$NS; EXTRA=--direct=1; fi
+  for tool in fio ours; do
+    if [ "$tool" = fio ]; then CMD=fio; else CMD="nvme-bypass fio"; fi
+    for n in 2048 6144; do
+      id=$((id + 1))
+      out=$NVB_RESULTS/tools/$tool.$eng.$n.json
+      # shellcheck disable=SC2086
+      nvme-bypass window --window "$id" -- $CMD --name=c --ioengine="$eng" $EXTRA --filename="$FILE" \
+        --rw=randread --bs=4k --iodepth=32 --iodepth_batch_submit=8 --iodepth_batch_complete_min=8 --iodepth_batch_complete_max=8 \
+        --norandommap --size=64M --io_size=$((n * 4))k --output-format=json --output="$out" > /dev/null || fail "$tool $eng $n failed"
+      printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$tool" "$eng" "$n" "tools/$tool.$eng.$n.json" >> "$NVB_RESULTS/tools.tsv"
+    done
+  done
+done
+info "$(wc -l < "$NVB_RESULTS/tools.tsv") tool windows"
 
 step symbols
 # Addresses are shown to root only when kptr_restrict allows it.
