@@ -354,8 +354,11 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         // Everything the loop touches, as plain values (see CidTable::batch).
         let mut cids = self.cids.batch();
         let mut cmds = cmds.into_iter();
+        // Bounded by the commands too, when the iterator knows how many it
+        // holds (a slice's does): the loop's count then ends it.
+        let max = free.min(cmds.size_hint().1.unwrap_or(usize::MAX));
         let mut result = Ok(());
-        let posted = self.sq.post_batch::<STREAMING>(free, || {
+        let posted = self.sq.post_batch::<STREAMING>(max, || {
             let c = cmds.next()?;
             let cid = cids.pop(c.tag);
             // CDW0 (opcode, CID) + NSID
