@@ -37,10 +37,10 @@ pub struct CostArgs {
 #[inline(never)]
 pub fn host_submit_batch(q: &mut dyn IoQueue, ios: &mut [Io], lbas: &[u64], next: &mut usize, ts: &mut [u64], clock: &Clock) -> usize {
     let t = clock.now();
-    for (i, io) in ios.iter_mut().enumerate() {
+    for (io, ts) in ios.iter_mut().zip(ts) {
         io.lba = lbas[*next & (lbas.len() - 1)];
         *next += 1;
-        ts[i] = t;
+        *ts = t;
     }
     q.submit(ios).expect("submit")
 }

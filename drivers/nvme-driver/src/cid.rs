@@ -19,7 +19,8 @@
 //! Layout: one array of 16-byte slots, one per tag (4096, 64 KiB). Slot
 //! `i` holds its command's state (tag, and `expect`: the CID in use, or
 //! above 16 bits the next one) and, in what would be padding, entry `i` of
-//! the LIFO stack of free slots (`slots[..top].free`). One array means one
+//! the LIFO stack of free slots (`slots[..top].free`), each as the CID its
+//! next command gets, so taking one is one load. One array means one
 //! base address for the hot loops to keep in a register, and every index
 //! they use (the free-stack top, a slot taken from the stack, a
 //! completion's tag) is below 4096 by construction: no bounds check. Slots
@@ -64,7 +65,8 @@ pub struct CidSlot {
     /// command's in the low 16 bits. One compare in `release` checks busy,
     /// slot and generation at once.
     expect: u32,
-    /// Free-stack entry `i` (meaningful for `i < top`): a free slot.
+    /// Free-stack entry `i` (meaningful for `i < top`): a free slot, as
+    /// the CID its next command gets (its `expect`'s low 16 bits).
     free: u16,
 }
 
@@ -93,7 +95,7 @@ impl CidBatch<'_> {
     /// The CID the next [`pop`](Self::pop) returns, if any is free.
     #[inline(always)]
     pub fn peek(&self) -> Option<u16> {
-        self.top.checked_sub(1).map(|t| self.slot(self.slot(t).free as usize).expect as u16)
+        self.top.checked_sub(1).map(|t| self.slot(t).free)
     }
     /// Slot `i`, masked into the power-of-two array: never out of bounds.
     #[inline(always)]
@@ -113,10 +115,9 @@ impl CidBatch<'_> {
     pub(crate) fn pop(&mut self, tag: u64) -> u16 {
         debug_assert!(self.top > 0, "no free CID");
         self.top = self.top.wrapping_sub(1);
-        let i = self.slot(self.top).free;
-        let s = self.slot_mut(i as usize);
-        debug_assert!(s.expect >= FREE && s.expect != NEVER);
-        let cid = s.expect as u16;
+        let cid = self.slot(self.top).free;
+        let s = self.slot_mut(cid_tag(cid));
+        debug_assert!(s.expect >= FREE && s.expect != NEVER && s.expect as u16 == cid);
         s.expect = cid as u32;
         s.tag = tag;
         cid
@@ -135,11 +136,12 @@ impl CidBatch<'_> {
         // Free, and the slot's next command gets the next generation (a
         // carry out of the 4 generation bits lands above FREE: the low 16
         // bits wrap, as the generation should).
-        s.expect = cid as u32 + (FREE + GENERATION);
+        let next = cid as u32 + (FREE + GENERATION);
+        s.expect = next;
         let tag = s.tag;
         // A busy slot exists, so top < cap and the stack has room for it.
         let top = self.top;
-        self.slot_mut(top).free = i as u16;
+        self.slot_mut(top).free = next as u16;
         self.top += 1;
         Some(tag)
     }

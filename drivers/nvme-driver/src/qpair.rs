@@ -354,32 +354,35 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         // Everything the loop touches, as plain values (see CidTable::batch).
         let mut cids = self.cids.batch();
         let mut cmds = cmds.into_iter();
+        // Bounded by the commands too, when the iterator knows how many it
+        // holds (a slice's does): the loop's count then ends it.
+        let max = free.min(cmds.size_hint().1.unwrap_or(usize::MAX));
         let mut result = Ok(());
-        let posted = self.sq.post_batch::<STREAMING>(free, || {
+        let posted = self.sq.post_batch::<STREAMING>(max, || {
             let c = cmds.next()?;
             let cid = cids.pop(c.tag);
-            let (mut prp1, mut prp2, mut slba, mut cdw12) = (0, 0, 0, 0);
-            if c.op != NvmOpcode::Flush {
-                debug_assert!(c.blocks >= 1 && c.blocks <= nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND);
-                let d = c.data;
-                // The common case first (within MDTS too: at least one page).
-                if in_one_page(d, page_mask) {
-                    prp1 = d.iova;
-                } else {
-                    match lists.build(cid, d, max_transfer) {
-                        Ok(p) => (prp1, prp2) = p,
-                        Err(e) => {
-                            cids.release(cid); // never posted
-                            result = Err(e);
-                            return None;
-                        }
+            // CDW0 (opcode, CID) + NSID
+            let dw0 = c.op as u64 | (cid as u64) << 16 | (nsid as u64) << 32;
+            if c.op == NvmOpcode::Flush {
+                return Some([dw0, 0, 0, 0, 0, 0, 0, 0]);
+            }
+            debug_assert!(c.blocks >= 1 && c.blocks <= nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND);
+            let d = c.data;
+            // The common case first (within MDTS too: at least one page).
+            let (prp1, prp2) = if in_one_page(d, page_mask) {
+                (d.iova, 0)
+            } else {
+                match lists.build(cid, d, max_transfer) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        cids.release(cid); // never posted
+                        result = Err(e);
+                        return None;
                     }
                 }
-                slba = c.slba;
-                cdw12 = (c.blocks - 1) as u64; // NLB, 0's based; CDW13 = 0
-            }
-            let dw0 = c.op as u64 | (cid as u64) << 16 | (nsid as u64) << 32; // CDW0 (opcode, CID) + NSID
-            Some([dw0, 0, 0, prp1, prp2, slba, cdw12, 0])
+            };
+            let cdw12 = (c.blocks - 1) as u64; // NLB, 0's based; CDW13 = 0
+            Some([dw0, 0, 0, prp1, prp2, c.slba, cdw12, 0])
         });
         drop(cids);
         self.stats.submitted += posted as u64;

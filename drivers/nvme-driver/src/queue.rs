@@ -13,7 +13,7 @@
 //! run the same loops.
 
 use crate::doorbell::ShadowSlot;
-use nvme_hal::{CqRing, DmaRegion, RegisterWindow, RingView, SqRing};
+use nvme_hal::{CqRing, DmaRegion, RegisterWindow, RingCursor, RingEntry, SqRing};
 use nvme_spec::cqe::{Cqe, CQE_SIZE};
 use nvme_spec::sqe::{Sqe, SQE_SIZE};
 use std::sync::atomic::{fence, Ordering};
@@ -103,29 +103,28 @@ impl SubmissionQueue {
     /// the controller that last read it, and fence them once at the end.
     #[inline(always)]
     pub fn post_batch<const STREAMING: bool>(&mut self, max: usize, mut entry: impl FnMut() -> Option<[u64; 8]>) -> usize {
-        let ring = self.ring.view();
-        let mut tail = self.sq_tail as usize;
-        let mut posted = 0;
-        while posted < max {
+        // The tail as a cursor: always inside the ring, so the stores check nothing.
+        let mut tail = self.ring.view().cursor(self.sq_tail as usize);
+        // Counted down: one value live in the loop, not a count and its bound.
+        let mut left = max;
+        while left != 0 {
             let Some(e) = entry() else { break };
             if STREAMING {
-                ring.write64_stream(tail, e);
+                tail.entry().write64_stream(e);
             } else {
-                ring.write64(tail, e);
+                tail.entry().write64(e);
             }
-            tail += 1;
-            if tail == ring.entries() {
-                tail = wrap_sq_tail();
-            }
-            posted += 1;
+            tail.advance();
+            left -= 1;
         }
+        let posted = max - left;
         if STREAMING && posted > 0 {
             // Streaming stores are weakly ordered (the Release fence of
             // ring_doorbell does not order them): the entries must be
             // visible before the doorbell (any later store) says they exist.
             nvme_hal::stream_fence();
         }
-        self.sq_tail = tail as u16;
+        self.sq_tail = tail.index() as u16;
         posted
     }
     /// True when posted entries wait for a doorbell write.
@@ -189,13 +188,6 @@ impl SubmissionQueue {
     }
 }
 
-/// The submission tail wraps to slot 0 (once per lap, out of line).
-#[cold]
-#[inline(never)]
-fn wrap_sq_tail() -> usize {
-    0
-}
-
 /// The phase tag where the controller puts it: bit 16 of dword 3.
 const PHASE_BIT: u32 = 1 << 16;
 
@@ -217,29 +209,23 @@ pub struct CompletionQueue {
 /// A new completion entry, as [`CompletionQueue::reap`] hands it out: its
 /// status/phase dword is loaded, the others are loaded when asked for (and
 /// so after it), so the hot path reads only the dwords it uses. Not a
-/// reference into the ring: a slot number and the ring's address.
+/// reference into the ring: the entry's place in it.
 #[derive(Clone, Copy)]
 pub struct NewCqe<'a> {
-    ring: RingView<'a, 4>,
-    slot: usize,
+    entry: RingEntry<'a, 4>,
     dw3: u32,
 }
 
 impl NewCqe<'_> {
-    /// The slot it was taken from.
-    #[inline(always)]
-    pub fn slot(&self) -> u16 {
-        self.slot as u16
-    }
     /// Dword 0: the command specific result.
     #[inline(always)]
     pub fn dw0(&self) -> u32 {
-        self.ring.read_dw::<0>(self.slot)
+        self.entry.read_dw::<0>()
     }
     /// Dword 2: SQ Identifier (bits 31:16) and SQ Head Pointer (15:0).
     #[inline(always)]
     pub fn dw2(&self) -> u32 {
-        self.ring.read_dw::<2>(self.slot)
+        self.entry.read_dw::<2>()
     }
     /// Dword 3, loaded first: status and phase (31:16), CID (15:0).
     #[inline(always)]
@@ -248,7 +234,7 @@ impl NewCqe<'_> {
     }
     /// The whole entry, decoded.
     pub fn cqe(&self) -> Cqe {
-        let [dw0, dw1, dw2] = self.ring.read_dw012(self.slot);
+        let [dw0, dw1, dw2] = self.entry.read_dw012();
         Cqe::from_dwords([dw0, dw1, dw2, self.dw3])
     }
 }
@@ -345,24 +331,24 @@ impl CompletionQueue {
     /// stored once. No doorbell: ring it once for the pass.
     #[inline(always)]
     pub fn reap(&mut self, max: usize, mut f: impl FnMut(usize, NewCqe<'_>) -> bool) -> usize {
-        let ring = self.ring.view();
-        let mut head = self.cq_head as usize;
+        // The head as a cursor: always inside the ring, so the loads check nothing.
+        let mut head = self.ring.view().cursor(self.cq_head as usize);
         let mut phase = self.cq_phase as u32 * PHASE_BIT;
         let mut n = 0;
         while n < max {
             // The dword holding the phase tag first (Acquire): the
             // controller writes it last. NewCqe loads the rest after it.
-            let dw3 = ring.load_dw3_acquire(head);
+            let entry = head.entry();
+            let dw3 = entry.load_dw3_acquire();
             if !is_new(dw3, phase) {
                 break;
             }
-            let entry = NewCqe { ring, slot: head, dw3 };
-            (head, phase) = advance_cq_head(head, phase, ring.entries());
-            if f(n, entry) {
+            phase = advance_cq_head(&mut head, phase);
+            if f(n, NewCqe { entry, dw3 }) {
                 n += 1;
             }
         }
-        self.cq_head = head as u16;
+        self.cq_head = head.index() as u16;
         self.cq_phase = phase != 0;
         n
     }
@@ -407,23 +393,15 @@ fn is_new(dw3: u32, phase: u32) -> bool {
     (dw3 ^ phase) & PHASE_BIT == 0
 }
 
-/// The slot after `head`, and the phase expected there (as a dword-3 bit):
-/// wrapping to slot 0 flips it.
+/// Move `head` to the next slot and return the phase expected there (as a
+/// dword-3 bit): wrapping to slot 0 flips it.
 #[inline(always)]
-fn advance_cq_head(head: usize, phase: u32, entries: usize) -> (usize, u32) {
-    if head + 1 == entries {
-        wrap_cq_head(phase)
+fn advance_cq_head(head: &mut RingCursor<'_, 4>, phase: u32) -> u32 {
+    if head.advance() {
+        phase ^ PHASE_BIT
     } else {
-        (head + 1, phase)
+        phase
     }
-}
-
-/// The completion head wraps to slot 0 and the expected phase flips. Once
-/// per lap, so out of the loop's straight line.
-#[cold]
-#[inline(never)]
-fn wrap_cq_head(phase: u32) -> (usize, u32) {
-    (0, phase ^ PHASE_BIT)
 }
 
 #[cfg(test)]

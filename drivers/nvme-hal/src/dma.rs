@@ -474,7 +474,7 @@ impl DmaRing<6> {
     /// fetch), as 8 qword loads.
     #[inline(always)]
     pub fn read_dwords16(&self, index: usize) -> [u32; 16] {
-        let p = self.view().entry_ptr(index);
+        let p = self.view().entry(index).p;
         let mut d = [0u32; 16];
         for i in 0..8 {
             // SAFETY: index checked; 64 bytes inside a 64-byte entry; each
@@ -494,45 +494,43 @@ pub struct RingView<'a, const SHIFT: u32> {
     _ring: PhantomData<&'a DmaRing<SHIFT>>,
 }
 
-impl<const SHIFT: u32> RingView<'_, SHIFT> {
+impl<'a, const SHIFT: u32> RingView<'a, SHIFT> {
     /// Number of entries.
     #[inline(always)]
     pub fn entries(&self) -> usize {
         self.entries
     }
+    /// The entry at `index` (checked: `index < entries`).
     #[inline(always)]
-    fn entry_ptr(&self, index: usize) -> *mut u8 {
+    pub fn entry(&self, index: usize) -> RingEntry<'a, SHIFT> {
         assert!(index < self.entries, "ring index out of bounds");
         // In bounds: index < entries and entries << SHIFT <= len (checked in
         // DmaRing::new); the borrow keeps the ring's memory alive.
-        self.base.as_ptr().wrapping_add(index << SHIFT)
+        RingEntry { p: self.base.as_ptr().wrapping_add(index << SHIFT), _ring: PhantomData }
+    }
+    /// A cursor at entry `index` (checked once, here): see [`RingCursor`].
+    #[inline(always)]
+    pub fn cursor(&self, index: usize) -> RingCursor<'a, SHIFT> {
+        let at = self.entry(index).p;
+        let base = self.base.as_ptr();
+        RingCursor { at, base, end: base.wrapping_add(self.entries << SHIFT), _ring: PhantomData }
     }
     /// Atomic Acquire load of dword 3 of the entry at `index` (a
     /// completion's status and phase).
     #[inline(always)]
     pub fn load_dw3_acquire(&self, index: usize) -> u32 {
-        let p = self.entry_ptr(index).wrapping_add(12);
-        // SAFETY: index checked; entries are at least 16 bytes, so bytes
-        // 12..16 are inside; 4-byte aligned; accessed only atomically.
-        unsafe { atomic::<AtomicU32>(p) }.load(Ordering::Acquire)
+        self.entry(index).load_dw3_acquire()
     }
     /// Load of dwords 0-2 of the entry at `index`.
     #[inline(always)]
     pub fn read_dw012(&self, index: usize) -> [u32; 3] {
-        let p = self.entry_ptr(index);
-        // SAFETY: index checked; 12 bytes inside a >=16-byte entry; each
-        // dword 4-byte aligned; accessed only atomically.
-        std::array::from_fn(|i| unsafe { atomic::<AtomicU32>(p.wrapping_add(4 * i)) }.load(Ordering::Relaxed))
+        self.entry(index).read_dw012()
     }
-    /// Load of dword `K` of the entry at `index` (`K` below the entry's
-    /// dword count, checked at compile time).
+    /// Load of dword `K` of the entry at `index` (a completion's result or
+    /// SQ head/id dword, read after its status dword).
     #[inline(always)]
     pub fn read_dw<const K: usize>(&self, index: usize) -> u32 {
-        const { assert!(K < (1 << SHIFT) / 4, "dword index beyond the entry") };
-        let p = self.entry_ptr(index).wrapping_add(4 * K);
-        // SAFETY: index checked; bytes 4K..4K+4 are inside the entry (K is
-        // below its dword count); 4-byte aligned; accessed only atomically.
-        unsafe { atomic::<AtomicU32>(p) }.load(Ordering::Relaxed)
+        self.entry(index).read_dw::<K>()
     }
     /// Hint that the entry at `index` is about to be read (x86 PREFETCHT0;
     /// nothing elsewhere): asking for several entries at once lets their
@@ -554,64 +552,166 @@ impl<const SHIFT: u32> RingView<'_, SHIFT> {
     /// qword and one dword.
     #[inline(always)]
     pub fn write_dw012(&self, index: usize, v: [u32; 3]) {
-        let p = self.entry_ptr(index);
-        let dw01 = v[0] as u64 | (v[1] as u64) << 32;
-        // SAFETY: index checked; bytes 0..12 are inside a >=16-byte entry;
-        // the entry is 16-byte aligned, so the qword and the dword are
-        // aligned; accessed only atomically.
-        unsafe {
-            atomic::<AtomicU64>(p).store(dw01.to_le(), Ordering::Relaxed);
-            atomic::<AtomicU32>(p.wrapping_add(8)).store(v[2].to_le(), Ordering::Relaxed);
-        }
+        self.entry(index).write_dw012(v)
     }
     /// Atomic Release store of dword 3 of the entry at `index` (a
     /// completion's status and phase, written after dwords 0-2 so that the
     /// host's Acquire load of the phase makes the whole entry visible).
     #[inline(always)]
     pub fn store_dw3_release(&self, index: usize, v: u32) {
-        let p = self.entry_ptr(index).wrapping_add(12);
-        // SAFETY: as load_dw3_acquire: index checked, bytes 12..16 inside,
-        // 4-byte aligned, accessed only atomically.
-        unsafe { atomic::<AtomicU32>(p) }.store(v, Ordering::Release)
+        self.entry(index).store_dw3_release(v)
+    }
+}
+
+/// A position in a ring that is always one of its entries: made by
+/// [`RingView::cursor`] (the one check) and moved only by
+/// [`advance`](Self::advance), which wraps at the end. So the entry at it
+/// ([`RingCursor::entry`]) needs no check: a queue's loop walks its ring
+/// with one compare per entry, the wrap's. It holds the entry's address,
+/// not its index (no shift and add per access).
+#[derive(Clone, Copy)]
+pub struct RingCursor<'a, const SHIFT: u32> {
+    /// Invariant: `base <= at < end`, at a multiple of `1 << SHIFT` from base.
+    at: *mut u8,
+    base: *mut u8,
+    end: *mut u8,
+    _ring: PhantomData<&'a DmaRing<SHIFT>>,
+}
+
+impl<'a, const SHIFT: u32> RingCursor<'a, SHIFT> {
+    /// The entry at the cursor.
+    #[inline(always)]
+    pub fn entry(&self) -> RingEntry<'a, SHIFT> {
+        RingEntry { p: self.at, _ring: PhantomData }
+    }
+    /// The cursor's index in the ring.
+    #[inline(always)]
+    pub fn index(&self) -> usize {
+        (self.at as usize - self.base as usize) >> SHIFT
+    }
+    /// Move to the next entry, wrapping to the first after the last;
+    /// returns true when it wrapped (once per lap, kept out of the line).
+    #[inline(always)]
+    pub fn advance(&mut self) -> bool {
+        self.at = self.at.wrapping_add(1 << SHIFT);
+        if self.at == self.end {
+            self.at = wrap_to(self.base);
+            return true;
+        }
+        false
+    }
+}
+
+/// The wrap of a [`RingCursor`]: once per lap, out of the loop's line.
+#[cold]
+#[inline(never)]
+fn wrap_to(base: *mut u8) -> *mut u8 {
+    base
+}
+
+/// One entry of a ring, in bounds by construction ([`RingView::entry`]
+/// checks the index, a [`RingCursor`] is always inside): its accesses
+/// check nothing. Every access an aligned atomic one, as for [`DmaRing`].
+#[derive(Clone, Copy)]
+pub struct RingEntry<'a, const SHIFT: u32> {
+    /// Invariant: the start of an entry of a live ring (`1 << SHIFT`
+    /// bytes, at least 16, inside the region, 16-byte aligned).
+    p: *mut u8,
+    _ring: PhantomData<&'a DmaRing<SHIFT>>,
+}
+
+impl<const SHIFT: u32> RingEntry<'_, SHIFT> {
+    /// Atomic Acquire load of dword 3 (a completion's status and phase).
+    #[inline(always)]
+    pub fn load_dw3_acquire(&self) -> u32 {
+        // SAFETY: the entry is inside the ring (type invariant) and at least
+        // 16 bytes, so bytes 12..16 are inside; 4-byte aligned; accessed
+        // only atomically.
+        unsafe { atomic::<AtomicU32>(self.p.wrapping_add(12)) }.load(Ordering::Acquire)
+    }
+    /// Load of dwords 0-2.
+    #[inline(always)]
+    pub fn read_dw012(&self) -> [u32; 3] {
+        // SAFETY: type invariant; 12 bytes inside a >=16-byte entry; each
+        // dword 4-byte aligned; accessed only atomically.
+        std::array::from_fn(|i| unsafe { atomic::<AtomicU32>(self.p.wrapping_add(4 * i)) }.load(Ordering::Relaxed))
+    }
+    /// Load of dword `K`.
+    #[inline(always)]
+    pub fn read_dw<const K: usize>(&self) -> u32 {
+        const { assert!(K < (1 << SHIFT) / 4, "dword index beyond the entry") };
+        // SAFETY: type invariant; bytes 4K..4K+4 are inside the entry (K is
+        // below its dword count); 4-byte aligned; accessed only atomically.
+        unsafe { atomic::<AtomicU32>(self.p.wrapping_add(4 * K)) }.load(Ordering::Relaxed)
+    }
+    /// Store of dwords 0-2, as one qword and one dword.
+    #[inline(always)]
+    pub fn write_dw012(&self, v: [u32; 3]) {
+        let dw01 = v[0] as u64 | (v[1] as u64) << 32;
+        // SAFETY: type invariant; bytes 0..12 are inside a >=16-byte entry;
+        // the entry is 16-byte aligned, so the qword and the dword are
+        // aligned; accessed only atomically.
+        unsafe {
+            atomic::<AtomicU64>(self.p).store(dw01.to_le(), Ordering::Relaxed);
+            atomic::<AtomicU32>(self.p.wrapping_add(8)).store(v[2].to_le(), Ordering::Relaxed);
+        }
+    }
+    /// Atomic Release store of dword 3.
+    #[inline(always)]
+    pub fn store_dw3_release(&self, v: u32) {
+        // SAFETY: as load_dw3_acquire.
+        unsafe { atomic::<AtomicU32>(self.p.wrapping_add(12)) }.store(v, Ordering::Release)
     }
 }
 
 impl RingView<'_, 6> {
-    /// Store a 64-byte entry (8 little-endian qwords) at `index`, one
-    /// aligned 8-byte Relaxed atomic store per qword. (Plain stores take fewer
-    /// instructions than assembling 16-byte vectors: four of the eight
-    /// qwords of a read or write are zero and become immediate stores.)
+    /// Store a 64-byte entry at `index`: [`RingEntry::write64`].
     #[inline(always)]
     pub fn write64(&self, index: usize, q: [u64; 8]) {
-        let p = self.entry_ptr(index);
+        self.entry(index).write64(q)
+    }
+    /// Store a 64-byte entry at `index` with streaming stores:
+    /// [`RingEntry::write64_stream`].
+    #[inline(always)]
+    pub fn write64_stream(&self, index: usize, q: [u64; 8]) {
+        self.entry(index).write64_stream(q)
+    }
+}
+
+impl RingEntry<'_, 6> {
+    /// Store the 64-byte entry (8 little-endian qwords), one aligned 8-byte
+    /// Relaxed atomic store per qword. (Plain stores take fewer instructions
+    /// than assembling 16-byte vectors: four of the eight qwords of a read
+    /// or write are zero and become immediate stores.)
+    #[inline(always)]
+    pub fn write64(&self, q: [u64; 8]) {
         for (i, v) in q.into_iter().enumerate() {
-            // SAFETY: entry_ptr checked index < entries, so the 64 bytes are
-            // inside the region; entries are 64-byte aligned (aligned base,
-            // 64-byte entries), so each qword is 8-byte aligned; accessed
-            // only atomically.
-            unsafe { atomic::<AtomicU64>(p.wrapping_add(8 * i)) }.store(v.to_le(), Ordering::Relaxed)
+            // SAFETY: the 64 bytes are inside the region (type invariant);
+            // entries are 64-byte aligned (aligned base, 64-byte entries), so
+            // each qword is 8-byte aligned; accessed only atomically.
+            unsafe { atomic::<AtomicU64>(self.p.wrapping_add(8 * i)) }.store(v.to_le(), Ordering::Relaxed)
         }
     }
 
-    /// Store a 64-byte entry like [`RingView::write64`], with non-temporal
+    /// Store the entry like [`RingEntry::write64`], with non-temporal
     /// (streaming) stores where the CPU has them (x86_64 MOVNTI): the
     /// entry's cache line is written whole, without first fetching it from
     /// the cache of the core (or the device) that last read it, and leaves
     /// this core's cache. Streaming stores are weakly ordered: call
     /// [`stream_fence`] before publishing the entry (the doorbell).
     #[inline(always)]
-    pub fn write64_stream(&self, index: usize, q: [u64; 8]) {
+    pub fn write64_stream(&self, q: [u64; 8]) {
         #[cfg(target_arch = "x86_64")]
         {
-            let p = self.entry_ptr(index);
+            let p = self.p;
             // One asm block with constant offsets from one base register
             // (the intrinsic, _mm_stream_si64, computes each address apart).
-            // SAFETY: as write64: entry_ptr checked index < entries, so the
-            // 64 bytes are inside the region, and each qword is 8-byte
-            // aligned; MOVNTI (SSE2) is in the x86_64 baseline. The block
-            // writes only those 64 bytes and touches no stack or flags; an
-            // aligned 8-byte store is single-copy atomic on x86-64, so the
-            // block does what eight Relaxed atomic stores (then a fence) do.
+            // SAFETY: as write64: the 64 bytes are inside the region (type
+            // invariant), and each qword is 8-byte aligned; MOVNTI (SSE2) is
+            // in the x86_64 baseline. The block writes only those 64 bytes
+            // and touches no stack or flags; an aligned 8-byte store is
+            // single-copy atomic on x86-64, so the block does what eight
+            // Relaxed atomic stores (then a fence) do.
             unsafe {
                 std::arch::asm!(
                     "movnti qword ptr [{p}], {q0}",
@@ -630,7 +730,7 @@ impl RingView<'_, 6> {
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        self.write64(index, q)
+        self.write64(q)
     }
 }
 

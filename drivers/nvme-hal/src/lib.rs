@@ -26,6 +26,6 @@ mod dma;
 mod os;
 mod regs;
 
-pub use dma::{stream_fence, CqRing, DmaAllocator, DmaError, DmaRegion, DmaRing, DmaWord, HostMemory, RingView, SqRing};
+pub use dma::{stream_fence, CqRing, DmaAllocator, DmaError, DmaRegion, DmaRing, DmaWord, HostMemory, RingCursor, RingEntry, RingView, SqRing};
 pub use os::{pin_current_thread, rdtsc, unpin_current_thread};
 pub use regs::{MemRegisters, RegisterWindow};

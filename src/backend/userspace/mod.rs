@@ -215,6 +215,28 @@ impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
 }
 
 impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
+    /// Post `ios` as one batch and ring the doorbell once; returns how many
+    /// were posted (fewer when the queue filled up).
+    #[inline(always)]
+    fn post(&mut self, ios: &[Io]) -> Result<usize, BackendError> {
+        let (nsid, lba_size, stride, base) = (self.nsid, self.lba_size as usize, self.stride, self.bufs.iova());
+        let qp = self.qp.as_mut().expect("queue pair");
+        let posted = qp.submit_batch(
+            nsid,
+            ios.iter().map(|io| {
+                let op = match io.op {
+                    Op::Read => NvmOpcode::Read,
+                    Op::Write => NvmOpcode::Write,
+                    Op::Flush => NvmOpcode::Flush,
+                };
+                let data = DataPtr { iova: base + (io.buf as usize * stride) as u64, len: io.blocks as usize * lba_size };
+                IoCmd { op, slba: io.lba, blocks: io.blocks, data, tag: io.tag }
+            }),
+        );
+        qp.ring();
+        Ok(posted?)
+    }
+
     /// Delete the queue pair on the controller (if it is still up), so the
     /// controller forgets it. If that fails, the controller keeps the
     /// queue's memory and buffers in quarantine (never reused while it may
@@ -250,32 +272,18 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
 
     #[inline]
     fn submit(&mut self, ios: &[Io]) -> Result<usize, BackendError> {
-        let (nsid, lba_size, stride, base) = (self.nsid, self.lba_size as usize, self.stride, self.bufs.iova());
         // --batch N: ring the doorbell every N commands; 0: once per call.
         let batch = if self.batch == 0 { ios.len().max(1) } else { self.batch };
-        let qp = self.qp.as_mut().expect("queue pair");
-        let mut n = 0;
-        for chunk in ios.chunks(batch) {
-            let posted = qp.submit_batch(
-                nsid,
-                chunk.iter().map(|io| {
-                    let op = match io.op {
-                        Op::Read => NvmOpcode::Read,
-                        Op::Write => NvmOpcode::Write,
-                        Op::Flush => NvmOpcode::Flush,
-                    };
-                    let data = DataPtr { iova: base + (io.buf as usize * stride) as u64, len: io.blocks as usize * lba_size };
-                    IoCmd { op, slba: io.lba, blocks: io.blocks, data, tag: io.tag }
-                }),
-            );
-            qp.ring();
-            match posted {
-                Ok(p) if p < chunk.len() => return Ok(n + p), // queue full
-                Ok(p) => n += p,
-                Err(e) => return Err(e.into()),
+        let (mut n, mut rest) = (0, ios);
+        loop {
+            let (chunk, more) = rest.split_at(batch.min(rest.len()));
+            let posted = self.post(chunk)?;
+            n += posted;
+            if posted < chunk.len() || more.is_empty() {
+                return Ok(n); // done, or the queue is full
             }
+            rest = more;
         }
-        Ok(n)
     }
 
     /// Interrupt driven: reap; if nothing is there, sleep on the queue's
