@@ -102,12 +102,13 @@ step seed-jobs
 # iodepth 64) as one job file, on each path, fio and ours alternately in
 # three rounds; scripts/fio-seed-table.py compares IOPS on the host.
 seed_file() { # seed_file ENGINE FILENAME EXTRA...
-  printf '[global]\nioengine=%s\nfilename=%s\ndirect=1\nbs=4k\niodepth=64\nsize=64M\nruntime=1\ntime_based=1\nramp_time=0.5\nrandrepeat=1\nrwmixread=75\n' "$1" "$2"
+  printf '[global]\nioengine=%s\nfilename=%s\nbs=4k\niodepth=64\nsize=64M\nruntime=1\ntime_based=1\nramp_time=0.5\nrandrepeat=1\nrwmixread=75\n' "$1" "$2"
   shift 2
   for x in "$@"; do printf '%s\n' "$x"; done
   printf '[randrw]\nrw=randrw\n[randread]\nstonewall\nrw=randread\n[randwrite]\nstonewall\nrw=randwrite\n'
 }
-seed_file libaio "$NS" > seed.block.fio
+seed_file libaio "$NS" direct=1 > seed.block.fio
+# (a character device has no O_DIRECT: fio refuses direct=1 on it)
 seed_file io_uring_cmd "$NG" cmd_type=nvme > seed.passthru.fio
 for round in 1 2 3; do
   for path in block passthru; do
