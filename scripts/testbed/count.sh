@@ -21,7 +21,12 @@ while [ $# -gt 0 ]; do
     *) break;;
   esac
 done
+# tsc=reliable: the guest's clock is read in user mode through the vDSO, as
+# on a real machine with an invariant TSC; the kernel's default under TCG
+# (no invariant TSC flag) is a clocksource read by a system call, which put
+# a system call in every clock read of a polling loop (docs/methodology.md).
 scripts/testbed/run.sh --count --multipath N --poll-queues 1 --timeout 1200 --quiet --results "$RESULTS" "${BIN_ARGS[@]}" \
+  --extra-append "tsc=reliable clocksource=tsc" \
   tests/testbed/count.sh "$@"
 HOSTBIN=${NVB_HOST_BIN:-$ROOT/target/release/nvme-bypass}
 [ -x "$HOSTBIN" ] || cargo build --release --quiet

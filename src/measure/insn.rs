@@ -760,6 +760,23 @@ pub fn top_unmapped(t: &Tally, ios: u64, n: usize) -> Vec<Unmapped> {
         .collect()
 }
 
+/// The instructions of a calibration window's K empty passes. A pass that
+/// enters the kernel (a system call in the window: a kernel path's poll)
+/// costs its user and kernel instructions; one that does not (a look at a
+/// completion queue in user memory) costs its user instructions only, and
+/// the window's kernel instructions are the background's (timer ticks),
+/// which the row's own background subtraction already takes out: counted
+/// per pass they came back tens of instructions per I/O, as many times as
+/// the row had empty polls.
+fn empty_pass(c: &Window, s: &Symbols) -> f64 {
+    let syscalls = tally(c, s).events.syscalls;
+    if syscalls > 0.0 {
+        (c.user() + c.kernel()) as f64
+    } else {
+        c.user() as f64
+    }
+}
+
 /// A row's figures: its window less the idle background scaled to the
 /// row's duration, per I/O. `calibration_polls` is K, the polls of each
 /// calibration window.
@@ -785,7 +802,7 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
     // No empty polls cost nothing, calibrated or not.
     let engine = match r.calibration {
         _ if r.empty_polls == 0 => Some(0.0),
-        Some(c) if calibration_polls > 0 => Some(r.empty_polls as f64 * ((c.user() + c.kernel()) as f64 / calibration_polls as f64) / ios),
+        Some(c) if calibration_polls > 0 => Some(r.empty_polls as f64 * empty_pass(c, s) / calibration_polls as f64 / ios),
         _ => None,
     };
     let kernel_empty = (t.events.kernel_polls - t.events.kernel_polls_found).max(0.0);
@@ -1059,8 +1076,9 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         );
         // Idle: 2 s of 100 kernel (timer interrupts) + 10 user.
         let idle = window(IDLE_WINDOW, 10, 100, vec![(k + 0x2100, 100, 4), (0x7fff_0000_0000, 10, 1)], vec![]);
-        // Calibration: K = 10 empty polls cost 60 user + 40 kernel.
-        let cal = window(CALIBRATION_BASE, 60, 40, vec![(BIAS + 0x2000, 60, 10), (k + 0x1120, 40, 1)], vec![]);
+        // Calibration: K = 10 empty polls cost 60 user + 40 kernel, with a
+        // system call each (a kernel path's poll).
+        let cal = window(CALIBRATION_BASE, 60, 40, vec![(BIAS + 0x2000, 60, 10), (k + 0x1000, 10, 10), (k + 0x1120, 30, 10)], vec![]);
         (row, idle, cal)
     }
 
@@ -1136,6 +1154,26 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         let r = RowInput { window: &quiet, ..r };
         let c = row_counts(&r, None, 10, &s).unwrap();
         assert_eq!((c.processes_started, c.processes_exited), (0, 0));
+    }
+
+    #[test]
+    fn a_user_mode_empty_pass_costs_its_user_instructions_only() {
+        // The same calibration without system calls (a look at a completion
+        // queue in user memory): its 40 kernel instructions are timer ticks,
+        // the background's, so a pass is 60 / 10 = 6 and 5 empty polls over
+        // 10 I/Os are 3 per I/O.
+        let (row, idle, _) = fixture();
+        let k = 0xffffffff81000000u64;
+        let cal = window(CALIBRATION_BASE, 60, 40, vec![(BIAS + 0x2000, 60, 10), (k + 0x2100, 40, 2)], vec![]);
+        let ks = ksyms();
+        let mut u = user_syms();
+        u.relocate(row.marker_fn).unwrap();
+        let layers = LayerTable::builtin();
+        let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
+        let b = Background { window: &idle, seconds: 2.0 };
+        let r = RowInput { window: &row, calibration: Some(&cal), ios: 10, duration_s: 1.0, empty_polls: 5 };
+        let c = row_counts(&r, Some(&b), 10, &s).unwrap();
+        assert_eq!(c.instructions_per_io.empty_polls_engine, Some(3.0));
     }
 
     fn close(a: f64, b: f64) -> bool {
