@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 SECS=${2:-${NVB_FUZZ_SECONDS:-25}}
-TARGETS=${1:-"completion identify options"}
+TARGETS=${1:-"completion identify options hostile"}
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "fuzz: installing cargo-fuzz (once; about 2 minutes)"
