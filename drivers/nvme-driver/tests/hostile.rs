@@ -99,3 +99,19 @@ fn fuzz_regressions_replay() {
     }
     eprintln!("{n} fuzz regressions replayed");
 }
+
+/// `NVB_HOSTILE_REPLAY=<dir or file>`: replay fuzz inputs (a corpus, an
+/// artifact) and print how far each went. Does nothing otherwise.
+#[test]
+fn replay_from_environment() {
+    let Some(p) = std::env::var_os("NVB_HOSTILE_REPLAY") else { return };
+    let p = std::path::PathBuf::from(p);
+    let files: Vec<_> = if p.is_dir() { std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()).collect() } else { vec![p] };
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap();
+        if let Ok(s) = Scenario::arbitrary_take_rest(Unstructured::new(&bytes)) {
+            let r = run(&s);
+            println!("{}: up={} completed={} abandoned={} errors={:?}", f.display(), r.up, r.completed, r.abandoned, r.errors);
+        }
+    }
+}

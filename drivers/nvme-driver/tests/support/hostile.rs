@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 /// Every timeout the driver is given (admin commands, CSTS waits, shutdown):
 /// short, so that a device that never answers costs little.
-pub const TIMEOUT: Duration = Duration::from_millis(2);
+pub const TIMEOUT: Duration = Duration::from_millis(1);
 /// The bound on one driver call, wall clock: every wait inside is bounded
 /// by TIMEOUT, and a call makes a bounded number of them.
 const CALL_LIMIT: Duration = Duration::from_secs(5);
@@ -145,6 +145,12 @@ pub enum Act {
     Fatal,
     /// Every register reads all ones from now on (surprise removal).
     Gone,
+    /// CSTS.RDY drops to 0 while enabled: the controller stopped by itself
+    /// (and forgot every queue and command).
+    Stop,
+    /// CSTS.SHST takes this value (mod 4) unasked; the controller stops
+    /// processing while it is not 0.
+    Shst(u8),
 }
 
 /// What becomes of a command.
@@ -532,6 +538,11 @@ impl Hostile {
             }
             Act::Fatal => st.cfs = true,
             Act::Gone => st.gone = true,
+            Act::Stop => {
+                Self::forget(st);
+                st.transition = None;
+            }
+            Act::Shst(v) => st.shst = v & 3,
             Act::Fate(_) | Act::Transition(_) => {}
         }
     }
@@ -630,7 +641,7 @@ impl Hostile {
         if v >= q.size as u32 {
             violation(format!("CQ {qid} head doorbell written with {v}, past its {} entries", q.size));
         }
-        let consumed = (v as u16 + q.size - q.head) % q.size;
+        let consumed = ((v + q.size as u32 - q.head as u32) % q.size as u32) as u16;
         if consumed > q.unconsumed {
             violation(format!(
                 "CQ {qid} head moved from {} to {v}: {consumed} entries consumed, only {} posted",
@@ -639,6 +650,12 @@ impl Hostile {
         }
         q.unconsumed -= consumed;
         q.head = v as u16;
+    }
+
+    /// Processing commands: not failed, gone, not ready, disabling, or
+    /// shutting down.
+    fn running(st: &State) -> bool {
+        !st.gone && !st.cfs && st.rdy && st.cc & 1 == 1 && st.shst == 0
     }
 
     fn step_locked(&self, st: &mut State) {
@@ -667,15 +684,14 @@ impl Hostile {
                 }
             }
         }
-        // Not running: failed, not ready, disabling, or shutting down.
-        if st.cfs || !st.rdy || st.cc & 1 == 0 || st.shst != 0 {
+        if !Self::running(st) {
             self.check_memory(st, "while stopped or failed");
             return;
         }
         // Fetch: every SQ, admin first.
         let qids: Vec<u16> = st.sqs.keys().copied().collect();
         for qid in qids {
-            loop {
+            while Self::running(st) {
                 let Some(q) = st.sqs.get_mut(&qid) else { break };
                 if q.head == q.tail {
                     break;
@@ -688,6 +704,9 @@ impl Hostile {
             }
         }
         // Post what is due, in order, where there is room.
+        if !Self::running(st) {
+            return self.check_memory(st, "while stopped or failed");
+        }
         let mut i = 0;
         while i < st.posts.len() {
             if st.posts[i].due > st.step {
@@ -813,6 +832,10 @@ impl Hostile {
     /// A fetched command: decide its fate, act on it.
     fn execute(&self, st: &mut State, sqid: u16, sqe: Sqe) {
         let fate = Self::next_fate(st);
+        if !Self::running(st) || !st.sqs.contains_key(&sqid) {
+            // A side effect on the way stopped the device: the command is lost.
+            return;
+        }
         let (len, to_host) = if sqid == 0 {
             match sqe.opcode() {
                 0x06 => (IDENTIFY_SIZE, true),
