@@ -41,7 +41,9 @@ for t in $TARGETS; do
   if [ "$t" = hostile ]; then extra="-detect_leaks=0"; asan="detect_leaks=0${asan:+:$asan}"; fi
   if ASAN_OPTIONS=$asan cargo fuzz run --fuzz-dir "$FUZZ" --release "$t" "$FUZZ/corpus/$t" -- -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=30 -print_final_stats=1 $extra >"$log" 2>&1; then
     runs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}')
-    echo "fuzz: $t ok (${runs:-?} inputs)"
+    # libFuzzer's last status line: coverage (cov, ft), corpus, exec/s.
+    final=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1)
+    echo "fuzz: $t ok (${runs:-?} inputs) ${final}"
     passed=$((passed + 1))
   else
     echo "fuzz: $t FAILED; last lines of its log (all of it: tests/fuzz/artifacts/$t/fuzz.log):" >&2

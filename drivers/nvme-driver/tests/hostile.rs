@@ -10,6 +10,11 @@ mod support;
 use arbitrary::{Arbitrary, Unstructured};
 use support::hostile::{run, Act, CapScript, Fate, HostScript, How, IdentScript, NsScript, Outcome, Scenario, Transition};
 
+/// Admin commands before the first I/O: Identify Controller, Set Features
+/// Number of Queues, Identify Namespace, the active namespace list, Create
+/// I/O CQ and SQ.
+const ADMIN_UP: usize = 6;
+
 /// A well-behaved controller: 4 KiB pages, 512-byte blocks, one namespace.
 fn honest() -> Scenario {
     Scenario {
@@ -67,7 +72,8 @@ fn completions_lost_repeated_and_forged_are_survived() {
     let mut s = honest();
     s.host.abort = true;
     let bad = How { cid_xor: 1, ..Default::default() };
-    s.acts = vec![Act::Fate(Fate::Now(How::default())); 4];
+    // The admin commands up to the I/O queue pair complete, then the I/O.
+    s.acts = vec![Act::Fate(Fate::Now(How::default())); ADMIN_UP + 2];
     s.acts.extend([
         Act::Fate(Fate::Never),
         Act::Repeat,
@@ -114,4 +120,20 @@ fn replay_from_environment() {
             println!("{}: up={} completed={} abandoned={} errors={:?}", f.display(), r.up, r.completed, r.abandoned, r.errors);
         }
     }
+}
+
+/// A Delete I/O SQ the controller refuses leaves the queue on the device:
+/// its rings, PRP lists and data buffers must stay allocated (quarantine)
+/// until the controller is seen to stop, which the device checks at every
+/// step.
+#[test]
+fn a_refused_queue_deletion_keeps_the_queue_memory() {
+    let mut s = honest();
+    // The admin commands up to the I/O queue pair, eight I/Os: all complete.
+    s.acts = vec![Act::Fate(Fate::Now(How::default())); ADMIN_UP + 8];
+    // Delete I/O SQ: Invalid Queue Identifier (SCT 1, SC 01h).
+    s.acts.push(Act::Fate(Fate::Now(How { status: Some((1 << 9 | 0x01) << 1), ..Default::default() })));
+    let r = run(&s);
+    assert_eq!(r.completed, 8, "{r:?}");
+    assert!(r.errors.iter().any(|e| e.contains("deleting I/O queue pair 1 failed")), "{r:?}");
 }

@@ -125,10 +125,11 @@ pub struct NsScript {
     pub lbaf: [u32; 4],
 }
 
-/// One decision of the device. At a command's fetch the device takes acts
-/// until a [`Act::Fate`]; at a CSTS transition, until an [`Act::Transition`];
-/// the others take effect on the way. With no acts left: complete now,
-/// successfully, and let every transition happen at once.
+/// One decision of the device, taken in order: at a command's fetch an
+/// [`Act::Fate`], at a CSTS change an [`Act::Transition`], the others
+/// taking effect on the way. When the act at the front is of the other
+/// kind (or none is left), the decision is the default one (complete now,
+/// successfully; make the change at once) and the act waits for its turn.
 #[derive(Arbitrary, Debug, Clone)]
 pub enum Act {
     Fate(Fate),
@@ -483,23 +484,40 @@ impl Hostile {
         }
     }
 
+    /// The fate of a fetched command: side effects on the way are applied;
+    /// a transition waiting at the front is left for its CC write, and
+    /// the command completes now, successfully.
     fn next_fate(st: &mut State) -> Fate {
-        while let Some(a) = st.acts.pop_front() {
+        while let Some(a) = st.acts.front() {
             match a {
-                Act::Fate(f) => return f,
-                Act::Transition(_) => {}
-                other => Self::side_effect(st, other),
+                Act::Transition(_) => break,
+                Act::Fate(_) => {
+                    let Some(Act::Fate(f)) = st.acts.pop_front() else { unreachable!() };
+                    return f;
+                }
+                _ => {
+                    let a = st.acts.pop_front().unwrap();
+                    Self::side_effect(st, a);
+                }
             }
         }
         Fate::Now(How::default())
     }
 
+    /// How a CSTS change goes: as [`next_fate`](Self::next_fate), with a
+    /// fate at the front left for its command and the change made at once.
     fn next_transition(st: &mut State) -> Transition {
-        while let Some(a) = st.acts.pop_front() {
+        while let Some(a) = st.acts.front() {
             match a {
-                Act::Transition(t) => return t,
-                Act::Fate(_) => {}
-                other => Self::side_effect(st, other),
+                Act::Fate(_) => break,
+                Act::Transition(_) => {
+                    let Some(Act::Transition(t)) = st.acts.pop_front() else { unreachable!() };
+                    return t;
+                }
+                _ => {
+                    let a = st.acts.pop_front().unwrap();
+                    Self::side_effect(st, a);
+                }
             }
         }
         Transition { reads: 0, outcome: Outcome::Done }
@@ -832,6 +850,9 @@ impl Hostile {
     /// A fetched command: decide its fate, act on it.
     fn execute(&self, st: &mut State, sqid: u16, sqe: Sqe) {
         let fate = Self::next_fate(st);
+        if std::env::var_os("NVB_HOSTILE_TRACE").is_some() {
+            eprintln!("hostile: SQ {sqid} opcode {:#04x} CID {:#06x}: {fate:?}", sqe.opcode(), sqe.cid());
+        }
         if !Self::running(st) || !st.sqs.contains_key(&sqid) {
             // A side effect on the way stopped the device: the command is lost.
             return;
