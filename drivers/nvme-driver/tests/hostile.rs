@@ -137,3 +137,17 @@ fn a_refused_queue_deletion_keeps_the_queue_memory() {
     assert_eq!(r.completed, 8, "{r:?}");
     assert!(r.errors.iter().any(|e| e.contains("deleting I/O queue pair 1 failed")), "{r:?}");
 }
+
+/// A command the controller never completes comes back to the caller as
+/// abandoned once the reset has stopped the controller and the queue pair
+/// is re-created, and its buffer with it: the device checks it holds no
+/// command on that buffer then, and never touches it again.
+#[test]
+fn a_command_never_completed_comes_back_after_the_reset() {
+    let mut s = honest();
+    s.acts = vec![Act::Fate(Fate::Now(How::default())); ADMIN_UP];
+    s.acts.push(Act::Fate(Fate::Never));
+    let r = run(&s);
+    assert_eq!((r.completed, r.abandoned), (7 + 8, 1), "{r:?}");
+    assert!(r.errors.is_empty(), "{r:?}");
+}
