@@ -65,7 +65,7 @@ export NVB_HOST_BIN=$BIN
 step "bench smoke on the simulator (JSON shape, verify)"
 python3 scripts/check-bench.py "$BIN"
 
-step "fuzzing (bounded: completion/identify parsing, option parsing)"
+step "fuzzing (bounded: completion/identify parsing, option parsing, the driver against a hostile controller)"
 scripts/fuzz.sh
 
 step "driver instructions per I/O (callgrind, against the record)"

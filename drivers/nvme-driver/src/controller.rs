@@ -29,6 +29,9 @@ pub struct ControllerConfig {
     /// waits (None: CAP.TO, or for enabling CRTO.CRWMT when CAP.CRMS
     /// reports it and it is longer).
     pub ready_timeout: Option<Duration>,
+    /// Override of the normal shutdown's wait for CSTS.SHST (None: RTD3E
+    /// clamped to 5-60 s, see [`Controller::shutdown_timeout`]).
+    pub shutdown_timeout: Option<Duration>,
     /// Cap on the transfer size when the controller reports no MDTS.
     pub default_max_transfer: usize,
     /// Use shadow doorbells (Doorbell Buffer Config) when the controller
@@ -54,6 +57,7 @@ impl Default for ControllerConfig {
             io_queues: 1,
             admin_timeout: Duration::from_secs(10),
             ready_timeout: None,
+            shutdown_timeout: None,
             default_max_transfer: 1 << 20,
             shadow_doorbells: true,
             batch_cq_doorbells: true,
@@ -453,7 +457,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// needs to get ready for power off) clamped to 5..=60 s, as Linux's
     /// `nvme_init_ctrl_finish` sets `shutdown_timeout` (5 s when RTD3E is
     /// not reported). CAP.TO bounds CSTS.RDY changes, not shutdown.
+    /// [`ControllerConfig::shutdown_timeout`] overrides it.
     pub fn shutdown_timeout(&self) -> Duration {
+        if let Some(t) = self.cfg.shutdown_timeout {
+            return t;
+        }
         Duration::from_micros(self.ident.rtd3e as u64).clamp(Duration::from_secs(5), Duration::from_secs(60))
     }
 
