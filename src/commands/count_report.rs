@@ -114,6 +114,9 @@ pub struct EmptyPolls {
     /// Polls that found nothing.
     #[serde(default)]
     pub empty_polls: u64,
+    /// The I/O threads' CPU time, ns.
+    #[serde(default)]
+    pub cpu_ns: u64,
 }
 
 /// One row of count.json.
@@ -197,7 +200,18 @@ pub fn build(i: &Inputs) -> CountReport {
                     w.kernel() as f64 / seconds
                 ));
             }
-            Some(Background { window: w, seconds })
+            // The busy background (window 9998: one vCPU spinning in user
+            // mode for as long), when the boot measured it.
+            let busy = find(insn::BUSY_WINDOW).filter(|_| seconds > 0.0).map(|b| (b, seconds));
+            if let Some((b, _)) = busy {
+                notes.push(format!(
+                    "busy background (window {}, {seconds} s, one vCPU spinning in user mode): {:.0} kernel instructions per second, {:.0} more than idle per CPU second of a row's threads, subtracted for each row's CPU seconds",
+                    insn::BUSY_WINDOW,
+                    b.kernel() as f64 / seconds,
+                    (b.kernel() as f64 - w.kernel() as f64) / seconds
+                ));
+            }
+            Some(Background { window: w, seconds, busy })
         }
         (None, Some(_)) => {
             notes.push(format!("no idle window ({IDLE_WINDOW}): the background is not subtracted"));
@@ -215,9 +229,9 @@ pub fn build(i: &Inputs) -> CountReport {
     let mut rows = vec![];
     for (n, r) in i.compare.rows.iter().enumerate() {
         let id = n as u64;
-        let (ios, duration_s, empty_polls) = match &r.summary {
-            Some(s) => (s.read.ios + s.write.ios, s.elapsed_ns as f64 / 1e9, s.cpu.empty_polls),
-            None => (0, 0.0, 0),
+        let (ios, duration_s, empty_polls, busy_cpu_s) = match &r.summary {
+            Some(s) => (s.read.ios + s.write.ios, s.elapsed_ns as f64 / 1e9, s.cpu.empty_polls, s.cpu.cpu_ns as f64 / 1e9),
+            None => (0, 0.0, 0, 0.0),
         };
         let mut row = CountRow {
             label: r.variant.label.clone(),
@@ -244,6 +258,7 @@ pub fn build(i: &Inputs) -> CountReport {
                     ios,
                     duration_s,
                     empty_polls,
+                    busy_cpu_s,
                 };
                 insn::row_counts(&input, bg.as_ref(), i.calibration_polls, &i.symbols)
             }

@@ -16,6 +16,10 @@ pub struct IdleArgs {
     /// The window's id.
     #[arg(long, default_value_t = 0)]
     pub window: u64,
+    /// Spin in user mode instead of sleeping: the background of a busy
+    /// vCPU (it takes timer ticks an idle one skips).
+    #[arg(long)]
+    pub spin: bool,
 }
 
 /// START, sleep, STOP; prints the window and its length in seconds.
@@ -28,11 +32,23 @@ pub fn idle(a: &IdleArgs) -> Result<i32, Error> {
     })?;
     let t0 = Instant::now();
     marker::start(a.window);
-    std::thread::sleep(d);
+    if a.spin {
+        // No system call and no clock read per turn: a loop of plain user
+        // instructions, looking at the time every million turns.
+        let mut turns = 0u64;
+        while t0.elapsed() < d {
+            for _ in 0..1_000_000 {
+                turns = std::hint::black_box(turns.wrapping_add(1));
+            }
+        }
+    } else {
+        std::thread::sleep(d);
+    }
     marker::stop(a.window);
     println!(
-        "window {} idle {:.6} s",
+        "window {} {} {:.6} s",
         a.window,
+        if a.spin { "busy" } else { "idle" },
         t0.elapsed().as_secs_f64()
     );
     Ok(0)

@@ -652,6 +652,9 @@ pub struct RowInput<'a> {
     pub duration_s: f64,
     /// Empty polls the engine counted in the row (compare's summary).
     pub empty_polls: u64,
+    /// CPU seconds the row's I/O threads ran (compare's summary: their
+    /// user + system time), for the busy background.
+    pub busy_cpu_s: f64,
 }
 
 /// The idle background.
@@ -660,7 +663,15 @@ pub struct Background<'a> {
     pub window: &'a Window,
     /// Its duration, seconds.
     pub seconds: f64,
+    /// Window [`BUSY_WINDOW`] and its seconds: one vCPU spinning in user
+    /// mode. A busy vCPU takes the timer tick an idle one skips, so the
+    /// kernel's background grows with the CPU time a row's threads run
+    /// as well as with its wall time.
+    pub busy: Option<(&'a Window, f64)>,
 }
+
+/// The busy background's window (`nvme-bypass idle --spin`).
+pub const BUSY_WINDOW: u64 = 9998;
 
 /// Instructions per I/O.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -786,7 +797,7 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
     }
     let ios = r.ios as f64;
     let t = tally(r.window, s);
-    let (b, scale) = match bg {
+    let (mut b, scale) = match bg {
         Some(bg) if bg.seconds > 0.0 => (tally(bg.window, s), r.duration_s / bg.seconds),
         Some(_) => return Err("the idle window's duration must be above 0".into()),
         None => (
@@ -797,6 +808,30 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
             0.0,
         ),
     };
+    // The busy background: what one busy vCPU adds per CPU second (the
+    // spin window's kernel work less the idle window's for as long), times
+    // the CPU seconds of the row's threads; expressed in the idle window's
+    // units so one subtraction takes out both. The spin's user instructions
+    // are the spin itself, not background: only kernel parts are added.
+    if let (Some(bg), true) = (bg, scale > 0.0) {
+        if let Some((w, secs)) = bg.busy.filter(|(_, secs)| *secs > 0.0) {
+            let busy = tally(w, s);
+            let idle_per_s = 1.0 / bg.seconds;
+            let k = r.busy_cpu_s / scale;
+            // (not clamped at 0 part by part, so the layers keep summing
+            // to the total)
+            let extra = |busy_x: f64, idle_x: f64| k * (busy_x / secs - idle_x * idle_per_s);
+            b.kernel += extra(busy.kernel, b.kernel);
+            let names = breakdown_names();
+            for (i, n) in names.iter().enumerate() {
+                if !n.starts_with("user") {
+                    b.parts[i] += extra(busy.parts[i], b.parts[i]);
+                }
+            }
+            b.events.interrupts += extra(busy.events.interrupts, b.events.interrupts);
+            b.events.context_switches += extra(busy.events.context_switches, b.events.context_switches);
+        }
+    }
     let user = (t.user - scale * b.user) / ios;
     let kernel = (t.kernel - scale * b.kernel) / ios;
     // No empty polls cost nothing, calibrated or not.
@@ -1094,7 +1129,7 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
             layers: &layers,
             bar0: Some(0xfebf_0000),
         };
-        let b = Background { window: &idle, seconds: 2.0 };
+        let b = Background { window: &idle, seconds: 2.0, busy: None };
         // 10 I/Os over 1 s (half the idle window), 5 empty polls.
         let r = RowInput {
             window: &row,
@@ -1102,6 +1137,7 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
             ios: 10,
             duration_s: 1.0,
             empty_polls: 5,
+            busy_cpu_s: 0.0,
         };
         row_counts(&r, bg.then_some(&b), 10, &s).unwrap()
     }
@@ -1126,7 +1162,7 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         let u = user_syms();
         let layers = LayerTable::builtin();
         let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
-        let r = RowInput { window: &row, calibration: None, ios: 8, duration_s: 1.0, empty_polls: 0 };
+        let r = RowInput { window: &row, calibration: None, ios: 8, duration_s: 1.0, empty_polls: 0, busy_cpu_s: 0.0 };
         let c = row_counts(&r, None, 10, &s).unwrap();
         assert_eq!((c.events_per_io.kernel_polls, c.events_per_io.kernel_polls_found), (20.0 / 8.0, 4.0 / 8.0));
         assert!(close(c.instructions_per_io.empty_polls_kernel_modelled, 16.0 * 15.0 / 8.0));
@@ -1147,13 +1183,36 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         let u = user_syms();
         let layers = LayerTable::builtin();
         let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
-        let r = RowInput { window: &row, calibration: None, ios: 10, duration_s: 1.0, empty_polls: 0 };
+        let r = RowInput { window: &row, calibration: None, ios: 10, duration_s: 1.0, empty_polls: 0, busy_cpu_s: 0.0 };
         let c = row_counts(&r, None, 10, &s).unwrap();
         assert_eq!((c.processes_started, c.processes_exited), (2, 1));
         let quiet = window(0, 0, 500, vec![(k + 0x3000, 500, 10)], vec![]);
         let r = RowInput { window: &quiet, ..r };
         let c = row_counts(&r, None, 10, &s).unwrap();
         assert_eq!((c.processes_started, c.processes_exited), (0, 0));
+    }
+
+    #[test]
+    fn a_busy_vcpu_adds_its_ticks_per_cpu_second_of_the_row() {
+        // Idle: 100 kernel in 2 s (50/s). Busy (a user spin, 2 s): 1100
+        // kernel (550/s), so 500 more per CPU second. A row of 1 s wall
+        // time whose thread ran 0.5 CPU s: 50 + 250 = 300 of background,
+        // and (1050 - 300) / 10 I/Os = 75 kernel instructions per I/O.
+        let (row, idle, _) = fixture();
+        let k = 0xffffffff81000000u64;
+        let busy = window(BUSY_WINDOW, 5000, 1100, vec![(k + 0x2100, 1100, 40), (BIAS + 0x3000, 5000, 1)], vec![]);
+        let ks = ksyms();
+        let mut u = user_syms();
+        u.relocate(row.marker_fn).unwrap();
+        let layers = LayerTable::builtin();
+        let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
+        let b = Background { window: &idle, seconds: 2.0, busy: Some((&busy, 2.0)) };
+        let r = RowInput { window: &row, calibration: None, ios: 10, duration_s: 1.0, empty_polls: 0, busy_cpu_s: 0.5 };
+        let c = row_counts(&r, Some(&b), 10, &s).unwrap();
+        assert!(close(c.instructions_per_io.kernel, 75.0), "{}", c.instructions_per_io.kernel);
+        assert!(close(c.instructions_per_io.user, 41.5), "the spin's user instructions are not background: {}", c.instructions_per_io.user);
+        let sum: f64 = c.layers.0.iter().map(|(_, v)| v).sum();
+        assert!(close(sum, c.instructions_per_io.total), "layers {sum} still sum to the total {}", c.instructions_per_io.total);
     }
 
     #[test]
@@ -1170,8 +1229,8 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         u.relocate(row.marker_fn).unwrap();
         let layers = LayerTable::builtin();
         let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
-        let b = Background { window: &idle, seconds: 2.0 };
-        let r = RowInput { window: &row, calibration: Some(&cal), ios: 10, duration_s: 1.0, empty_polls: 5 };
+        let b = Background { window: &idle, seconds: 2.0, busy: None };
+        let r = RowInput { window: &row, calibration: Some(&cal), ios: 10, duration_s: 1.0, empty_polls: 5, busy_cpu_s: 0.0 };
         let c = row_counts(&r, Some(&b), 10, &s).unwrap();
         assert_eq!(c.instructions_per_io.empty_polls_engine, Some(3.0));
     }
@@ -1265,6 +1324,7 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
             ios: 10,
             duration_s: 1.0,
             empty_polls: 5,
+            busy_cpu_s: 0.0,
         };
         let c = row_counts(&r, None, 10, &s).unwrap();
         assert_eq!(c.instructions_per_io.empty_polls, None);

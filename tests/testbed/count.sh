@@ -4,6 +4,8 @@
 # scripts/testbed/insn-count/README.md). Marks, one after another:
 #   window 9999         the idle background, $IDLE seconds, before anything
 #                       else (count-report subtracts it per second)
+#   window 9998         the busy background: a user-mode spin, $IDLE seconds
+#                       (subtracted per CPU second of a row's threads)
 #   window i            compare row i's measured interval (NVB_MARKERS=0)
 #   window 10000 + i    row i's empty-poll calibration (the engine polls its
 #                       drained queue 10000 times)
@@ -24,6 +26,10 @@ echo "$BAR0 $BAR0_END" > "$NVB_RESULTS/bar0.txt"
 echo "$IDLE" > "$NVB_RESULTS/idle-seconds.txt"
 sleep 1   # let the boot's own work settle before the background is measured
 nvme-bypass idle --seconds "$IDLE" --window 9999 || fail "nvme-bypass idle failed"
+# The busy background: one vCPU spinning in user mode as long (a busy vCPU
+# takes the timer ticks an idle one skips; count-report adds them per CPU
+# second of each row's threads).
+nvme-bypass idle --spin --seconds "$IDLE" --window 9998 || fail "nvme-bypass idle --spin failed"
 
 step compare
 rc=0
