@@ -18,9 +18,10 @@
 //!
 //! Layout: one array of 16-byte slots, one per tag (4096, 64 KiB). Slot
 //! `i` holds its command's state (tag, and `expect`: the CID in use, or
-//! above 16 bits the next one) and, in what would be padding, entry `i` of
-//! the LIFO stack of free slots (`slots[..top].free`), each as the CID its
-//! next command gets, so taking one is one load. One array means one
+//! above 16 bits the next one). Right after it, in the same allocation, the
+//! LIFO stack of free slots (`free[..top]`), each entry the CID its next
+//! command gets, so taking one is one load (2-byte entries: the index
+//! scales in the address, no shift). One allocation means one
 //! base address for the hot loops to keep in a register, and every index
 //! they use (the free-stack top, a slot taken from the stack, a
 //! completion's tag) is below 4096 by construction: no bounds check. Slots
@@ -54,8 +55,7 @@ pub fn cid_tag(cid: u16) -> usize {
     (cid & CID_TAG_MASK) as usize
 }
 
-/// Per-command state kept while the command is outstanding, plus one entry
-/// of the free-slot stack.
+/// Per-command state kept while the command is outstanding.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CidSlot {
     /// The caller's tag, handed back with the completion.
@@ -65,9 +65,15 @@ pub struct CidSlot {
     /// command's in the low 16 bits. One compare in `release` checks busy,
     /// slot and generation at once.
     expect: u32,
+}
+
+/// The slots and the free stack, one allocation.
+struct CidSlots {
+    /// One per tag (4096): any CID's tag indexes it without a bounds check.
+    slot: [CidSlot; SLOTS],
     /// Free-stack entry `i` (meaningful for `i < top`): a free slot, as
     /// the CID its next command gets (its `expect`'s low 16 bits).
-    free: u16,
+    free: [u16; SLOTS],
 }
 
 /// A fixed set of command slots `0..n` with a LIFO free list (recently
@@ -75,11 +81,11 @@ pub struct CidSlot {
 /// fixed-size array with an explicit top: no capacity checks or growth on
 /// the hot path.
 pub struct CidTable {
-    /// One per tag (4096): any CID's tag indexes it without a bounds check.
-    slots: Box<[CidSlot; SLOTS]>,
+    /// The slots, one per tag, and the free stack.
+    slots: Box<CidSlots>,
     /// Slots `0..cap` exist.
     cap: usize,
-    /// Number of free slots: `slots[..top].free`.
+    /// Number of free slots: `free[..top]`.
     top: usize,
 }
 
@@ -88,23 +94,27 @@ pub struct CidTable {
 pub struct CidBatch<'a> {
     top: usize,
     table_top: &'a mut usize,
-    slots: &'a mut [CidSlot; SLOTS],
+    slots: &'a mut CidSlots,
 }
 
 impl CidBatch<'_> {
     /// The CID the next [`pop`](Self::pop) returns, if any is free.
     #[inline(always)]
     pub fn peek(&self) -> Option<u16> {
-        self.top.checked_sub(1).map(|t| self.slot(t).free)
+        self.top.checked_sub(1).map(|t| *self.free_ref(t))
     }
-    /// Slot `i`, masked into the power-of-two array: never out of bounds.
+    /// Free-stack entry `i`, masked into the power-of-two array: never out of bounds.
     #[inline(always)]
-    fn slot(&self, i: usize) -> &CidSlot {
-        &self.slots[i % SLOTS]
+    fn free_ref(&self, i: usize) -> &u16 {
+        &self.slots.free[i % SLOTS]
+    }
+    #[inline(always)]
+    fn free_mut(&mut self, i: usize) -> &mut u16 {
+        &mut self.slots.free[i % SLOTS]
     }
     #[inline(always)]
     fn slot_mut(&mut self, i: usize) -> &mut CidSlot {
-        &mut self.slots[i % SLOTS]
+        &mut self.slots.slot[i % SLOTS]
     }
     /// Take the next free slot for a command carrying `tag`; returns the
     /// command's CID. Only for a caller that clamped its batch to
@@ -115,7 +125,7 @@ impl CidBatch<'_> {
     pub(crate) fn pop(&mut self, tag: u64) -> u16 {
         debug_assert!(self.top > 0, "no free CID");
         self.top = self.top.wrapping_sub(1);
-        let cid = self.slot(self.top).free;
+        let cid = *self.free_ref(self.top);
         let s = self.slot_mut(cid_tag(cid));
         debug_assert!(s.expect >= FREE && s.expect != NEVER && s.expect as u16 == cid);
         s.expect = cid as u32;
@@ -128,7 +138,7 @@ impl CidBatch<'_> {
     #[inline(always)]
     pub fn release(&mut self, cid: u16) -> Option<u64> {
         let i = cid_tag(cid);
-        let s = &mut self.slots[i];
+        let s = &mut self.slots.slot[i];
         // Busy with exactly this CID: slot, generation and all.
         if s.expect != cid as u32 {
             return None;
@@ -141,7 +151,7 @@ impl CidBatch<'_> {
         let tag = s.tag;
         // A busy slot exists, so top < cap and the stack has room for it.
         let top = self.top;
-        self.slot_mut(top).free = next as u16;
+        *self.free_mut(top) = next as u16;
         self.top += 1;
         Some(tag)
     }
@@ -151,7 +161,7 @@ impl CidBatch<'_> {
     /// Otherwise a rejected CID is simply unknown.
     pub fn is_stale(&self, cid: u16) -> bool {
         let t = cid_tag(cid);
-        is_stale(&self.slots[..], t, cid)
+        is_stale(&self.slots.slot[..], t, cid)
     }
 }
 
@@ -180,14 +190,11 @@ impl CidTable {
     /// (`QueuePair::new` checks them).
     pub fn new(n: u16) -> Self {
         assert!(n as usize <= MAX_CIDS, "{n} command slots: at most {MAX_CIDS} fit a 12-bit tag");
-        let slots: Vec<CidSlot> = (0..SLOTS)
-            .map(|i| CidSlot {
-                tag: 0,
-                expect: if i < n as usize { FREE | i as u32 } else { NEVER },
-                free: (n as usize).saturating_sub(1 + i) as u16,
-            })
-            .collect();
-        let slots = slots.into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!("SLOTS slots"));
+        let mut slots = Box::new(CidSlots { slot: [CidSlot::default(); SLOTS], free: [0; SLOTS] });
+        for i in 0..SLOTS {
+            slots.slot[i] = CidSlot { tag: 0, expect: if i < n as usize { FREE | i as u32 } else { NEVER } };
+            slots.free[i] = (n as usize).saturating_sub(1 + i) as u16;
+        }
         CidTable { slots, cap: n as usize, top: n as usize }
     }
     /// Total number of CIDs.
@@ -242,19 +249,19 @@ impl CidTable {
     }
     /// The tag of an outstanding CID.
     pub fn tag(&self, cid: u16) -> Option<u64> {
-        self.slots[..self.cap].get(cid_tag(cid)).filter(|s| s.expect == cid as u32).map(|s| s.tag)
+        self.slots.slot[..self.cap].get(cid_tag(cid)).filter(|s| s.expect == cid as u32).map(|s| s.tag)
     }
     /// Outstanding CIDs (for timeout handling and teardown).
     pub fn busy_cids(&self) -> impl Iterator<Item = u16> + '_ {
-        self.slots[..self.cap].iter().filter(|s| s.expect < FREE).map(|s| s.expect as u16)
+        self.slots.slot[..self.cap].iter().filter(|s| s.expect < FREE).map(|s| s.expect as u16)
     }
     /// Would `cid` be rejected as stale? See [`CidBatch::is_stale`].
     pub fn is_stale(&self, cid: u16) -> bool {
-        self.slots[..self.cap].get(cid_tag(cid)).is_some() && is_stale(&self.slots[..], cid_tag(cid), cid)
+        self.slots.slot[..self.cap].get(cid_tag(cid)).is_some() && is_stale(&self.slots.slot[..], cid_tag(cid), cid)
     }
 }
 
-// Free-stack entries live in the slot's padding: still 16 bytes.
+// 16-byte slots: a tag scales to its slot in one shift.
 const _: () = assert!(std::mem::size_of::<CidSlot>() == 16);
 
 #[cfg(test)]
@@ -338,7 +345,7 @@ mod tests {
         assert_eq!(cids[15], 0xf000);
         assert_eq!(cids[16], 0x0000, "4 bits of generation, as Linux's");
         let full = CidTable::new(MAX_CIDS as u16);
-        assert_eq!(full.slots.len(), 4096);
+        assert_eq!(full.slots.slot.len(), 4096);
         assert!(full.busy_cids().next().is_none());
     }
 

@@ -335,6 +335,26 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// the commands before it stay posted.
     #[inline]
     pub fn submit_batch(&mut self, nsid: u32, cmds: impl IntoIterator<Item = IoCmd>) -> Result<usize, SubmitError> {
+        // A free CID implies a free submission slot: at most that many.
+        let free = self.cids.free();
+        self.post_cmds(nsid, cmds.into_iter().take(free))
+    }
+
+    /// [`submit_batch`](Self::submit_batch) of `f(item)` for each of
+    /// `items` (as many as fit): the slice bounds the batch by itself, so
+    /// the post loop keeps no count of its own beside the slice's end (the
+    /// backends' hot path).
+    #[inline]
+    pub fn submit_each<T>(&mut self, nsid: u32, items: &[T], f: impl FnMut(&T) -> IoCmd) -> Result<usize, SubmitError> {
+        let free = self.cids.free();
+        self.post_cmds(nsid, items[..items.len().min(free)].iter().map(f))
+    }
+
+    /// Post what `cmds` yields, which is at most [`CidTable::free`]
+    /// commands (the callers bound it): the loop takes a CID per command
+    /// without a check and ends when `cmds` does.
+    #[inline]
+    fn post_cmds(&mut self, nsid: u32, cmds: impl Iterator<Item = IoCmd>) -> Result<usize, SubmitError> {
         // The store kind is a constant of each copy of the loop.
         if self.streaming_sq {
             self.post_batch::<true>(nsid, cmds)
@@ -343,22 +363,19 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         }
     }
 
-    /// [`QueuePair::submit_batch`], with streaming or cached entry stores
-    /// ([`SubmissionQueue::post_batch`] writes them).
+    /// [`QueuePair::post_cmds`], with streaming or cached entry stores
+    /// ([`SubmissionQueue::post_each`] writes them).
     #[inline(always)]
-    fn post_batch<const STREAMING: bool>(&mut self, nsid: u32, cmds: impl IntoIterator<Item = IoCmd>) -> Result<usize, SubmitError> {
+    fn post_batch<const STREAMING: bool>(&mut self, nsid: u32, mut cmds: impl Iterator<Item = IoCmd>) -> Result<usize, SubmitError> {
         let lists = PrpLists { mem: self.prp_lists.as_ref(), pages: self.list_pages_per_cmd, page_size: self.page_size };
         let (max_transfer, page_mask) = (self.max_transfer, self.page_size - 1);
-        // A free CID implies a free submission slot.
         let free = self.cids.free();
         // Everything the loop touches, as plain values (see CidTable::batch).
         let mut cids = self.cids.batch();
-        let mut cmds = cmds.into_iter();
-        // Bounded by the commands too, when the iterator knows how many it
-        // holds (a slice's does): the loop's count then ends it.
-        let max = free.min(cmds.size_hint().1.unwrap_or(usize::MAX));
         let mut result = Ok(());
-        let posted = self.sq.post_batch::<STREAMING>(max, || {
+        // One bound: the commands' end (no more than the free CIDs, so a
+        // free CID implies a free submission slot too).
+        self.sq.post_each::<STREAMING>(|| {
             let c = cmds.next()?;
             let cid = cids.pop(c.tag);
             // CDW0 (opcode, CID) + NSID
@@ -385,6 +402,8 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             Some([dw0, 0, 0, prp1, prp2, c.slba, cdw12, 0])
         });
         drop(cids);
+        // Each posted command holds a CID (one refused gave its CID back).
+        let posted = free - self.cids.free();
         self.stats.submitted += posted as u64;
         result.map(|()| posted)
     }

@@ -103,29 +103,42 @@ impl SubmissionQueue {
     /// the controller that last read it, and fence them once at the end.
     #[inline(always)]
     pub fn post_batch<const STREAMING: bool>(&mut self, max: usize, mut entry: impl FnMut() -> Option<[u64; 8]>) -> usize {
-        // The tail as a cursor: always inside the ring, so the stores check nothing.
-        let mut tail = self.ring.view().cursor(self.sq_tail as usize);
         // Counted down: one value live in the loop, not a count and its bound.
         let mut left = max;
-        while left != 0 {
-            let Some(e) = entry() else { break };
+        self.post_each::<STREAMING>(|| {
+            if left == 0 {
+                return None;
+            }
+            let e = entry()?;
+            left -= 1;
+            Some(e)
+        });
+        max - left
+    }
+    /// [`post_batch`](Self::post_batch) with no bound of its own: post
+    /// each entry `entry()` yields until it yields `None`, which it must do
+    /// before the free slots run out (the queue pair's commands are bounded
+    /// by its free CIDs, and it counts them itself: the loop keeps no count).
+    #[inline(always)]
+    pub fn post_each<const STREAMING: bool>(&mut self, mut entry: impl FnMut() -> Option<[u64; 8]>) {
+        // The tail as a cursor: always inside the ring, so the stores check nothing.
+        let mut tail = self.ring.view().cursor(self.sq_tail as usize);
+        while let Some(e) = entry() {
             if STREAMING {
                 tail.entry().write64_stream(e);
             } else {
                 tail.entry().write64(e);
             }
             tail.advance();
-            left -= 1;
         }
-        let posted = max - left;
-        if STREAMING && posted > 0 {
+        let tail = tail.index() as u16;
+        if STREAMING && tail != self.sq_tail {
             // Streaming stores are weakly ordered (the Release fence of
             // ring_doorbell does not order them): the entries must be
             // visible before the doorbell (any later store) says they exist.
             nvme_hal::stream_fence();
         }
-        self.sq_tail = tail.index() as u16;
-        posted
+        self.sq_tail = tail;
     }
     /// True when posted entries wait for a doorbell write.
     #[inline]

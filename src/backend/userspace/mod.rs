@@ -221,18 +221,15 @@ impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
     fn post(&mut self, ios: &[Io]) -> Result<usize, BackendError> {
         let (nsid, lba_size, stride, base) = (self.nsid, self.lba_size as usize, self.stride, self.bufs.iova());
         let qp = self.qp.as_mut().expect("queue pair");
-        let posted = qp.submit_batch(
-            nsid,
-            ios.iter().map(|io| {
-                let op = match io.op {
-                    Op::Read => NvmOpcode::Read,
-                    Op::Write => NvmOpcode::Write,
-                    Op::Flush => NvmOpcode::Flush,
-                };
-                let data = DataPtr { iova: base + (io.buf as usize * stride) as u64, len: io.blocks as usize * lba_size };
-                IoCmd { op, slba: io.lba, blocks: io.blocks, data, tag: io.tag }
-            }),
-        );
+        let posted = qp.submit_each(nsid, ios, |io| {
+            let op = match io.op {
+                Op::Read => NvmOpcode::Read,
+                Op::Write => NvmOpcode::Write,
+                Op::Flush => NvmOpcode::Flush,
+            };
+            let data = DataPtr { iova: base + (io.buf as usize * stride) as u64, len: io.blocks as usize * lba_size };
+            IoCmd { op, slba: io.lba, blocks: io.blocks, data, tag: io.tag }
+        });
         qp.ring();
         Ok(posted?)
     }
