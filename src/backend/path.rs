@@ -70,6 +70,9 @@ impl PathSpec {
     /// open a ring or context per thread as it asks).
     pub fn open(&self, queues: u16) -> Result<Box<dyn Target>, BackendError> {
         match self {
+            // Synchronous and several jobs: a controller per job, so no
+            // two jobs step one controller (see SimPerJob).
+            PathSpec::Sim(o) if !o.threaded && queues > 1 => Ok(Box::new(crate::backend::userspace::sim::SimPerJob::open(o, queues)?)),
             PathSpec::Sim(o) => Ok(Box::new(SimTarget::open(&SimOptions { queues, ..o.clone() })?)),
             PathSpec::Vfio(o) => crate::backend::userspace::vfio::open(&VfioOptions { queues, ..o.clone() }),
             PathSpec::Passthru(k) => crate::backend::kernel::passthru::open(k),

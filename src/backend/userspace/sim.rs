@@ -169,3 +169,46 @@ impl crate::backend::Target for SimTarget {
         d
     }
 }
+
+/// The synchronous simulator with several jobs: one controller per job,
+/// each stepped on its own job's thread at its doorbell writes, so two jobs
+/// share no controller, lock or queue state (what "scaling in one box"
+/// asks of the driver). Each job's region lies in its own controller's
+/// namespace, as it would lie in its own slice of one.
+pub struct SimPerJob {
+    targets: Vec<SimTarget>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl SimPerJob {
+    /// `jobs` synchronous controllers of options `o`, one queue pair each.
+    pub fn open(o: &SimOptions, jobs: u16) -> Result<Self, BackendError> {
+        let one = SimOptions { queues: 1, ..o.clone() };
+        let targets = (0..jobs).map(|_| SimTarget::open(&one)).collect::<Result<Vec<_>, _>>()?;
+        Ok(SimPerJob { targets, next: std::sync::atomic::AtomicUsize::new(0) })
+    }
+}
+
+impl crate::backend::Target for SimPerJob {
+    fn name(&self) -> String {
+        self.targets[0].target.name()
+    }
+    fn geometry(&self) -> crate::backend::Geometry {
+        self.targets[0].target.geometry()
+    }
+    fn polled(&self) -> bool {
+        true
+    }
+    fn open_queue(&self, p: crate::backend::QueueParams) -> Result<Box<dyn crate::backend::IoQueue>, BackendError> {
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match self.targets.get(i) {
+            Some(t) => t.target.open_queue(p),
+            None => Err(BackendError::Invalid(format!("{} simulated controllers, one per job: no controller left for a {}th queue", self.targets.len(), i + 1))),
+        }
+    }
+    fn describe(&self) -> Vec<(String, String)> {
+        let mut d = crate::backend::Target::describe(&self.targets[0]);
+        d.push(("controllers".into(), format!("{} simulated controllers, one per job, each stepped on its job's thread", self.targets.len())));
+        d
+    }
+}
