@@ -428,7 +428,16 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let eis = self.mem.alloc(len, PAGE_SIZE)?;
         dbs.fill(0, len, 0);
         eis.fill(0, len, 0);
-        self.admin_command(cmd::doorbell_buffer_config(dbs.iova(), eis.iova()), None)?;
+        let stops = self.stops;
+        if let Err(e) = self.admin_command(cmd::doorbell_buffer_config(dbs.iova(), eis.iova()), None) {
+            // A command that may still run may still give the controller
+            // both buffers, which it would then read and write for as long
+            // as it runs: they stay allocated until it is seen to stop.
+            if self.may_still_run(&e, stops) {
+                self.quarantine(None, vec![dbs, eis]);
+            }
+            return Err(e);
+        }
         self.shadow = Some((dbs, eis));
         Ok(())
     }
@@ -579,7 +588,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// `nvme_timeout` disables and resets the controller for a timed-out
     /// admin command). Returns the error for the caller: the timeout, with
     /// the controller reset (I/O queue pairs gone), or with the reset that
-    /// failed (the controller given up and left disabled).
+    /// failed (the controller given up, and left disabled if it stops).
     #[cold]
     fn admin_timed_out(&mut self, opcode: &'static str, timeout: Duration) -> Error {
         let timeout_ms = timeout.as_millis() as u64;

@@ -57,7 +57,7 @@ pub enum Error {
     CommandTimeout { opcode: &'static str, timeout_ms: u64, action: TimeoutAction },
     /// An admin command did not complete in time, and the controller reset
     /// that followed failed (the source, [`Error::ResetFailed`]): the
-    /// controller is given up and left disabled.
+    /// controller is given up (and left disabled if it stops).
     #[error("{opcode} did not complete within {timeout_ms} ms, so the controller was reset: {source}")]
     CommandTimeoutResetFailed {
         opcode: &'static str,
@@ -91,10 +91,16 @@ pub enum Error {
     #[error(transparent)]
     Dma(#[from] nvme_hal::DmaError),
     /// A controller reset did not bring the controller back.
-    #[error("controller reset failed: {source}. The controller was given up and left disabled, so the kernel's nvme driver can take it over (`nvme-bypass unbind`); if that fails too, power-cycle it")]
+    #[error("controller reset failed: {source}. {}", if *disabled {
+        "The controller was given up and left disabled, so the kernel's nvme driver can take it over (`nvme-bypass unbind`); if that fails too, power-cycle it"
+    } else {
+        "The controller was given up but did not stop (CSTS.RDY stayed set), so its memory stays allocated; unbind it (`nvme-bypass unbind`) and, if the kernel's driver cannot reset it either, power-cycle it"
+    })]
     ResetFailed {
         #[source]
         source: Box<Error>,
+        /// Whether it was seen to stop (CC.EN = 0, CSTS.RDY = 0) after all.
+        disabled: bool,
     },
     /// The controller was given up after an earlier failure: nothing more is sent to it.
     #[error("the controller was given up after an earlier failure; nothing more is sent to it (see the first error)")]

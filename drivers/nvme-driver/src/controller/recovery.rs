@@ -4,7 +4,8 @@
 //! is the Linux driver's (`nvme_timeout`): a command overdue past its
 //! timeout is aborted; if that does not bring its completion within another
 //! timeout, the controller is reset and the queues re-created; if the reset
-//! fails, the controller is given up and left disabled for the next owner.
+//! fails, the controller is given up and left disabled for the next owner
+//! (or, if it does not even stop, left with all its memory).
 
 use super::{admin_queue_pair, disable, disable_timeout, enable_timeout, enable_with_admin_queue, Controller, LiveQueue};
 use crate::qpair::QueuePair;
@@ -69,7 +70,8 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// or drops it. Admin commands wait at most `timeout` each.
     ///
     /// If the controller does not come back, it is given up, left disabled
-    /// (CC.EN = 0), and [`Error::ResetFailed`] says why.
+    /// (CC.EN = 0) if it stops, and [`Error::ResetFailed`] says why and
+    /// whether it stopped.
     pub fn reset(&mut self, timeout: Duration) -> Result<(), Error> {
         if self.failed {
             return Err(Error::GivenUp);
@@ -84,10 +86,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             // back; else it stays with `live` and quarantine, and is kept
             // for good at the shutdown. The reset's own error is the one to
             // report.
-            if disable(&*self.regs, Duration::ZERO, self.disable_timeout()).is_ok() {
+            let disabled = disable(&*self.regs, Duration::ZERO, self.disable_timeout()).is_ok();
+            if disabled {
                 self.controller_forgot_everything();
             }
-            return Err(Error::ResetFailed { source: Box::new(e) });
+            return Err(Error::ResetFailed { source: Box::new(e), disabled });
         }
         Ok(())
     }

@@ -1035,7 +1035,12 @@ fn check_error(e: &Error) -> String {
     let mut msg = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {
-        msg.push_str(&s.to_string());
+        let t = s.to_string();
+        assert!(!t.is_empty());
+        if !msg.contains(&t) {
+            msg.push_str(": ");
+            msg.push_str(&t);
+        }
         src = s.source();
     }
     assert!(!msg.is_empty());
