@@ -249,7 +249,24 @@ pub fn build(i: &Inputs) -> CountReport {
             (Some(_), None) => Err(format!("no window {id} in the counts")),
             (Some(_), Some(w)) => {
                 let calibration = find(CALIBRATION_BASE + id);
-                if calibration.is_none() && i.calibration_polls > 0 && empty_polls > 0 {
+                let here = w.empty();
+                // The plugin's EMPTY markers and the engine's own count of
+                // empty polls are the same events: a difference means the
+                // window and the measured interval differ (several threads,
+                // or a plugin without pass markers).
+                if here.marks != empty_polls {
+                    notes.push(format!(
+                        "{}: the window ran {} empty-poll markers, the engine counted {} empty polls",
+                        row.label, here.marks, empty_polls
+                    ));
+                }
+                if here.discarded > 0 {
+                    notes.push(format!(
+                        "{}: {} empty passes left out of its empty-poll figure (longer than one pass on one vCPU: the thread moved or was preempted)",
+                        row.label, here.discarded
+                    ));
+                }
+                if calibration.is_none() && here.marks == 0 && i.calibration_polls > 0 && empty_polls > 0 {
                     notes.push(format!("{}: no calibration window {}", row.label, CALIBRATION_BASE + id));
                 }
                 let input = RowInput {
@@ -468,7 +485,7 @@ mod tests {
         Window {
             window: id,
             marker_fn: 0x10_1000,
-            vcpus: vec![VcpuCount { vcpu: 0, user, kernel }],
+            vcpus: vec![VcpuCount { vcpu: 0, user, kernel, ..Default::default() }],
             tbs,
             io: vec![],
         }

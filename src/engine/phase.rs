@@ -139,6 +139,7 @@ fn calibrate_empty_polls(ctx: &Ctx, q: &mut dyn IoQueue, wl: &mut Workload, res:
     let mut none = Source::<NoList>::Workload { left: 0 };
     marker::start(window);
     for _ in 0..marker::CALIBRATION_POLLS {
+        marker::pass();
         let t = ctx.clock.now();
         q.prefetch_completions();
         p.begin_pass(q, t);
@@ -400,6 +401,7 @@ fn run_phase<const VERIFY: bool, F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
     debug_assert_eq!(VERIFY, verifier.is_some());
     let mut p = Phase::new(ctx, q, kind, res.thread);
     loop {
+        marker::pass();
         let t = ctx.clock.now();
         q.prefetch_completions();
         p.begin_pass(q, t);
@@ -581,6 +583,7 @@ impl<'c> Phase<'c> {
             // fixed-batch reap counted its spin's looks itself.)
             self.m.empty += 1;
             self.empty_since = Some(t);
+            marker::empty();
         }
         Ok(())
     }
@@ -624,9 +627,13 @@ impl<'c> Phase<'c> {
         let t0 = clock.now();
         let mut looks = 0u64;
         let ready = loop {
+            // Each look is a pass of its own for the counting plugin: the
+            // one that finds the batch is not an empty poll.
+            marker::pass();
             if q.ready(want) == Some(true) {
                 break true;
             }
+            marker::empty();
             looks += 1;
             if looks >= limit {
                 break false;

@@ -118,6 +118,23 @@ pub struct VcpuCount {
     pub user: u64,
     /// Instructions at or above it.
     pub kernel: u64,
+    /// Of `user`, those of the engine's passes that found nothing (the
+    /// plugin's PASS and EMPTY markers, `measure::marker`).
+    #[serde(default)]
+    pub empty_user: u64,
+    /// Of `kernel`, those inside such passes.
+    #[serde(default)]
+    pub empty_kernel: u64,
+    /// Empty passes added up.
+    #[serde(default)]
+    pub empty_passes: u64,
+    /// EMPTY markers run (one per empty pass).
+    #[serde(default)]
+    pub empty_marks: u64,
+    /// Empty passes left out: longer than a pass on one vCPU can be (the
+    /// thread moved or was preempted).
+    #[serde(default)]
+    pub empty_discarded: u64,
 }
 
 /// One measured window of the plugin.
@@ -147,6 +164,33 @@ impl Window {
     pub fn kernel(&self) -> u64 {
         self.vcpus.iter().map(|v| v.kernel).sum()
     }
+    /// The empty passes, all vCPUs: (user, kernel) instructions, passes,
+    /// EMPTY markers, passes discarded.
+    pub fn empty(&self) -> EmptyPasses {
+        let sum = |f: fn(&VcpuCount) -> u64| self.vcpus.iter().map(f).sum();
+        EmptyPasses {
+            user: sum(|v| v.empty_user),
+            kernel: sum(|v| v.empty_kernel),
+            passes: sum(|v| v.empty_passes),
+            marks: sum(|v| v.empty_marks),
+            discarded: sum(|v| v.empty_discarded),
+        }
+    }
+}
+
+/// A window's empty passes, counted in place by the plugin.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EmptyPasses {
+    /// User instructions in them.
+    pub user: u64,
+    /// Kernel instructions in them.
+    pub kernel: u64,
+    /// Passes counted.
+    pub passes: u64,
+    /// EMPTY markers run.
+    pub marks: u64,
+    /// Passes left out (see [`VcpuCount::empty_discarded`]).
+    pub discarded: u64,
 }
 
 /// Parse `insn.jsonl`: one window a line; blank lines are skipped.
@@ -686,8 +730,12 @@ pub struct PerIo {
     /// kernel's: `empty_polls_engine` + `empty_polls_kernel_modelled`.
     /// Included in `total`, shown apart, never subtracted.
     pub empty_polls: Option<f64>,
-    /// The engine's empty passes x the instructions of one, measured in the
-    /// row's calibration window (K empty passes on the drained queue).
+    /// The engine's passes that found nothing, measured in the row's own
+    /// window: each from the PASS marker that starts it to the next (the
+    /// counting plugin adds them up as they run). Without pass markers in
+    /// the window: the engine's count of them x the instructions of one,
+    /// measured in the row's calibration window (K empty passes on the
+    /// drained queue).
     pub empty_polls_engine: Option<f64>,
     /// The kernel's IOPOLL polls that found nothing (`nvme_poll` runs less
     /// `nvme_poll_cq` runs) x the poll loop's instructions per poll
@@ -771,17 +819,22 @@ pub fn top_unmapped(t: &Tally, ios: u64, n: usize) -> Vec<Unmapped> {
         .collect()
 }
 
-/// The instructions of a calibration window's K empty passes. A pass that
-/// enters the kernel (a system call in the window: a kernel path's poll)
-/// costs its user and kernel instructions; one that does not (a look at a
-/// completion queue in user memory) costs its user instructions only, and
-/// the window's kernel instructions are the background's (timer ticks),
-/// which the row's own background subtraction already takes out: counted
-/// per pass they came back tens of instructions per I/O, as many times as
-/// the row had empty polls.
+/// Does an empty pass enter the kernel? A pass that does (a system call in
+/// the calibration window: a kernel path's poll) costs its user and kernel
+/// instructions; one that does not (a look at a completion queue in user
+/// memory) costs its user instructions only, and the kernel instructions
+/// around it are the background's (timer ticks), which the row's own
+/// background subtraction already takes out: counted per pass they came
+/// back tens of instructions per I/O, as many times as the row had empty
+/// polls. Without a calibration window: user only.
+fn pass_enters_kernel(c: Option<&Window>, s: &Symbols) -> bool {
+    c.is_some_and(|c| tally(c, s).events.syscalls > 0.0)
+}
+
+/// The instructions of a calibration window's K empty passes (see
+/// [`pass_enters_kernel`]).
 fn empty_pass(c: &Window, s: &Symbols) -> f64 {
-    let syscalls = tally(c, s).events.syscalls;
-    if syscalls > 0.0 {
+    if pass_enters_kernel(Some(c), s) {
         (c.user() + c.kernel()) as f64
     } else {
         c.user() as f64
@@ -834,9 +887,16 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
     }
     let user = (t.user - scale * b.user) / ios;
     let kernel = (t.kernel - scale * b.kernel) / ios;
-    // No empty polls cost nothing, calibrated or not.
+    // No empty polls cost nothing. Counted in place (the plugin's pass
+    // markers) when the window has them; else priced by the calibration
+    // window's K passes.
+    let here = r.window.empty();
     let engine = match r.calibration {
-        _ if r.empty_polls == 0 => Some(0.0),
+        _ if r.empty_polls == 0 && here.marks == 0 => Some(0.0),
+        _ if here.marks > 0 => {
+            let kernel = if pass_enters_kernel(r.calibration, s) { here.kernel } else { 0 };
+            Some((here.user + kernel) as f64 / ios)
+        }
         Some(c) if calibration_polls > 0 => Some(r.empty_polls as f64 * empty_pass(c, s) / calibration_polls as f64 / ios),
         _ => None,
     };
@@ -923,7 +983,7 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         Window {
             window: id,
             marker_fn: BIAS + 0x1000,
-            vcpus: vec![VcpuCount { vcpu: 0, user, kernel }],
+            vcpus: vec![VcpuCount { vcpu: 0, user, kernel, ..Default::default() }],
             tbs,
             io,
         }
@@ -1233,6 +1293,37 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         let r = RowInput { window: &row, calibration: Some(&cal), ios: 10, duration_s: 1.0, empty_polls: 5, busy_cpu_s: 0.0 };
         let c = row_counts(&r, Some(&b), 10, &s).unwrap();
         assert_eq!(c.instructions_per_io.empty_polls_engine, Some(3.0));
+    }
+
+    #[test]
+    fn empty_passes_counted_in_place_are_the_figure() {
+        // The plugin added up 7 empty passes in the row's own window: 91
+        // user instructions and 12 kernel (a tick inside one). A user-mode
+        // pass (the calibration made no system call) is its user
+        // instructions: 91 / 10 I/Os, whatever the calibration's price, and
+        // whatever the engine's own count says.
+        let (mut row, idle, _) = fixture();
+        row.vcpus[0].empty_user = 91;
+        row.vcpus[0].empty_kernel = 12;
+        row.vcpus[0].empty_passes = 7;
+        row.vcpus[0].empty_marks = 7;
+        let k = 0xffffffff81000000u64;
+        let cal = window(CALIBRATION_BASE, 60, 40, vec![(BIAS + 0x2000, 60, 10), (k + 0x2100, 40, 2)], vec![]);
+        let ks = ksyms();
+        let mut u = user_syms();
+        u.relocate(row.marker_fn).unwrap();
+        let layers = LayerTable::builtin();
+        let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
+        let b = Background { window: &idle, seconds: 2.0, busy: None };
+        let r = RowInput { window: &row, calibration: Some(&cal), ios: 10, duration_s: 1.0, empty_polls: 5, busy_cpu_s: 0.0 };
+        let c = row_counts(&r, Some(&b), 10, &s).unwrap();
+        assert_eq!(c.instructions_per_io.empty_polls_engine, Some(9.1));
+        // Without a calibration window too.
+        let r = RowInput { calibration: None, ..r };
+        assert_eq!(row_counts(&r, Some(&b), 10, &s).unwrap().instructions_per_io.empty_polls_engine, Some(9.1));
+        // The plugin's fields parse, and default to 0 when absent.
+        let w = parse_windows(r#"{"window": 0, "marker_fn": 1, "vcpus": [{"vcpu":0,"user":10,"kernel":20,"empty_user":4,"empty_kernel":1,"empty_passes":2,"empty_marks":3,"empty_discarded":1},{"vcpu":1,"user":1,"kernel":2}], "tbs": []}"#).unwrap();
+        assert_eq!(w[0].empty(), EmptyPasses { user: 4, kernel: 1, passes: 2, marks: 3, discarded: 1 });
     }
 
     fn close(a: f64, b: f64) -> bool {

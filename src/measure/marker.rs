@@ -10,6 +10,15 @@
 //! the position-independent binary's symbols. On a real CPU, or under QEMU
 //! without the plugin, they do nothing. Off x86-64 they are empty.
 //!
+//! Inside a window, two more markers price the polls that find nothing
+//! exactly, where they happen: [`pass`] (`...50 42 56 4e`, "PBVN") at
+//! the top of every pass of the engine's loop and [`empty`] (`...5a 42 56
+//! 4e`, "ZBVN") in a pass that found nothing. The plugin adds each pass
+//! that ran `empty`, from its `pass` to the next, to the window's empty
+//! passes (user and kernel instructions). They take no operands: one
+//! instruction each, always executed (a branch on whether markers are on
+//! would cost more than the NOP).
+//!
 //! The engine marks its measured interval (thread 0's, from the end of the
 //! ramp to the drain) only when `NVB_MARKERS` is set to a number N: `bench`
 //! marks window N; `compare` marks row i (0-based, in run order) as window
@@ -54,6 +63,27 @@ pub fn stop(id: u64) {
     let _ = id;
 }
 
+/// A pass of the engine's loop starts (see the module's documentation).
+#[inline(always)]
+pub fn pass() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: one NOP instruction (`nopl disp32(%rax)`, an address that is
+    // computed, never accessed); it changes no register, memory or flag.
+    unsafe {
+        core::arch::asm!(".byte 0x0f, 0x1f, 0x80, 0x50, 0x42, 0x56, 0x4e", options(nomem, nostack, preserves_flags));
+    }
+}
+
+/// The pass found nothing: an empty poll (see the module's documentation).
+#[inline(always)]
+pub fn empty() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as in `pass`: one NOP that changes nothing.
+    unsafe {
+        core::arch::asm!(".byte 0x0f, 0x1f, 0x80, 0x5a, 0x42, 0x56, 0x4e", options(nomem, nostack, preserves_flags));
+    }
+}
+
 /// `NVB_MARKERS`, read once: the first window's id, or None (no markers).
 pub fn base() -> Option<u64> {
     static BASE: OnceLock<Option<u64>> = OnceLock::new();
@@ -94,6 +124,8 @@ mod tests {
     #[test]
     fn markers_do_nothing() {
         super::start(7);
+        super::pass();
+        super::empty();
         super::stop(7);
     }
 }

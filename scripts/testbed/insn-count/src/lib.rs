@@ -145,13 +145,40 @@ const MAX_SLOTS: usize = 1 << 20;
 /// user then kernel.
 const OVF_INSNS: usize = MAX_SLOTS;
 const OVF_EXECS: usize = MAX_SLOTS + 2;
-const ENTRY_U64S: usize = MAX_SLOTS + 4;
+/// Instructions so far in the window, user and kernel (the sum of the
+/// slots, kept running so a marker can read it mid-window).
+const RUN: usize = MAX_SLOTS + 4;
+/// At the last PASS marker: RUN's two values, before the marker.
+const LAST: usize = MAX_SLOTS + 6;
+/// Bit 0: a PASS marker was seen in this window; bit 1: the pass since
+/// found nothing (an EMPTY marker ran).
+const PASS_STATE: usize = MAX_SLOTS + 8;
+/// Empty passes: user and kernel instructions, passes, EMPTY markers,
+/// passes discarded (longer than MAX_PASS: the thread left the vCPU).
+const EMPTY_INSNS: usize = MAX_SLOTS + 9;
+const EMPTY_PASSES: usize = MAX_SLOTS + 11;
+const EMPTY_MARKS: usize = MAX_SLOTS + 12;
+const EMPTY_DISCARDED: usize = MAX_SLOTS + 13;
+const ENTRY_U64S: usize = MAX_SLOTS + 14;
+/// A pass longer than this (user + kernel instructions) is not one pass of
+/// a polling loop on one vCPU: its thread moved or was preempted.
+const MAX_PASS: u64 = 1_000_000;
+/// In a TB's callback data: the block is in the kernel's half.
+const KERNEL_BIT: usize = 1 << 31;
 /// x86-64: the upper half of the address space is the kernel's.
 const KERNEL_BASE: u64 = 0xffff_8000_0000_0000;
 
 /// `nopl 0x4e564253(%rax)` ("SBVN"): window start; `...45 42 56 4e` stop.
 const MARK_START: [u8; 7] = [0x0f, 0x1f, 0x80, 0x53, 0x42, 0x56, 0x4e];
 const MARK_STOP: [u8; 7] = [0x0f, 0x1f, 0x80, 0x45, 0x42, 0x56, 0x4e];
+/// `...50 42 56 4e` ("PBVN"): a pass of the engine's loop starts;
+/// `...5a 42 56 4e` ("ZBVN"): the pass found nothing (an empty poll).
+const MARK_PASS: [u8; 7] = [0x0f, 0x1f, 0x80, 0x50, 0x42, 0x56, 0x4e];
+const MARK_EMPTY: [u8; 7] = [0x0f, 0x1f, 0x80, 0x5a, 0x42, 0x56, 0x4e];
+const START: usize = 1;
+const STOP: usize = 2;
+const PASS: usize = 3;
+const EMPTY: usize = 4;
 
 struct Slots {
     by_key: HashMap<(u64, u32), u32>,
@@ -312,20 +339,20 @@ extern "C" fn tb_trans(_id: Id, tb: *mut Tb) {
             if qemu_plugin_insn_size(insn) == MARK_START.len() {
                 let mut b = [0u8; 7];
                 if qemu_plugin_insn_data(insn, b.as_mut_ptr() as *mut c_void, b.len()) == b.len() {
-                    let kind = if b == MARK_START {
-                        1usize
-                    } else if b == MARK_STOP {
-                        2
-                    } else {
-                        0
+                    let kind = match b {
+                        MARK_START => START,
+                        MARK_STOP => STOP,
+                        MARK_PASS => PASS,
+                        MARK_EMPTY => EMPTY,
+                        _ => 0,
                     };
-                    if kind != 0 {
-                        qemu_plugin_register_vcpu_insn_exec_cb(
-                            insn,
-                            marker,
-                            CB_R_REGS,
-                            kind as *mut c_void,
-                        );
+                    // The marker's place in its block: instructions the
+                    // block's callback counted that have not run yet.
+                    let udata = (kind | (n - i) << 8) as *mut c_void;
+                    match kind {
+                        START | STOP => qemu_plugin_register_vcpu_insn_exec_cb(insn, marker, CB_R_REGS, udata),
+                        PASS | EMPTY => qemu_plugin_register_vcpu_insn_exec_cb(insn, pass_marker, CB_NO_REGS, udata),
+                        _ => {}
                     }
                 }
             }
@@ -354,7 +381,8 @@ extern "C" fn tb_trans(_id: Id, tb: *mut Tb) {
                 None => MAX_SLOTS + (vaddr >= KERNEL_BASE) as usize,
             }
         };
-        let udata = (n << 32 | slot) as *mut c_void;
+        let kernel = if vaddr >= KERNEL_BASE { KERNEL_BIT } else { 0 };
+        let udata = (n << 32 | kernel | slot) as *mut c_void;
         qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, CB_NO_REGS, udata);
     }
 }
@@ -365,13 +393,14 @@ extern "C" fn tb_exec(vcpu: c_uint, udata: *mut c_void) {
     let Some(c) = COUNTS.get().and_then(|c| c.get(vcpu as usize)) else {
         return;
     };
-    let (n, slot) = ((udata as usize >> 32) as u64, udata as usize & 0xffff_ffff);
+    let (n, slot) = ((udata as usize >> 32) as u64, udata as usize & 0x7fff_ffff);
     let add = |i: usize, d: u64| {
         c[i].store(
             c[i].load(Ordering::Relaxed).wrapping_add(d),
             Ordering::Relaxed,
         )
     };
+    add(RUN + (udata as usize & KERNEL_BIT != 0) as usize, n);
     if slot < MAX_SLOTS {
         add(slot, 1);
     } else {
@@ -414,10 +443,54 @@ fn entries() -> &'static [Box<[AtomicU64]>] {
     }
 }
 
-extern "C" fn marker(_vcpu: c_uint, kind: *mut c_void) {
+/// PASS and EMPTY: each pass of the engine's loop (PASS to the next PASS,
+/// on the thread's vCPU) that ran an EMPTY marker is added to the empty
+/// passes' instructions, user and kernel, exactly (the icount at a marker
+/// is the block's running count less the block's instructions after it).
+extern "C" fn pass_marker(vcpu: c_uint, udata: *mut c_void) {
+    let Some(c) = COUNTS.get().and_then(|c| c.get(vcpu as usize)) else {
+        return;
+    };
+    let (kind, after) = (udata as usize & 0xff, (udata as usize >> 8) as u64);
+    let get = |i: usize| c[i].load(Ordering::Relaxed);
+    let set = |i: usize, v: u64| c[i].store(v, Ordering::Relaxed);
+    let state = get(PASS_STATE);
+    if kind == EMPTY {
+        set(EMPTY_MARKS, get(EMPTY_MARKS) + 1);
+        set(PASS_STATE, state | 2);
+        return;
+    }
+    let now = [get(RUN).wrapping_sub(after), get(RUN + 1)];
+    close_pass(c, now);
+    set(LAST, now[0]);
+    set(LAST + 1, now[1]);
+    set(PASS_STATE, 1);
+}
+
+/// The pass since the last PASS marker ends at `now` (user, kernel): add
+/// it to the empty passes if it found nothing.
+fn close_pass(c: &[AtomicU64], now: [u64; 2]) {
+    let get = |i: usize| c[i].load(Ordering::Relaxed);
+    let set = |i: usize, v: u64| c[i].store(v, Ordering::Relaxed);
+    if get(PASS_STATE) != 3 {
+        return;
+    }
+    let (u, k) = (now[0].wrapping_sub(get(LAST)), now[1].wrapping_sub(get(LAST + 1)));
+    if u.saturating_add(k) > MAX_PASS {
+        set(EMPTY_DISCARDED, get(EMPTY_DISCARDED) + 1);
+    } else {
+        set(EMPTY_INSNS, get(EMPTY_INSNS) + u);
+        set(EMPTY_INSNS + 1, get(EMPTY_INSNS + 1) + k);
+        set(EMPTY_PASSES, get(EMPTY_PASSES) + 1);
+    }
+    set(PASS_STATE, 1);
+}
+
+extern "C" fn marker(vcpu: c_uint, udata: *mut c_void) {
     let id = read_reg(REG_RAX.load(Ordering::Acquire)).unwrap_or(u64::MAX);
     let marker_fn = read_reg(REG_RDI.load(Ordering::Acquire)).unwrap_or(0);
-    if kind as usize == 1 {
+    let (kind, after) = (udata as usize & 0xff, (udata as usize >> 8) as u64);
+    if kind == START {
         // (with multi-threaded TCG another vCPU may be adding meanwhile:
         // at most its block in flight is lost)
         for e in entries() {
@@ -434,6 +507,11 @@ extern "C" fn marker(_vcpu: c_uint, kind: *mut c_void) {
         ACTIVE.store(true, Ordering::Relaxed);
     } else {
         ACTIVE.store(false, Ordering::Relaxed);
+        // A pass that found nothing and ran into the window's end ends here.
+        if let Some(c) = COUNTS.get().and_then(|c| c.get(vcpu as usize)) {
+            let now = [c[RUN].load(Ordering::Relaxed).wrapping_sub(after), c[RUN + 1].load(Ordering::Relaxed)];
+            close_pass(c, now);
+        }
         let Some(w) = WINDOW.lock().unwrap().take() else {
             say(&format!("STOP of window {id} without a START: ignored"));
             return;
@@ -477,8 +555,13 @@ fn write_window(w: &Window) {
         }
         let _ = write!(
             line,
-            "{}{{\"vcpu\": {v}, \"user\": {user}, \"kernel\": {kernel}}}",
-            if v > 0 { ", " } else { "" }
+            "{}{{\"vcpu\": {v}, \"user\": {user}, \"kernel\": {kernel}, \"empty_user\": {}, \"empty_kernel\": {}, \"empty_passes\": {}, \"empty_marks\": {}, \"empty_discarded\": {}}}",
+            if v > 0 { ", " } else { "" },
+            c[EMPTY_INSNS],
+            c[EMPTY_INSNS + 1],
+            c[EMPTY_PASSES],
+            c[EMPTY_MARKS],
+            c[EMPTY_DISCARDED]
         );
     }
     let _ = write!(line, "], \"tb_overflow\": {overflow}, \"tbs\": [");
