@@ -186,12 +186,16 @@ pub fn build(i: &Inputs) -> CountReport {
     let find = |id: u64| i.windows.iter().find(|w| w.window == id);
     let bg = match (find(IDLE_WINDOW), i.idle_seconds) {
         (Some(w), Some(seconds)) => {
-            let t = insn::tally(w, &i.symbols);
-            if t.process_starts + t.process_exits > 0 {
-                notes.push(format!(
-                    "idle background (window {IDLE_WINDOW}): {} process(es) started and {} ended in it, so it overstates the background subtracted from every row",
-                    t.process_starts, t.process_exits
-                ));
+            // Either background window with a process's work in it
+            // overstates what every row has subtracted.
+            for (what, id) in [("idle", IDLE_WINDOW), ("busy", insn::BUSY_WINDOW)] {
+                let Some(t) = find(id).map(|w| insn::tally(w, &i.symbols)) else { continue };
+                if t.process_starts + t.process_exits > 0 {
+                    notes.push(format!(
+                        "{what} background (window {id}): {} process(es) started and {} ended in it, so it overstates the background subtracted from every row",
+                        t.process_starts, t.process_exits
+                    ));
+                }
             }
             if seconds > 0.0 {
                 notes.push(format!(
@@ -493,7 +497,7 @@ mod tests {
 
     #[test]
     fn rows_ratios_and_outputs() {
-        let k = parse_kallsyms("ffffffff81000000 T entry_SYSCALL_64\nffffffff81001000 T blk_mq_submit_bio\n").unwrap();
+        let k = parse_kallsyms("ffffffff81000000 T entry_SYSCALL_64\nffffffff81001000 T blk_mq_submit_bio\nffffffff81002000 T copy_process\n").unwrap();
         let user = UserSymbols {
             table: SymbolTable::new(vec![
                 Sym {
@@ -515,6 +519,8 @@ mod tests {
             w(0, 0, 2000, vec![(0xffffffff81000000, 500, 10), (0xffffffff81001000, 1500, 10)]),
             w(1, 500, 0, vec![(0x10_2000, 500, 30)]),
             w(IDLE_WINDOW, 0, 0, vec![]),
+            // A process started in the busy background's window.
+            w(insn::BUSY_WINDOW, 0, 0, vec![(0xffffffff81002000, 0, 1)]),
             w(CALIBRATION_BASE + 1, 10, 0, vec![(0x10_2000, 10, 10)]),
         ];
         let c = compare();
@@ -561,5 +567,9 @@ mod tests {
         assert_eq!(row["measurement"], MEASURED);
         assert!(row["unmapped"].is_array());
         assert_eq!(bars(&r).len(), 2);
+        let said = |what: &str| r.notes.iter().any(|n| n.contains(what));
+        assert!(said("busy background (window 9998): 1 process(es) started"), "{:?}", r.notes);
+        // The window has no pass markers, the engine counted 20 empty polls.
+        assert!(said("vfio: the window ran 0 empty-poll markers, the engine counted 20 empty polls"), "{:?}", r.notes);
     }
 }

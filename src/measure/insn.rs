@@ -828,7 +828,9 @@ pub fn top_unmapped(t: &Tally, ios: u64, n: usize) -> Vec<Unmapped> {
 /// back tens of instructions per I/O, as many times as the row had empty
 /// polls. Without a calibration window: user only.
 fn pass_enters_kernel(c: Option<&Window>, s: &Symbols) -> bool {
-    c.is_some_and(|c| tally(c, s).events.syscalls > 0.0)
+    let Some(c) = c else { return false };
+    let entry = s.kernel.addrs_of("entry_SYSCALL_64");
+    c.tbs.iter().any(|&(va, _, execs)| execs > 0 && entry.contains(&va))
 }
 
 /// The instructions of a calibration window's K empty passes (see

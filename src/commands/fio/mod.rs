@@ -371,23 +371,17 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     }
     // One process opens a controller with our driver once: two jobs of a
     // group (which run at the same time) cannot both own it.
+    let vfio = |p: &Planned| -> Vec<String> {
+        p.paths.iter().filter_map(|ps| if let PathSpec::Vfio(v) = ps { Some(v.bdf.clone()) } else { None }).collect()
+    };
     for (i, a) in plans.iter().enumerate() {
-        for b in &plans[i + 1..] {
-            if a.group != b.group {
-                continue;
-            }
-            for pa in &a.paths {
-                for pb in &b.paths {
-                    if let (PathSpec::Vfio(x), PathSpec::Vfio(y)) = (pa, pb) {
-                        if x.bdf == y.bdf {
-                            return Err(Error::usage(format!(
-                                "jobs {} and {} run at the same time (group {}) on controller {} with our driver, which one process opens once: make them one job with numjobs=2 (each thread gets its own queue pair), or put stonewall in the second",
-                                a.opts.name, b.opts.name, a.group, x.bdf
-                            )));
-                        }
-                    }
-                }
-            }
+        let mine = vfio(a);
+        let clash = plans[i + 1..].iter().filter(|b| b.group == a.group).find_map(|b| Some((b, vfio(b).into_iter().find(|d| mine.contains(d))?)));
+        if let Some((b, bdf)) = clash {
+            return Err(Error::usage(format!(
+                "jobs {} and {} run at the same time (group {}) on controller {bdf} with our driver, which one process opens once: make them one job with numjobs=2 (each thread gets its own queue pair), or put stonewall in the second",
+                a.opts.name, b.opts.name, a.group
+            )));
         }
     }
     let normal = run.output_format.iter().any(|f| f == "normal");
