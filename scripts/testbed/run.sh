@@ -20,6 +20,9 @@
 #                         defaults to its position, logical_block_size to
 #                         --lba-size); size=SIZE sets its image's size,
 #                         file=PATH uses that image (kept; not created)
+#   --iops-limit N        QEMU throttles every namespace's image to N I/Os per
+#                         second (throttling.iops-total): a device-bound
+#                         guest, as a real SSD is to a tool cheap enough
 #   --poll-queues N       nvme.poll_queues=N (default: kernel default, 0)
 #   --multipath Y|N       nvme_core.multipath=... (default: kernel default, Y)
 #   --iommu-pt            vIOMMU, guest iommu=pt (default)
@@ -67,7 +70,7 @@ say() { echo "testbed: $*"; }
 # ---------------------------------------------------------------- options
 POLL_QUEUES=; MULTIPATH=; LBA_SIZE=512; NAMESPACES=1; CONTROLLERS=1
 DISK_SIZE=1G; NVME_OPTS=; IOMMU=pt; EXTRA_APPEND=; QEMU_EXTRA=
-COUNT=0; COUNT_ARGS=
+COUNT=0; COUNT_ARGS=; IOPS_LIMIT=
 SMP=2; MEM=2G; TCG_THREAD=single; TIMEOUT=600; STEP_TIMEOUT=360; STALL_TIMEOUT=600; RETRIES=1; RESULTS=; BIN=; NO_BIN=0; KEEP_DISKS=0; QUIET=0; SHELL_AFTER=0
 
 CTRL_OPTS=(); CTRL_NS=()    # --ctrl: per controller, its options and its namespaces ('|' separated)
@@ -78,6 +81,7 @@ while [ $# -gt 0 ]; do
   case "$opt" in --*=*) set -- "${opt%%=*}" "${opt#*=}" "${@:2}"; opt=$1 ;; esac
   case "$opt" in
     --poll-queues)  need_arg "$@"; POLL_QUEUES=$2; shift 2 ;;
+    --iops-limit)   need_arg "$@"; IOPS_LIMIT=$2; shift 2 ;;
     --multipath)    need_arg "$@"; MULTIPATH=$2; shift 2 ;;
     --lba-size)     need_arg "$@"; LBA_SIZE=$2; shift 2 ;;
     --namespaces)   need_arg "$@"; NAMESPACES=$2; shift 2 ;;
@@ -122,6 +126,8 @@ GUEST_ARGS=("$@")
 case "$MULTIPATH" in ''|Y|N) ;; y|1) MULTIPATH=Y ;; n|0) MULTIPATH=N ;; *) die_usage "--multipath wants Y or N" ;; esac
 case "$LBA_SIZE" in 512|4096) ;; *) die_usage "--lba-size wants 512 or 4096" ;; esac
 in_range() { is_uint "$1" && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]; }
+[ -z "$IOPS_LIMIT" ] || in_range "$IOPS_LIMIT" 1 10000000 || die_usage "--iops-limit wants I/Os per second (1..10000000)"
+DRIVE_OPTS=${IOPS_LIMIT:+,throttling.iops-total=$IOPS_LIMIT}
 in_range "$NAMESPACES" 1 256 || die_usage "--namespaces wants 1..256"
 in_range "$CONTROLLERS" 1 16 || die_usage "--controllers wants 1..16"
 in_range "$SMP" 1 64 || die_usage "--smp wants 1..64"
@@ -239,7 +245,7 @@ q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }      # single-quote for a POSIX shell
   echo "export NVB_CONTROLLERS=$(q "$CONTROLLERS") NVB_NAMESPACES=$(q "$NAMESPACES") NVB_LBA_SIZE=$(q "$LBA_SIZE")"
   echo "export NVB_POLL_QUEUES=$(q "${POLL_QUEUES:-0}") NVB_MULTIPATH=$(q "${MULTIPATH:-Y}") NVB_IOMMU=$(q "$IOMMU")"
   echo "export NVB_DISK_SIZE=$(q "$DISK_SIZE") NVB_NVME_OPTS=$(q "$NVME_OPTS") NVB_SMP=$(q "$SMP") NVB_MEM=$(q "$MEM")"
-  echo "export NVB_SCRIPT_ARGS_FILE=/mnt/host/args NVB_STEP_TIMEOUT=$(q "$STEP_TIMEOUT") NVB_TCG_THREAD=$(q "$TCG_THREAD") NVB_COUNT=$(q "$COUNT")"
+  echo "export NVB_SCRIPT_ARGS_FILE=/mnt/host/args NVB_STEP_TIMEOUT=$(q "$STEP_TIMEOUT") NVB_TCG_THREAD=$(q "$TCG_THREAD") NVB_COUNT=$(q "$COUNT") NVB_IOPS_LIMIT=$(q "$IOPS_LIMIT")"
   # --ctrl: controller i's -device nvme options and its --ns list ('|' between namespaces)
   for ((c = 0; c < ${#CTRL_OPTS[@]}; c++)); do
     echo "export NVB_CTRL_$c=$(q "${CTRL_OPTS[c]}") NVB_CTRL_${c}_NS=$(q "${CTRL_NS[c]:-nsid=1}")"
@@ -303,7 +309,7 @@ if [ ${#CTRL_OPTS[@]} -gt 0 ]; then
         img=$RESULTS/work/nvme${c}n$nsid.img; add_image "$img" "$size"
       fi
       [ "$detached" = 1 ] || NS_TOTAL=$((NS_TOTAL + 1))
-      QARGS+=(-drive "file=$(qv "$img"),if=none,id=nvm${c}n$nsid,format=raw"
+      QARGS+=(-drive "file=$(qv "$img"),if=none,id=nvm${c}n$nsid,format=raw$DRIVE_OPTS"
               -device "nvme-ns,drive=nvm${c}n$nsid,bus=ctrl$c,logical_block_size=$lbs,physical_block_size=$lbs$rest")
     done
   done
@@ -317,13 +323,13 @@ else
     serial=$(printf 'nvb%04d' "$c")
     if [ "$USE_NS_DEVICES" = 0 ]; then
       img=$RESULTS/work/nvme${c}n1.img; add_image "$img" "$DISK_SIZE"
-      QARGS+=(-drive "file=$(qv "$img"),if=none,id=nvm${c}n1,format=raw"
+      QARGS+=(-drive "file=$(qv "$img"),if=none,id=nvm${c}n1,format=raw$DRIVE_OPTS"
               -device "nvme,id=ctrl$c,serial=$serial,drive=nvm${c}n1$NVME_OPTS")
     else
       QARGS+=(-device "nvme,id=ctrl$c,serial=$serial$NVME_OPTS")
       for ((n = 1; n <= NAMESPACES; n++)); do
         img=$RESULTS/work/nvme${c}n$n.img; add_image "$img" "$DISK_SIZE"
-        QARGS+=(-drive "file=$(qv "$img"),if=none,id=nvm${c}n$n,format=raw"
+        QARGS+=(-drive "file=$(qv "$img"),if=none,id=nvm${c}n$n,format=raw$DRIVE_OPTS"
                 -device "nvme-ns,drive=nvm${c}n$n,bus=ctrl$c,nsid=$n,logical_block_size=$LBA_SIZE,physical_block_size=$LBA_SIZE")
       done
     fi
@@ -554,7 +560,7 @@ cat > "$RESULTS/run.json" <<JSON
   "kernel": $(js "$KVER"), "qemu": $(js "$QEMU_VERSION"), "tcg_thread": $(js "$TCG_THREAD"), "append": $(js "$APPEND"),
   "controllers": $CONTROLLERS, "namespaces": $NAMESPACES, "lba_size": $LBA_SIZE,
   "poll_queues": $(num "$POLL_QUEUES"), "multipath": $(js "${MULTIPATH:-default}"), "iommu": $(js "$IOMMU"),
-  "nvme_opts": $(js "$NVME_OPTS"), "smp": $SMP, "mem": $(js "$MEM"), "timeout_s": $TIMEOUT,
+  "nvme_opts": $(js "$NVME_OPTS"), "iops_limit": $(num "$IOPS_LIMIT"), "smp": $SMP, "mem": $(js "$MEM"), "timeout_s": $TIMEOUT,
   "step_timeout_s": $STEP_TIMEOUT, "stall_timeout_s": $STALL_TIMEOUT
 }
 JSON

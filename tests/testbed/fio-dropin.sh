@@ -15,6 +15,8 @@
 # 3. a job file with ${DEV}, [global], stonewall and --section;
 # 4. vfio: ioengine=nvme-bypass-vfio with filename=0000\:01\:00.0 (escaped
 #    colons, as SPDK/xNVMe fio users write it).
+# The seed's jobs as one job file, fio against ours on every path, run in
+# a boot of their own with a device limit: tests/testbed/fio-seed.sh.
 # Writes every output to $NVB_RESULTS/fio-dropin/.
 set -eu
 # shellcheck source=tests/testbed/lib.sh disable=SC1091
@@ -97,26 +99,6 @@ for tool in fio ours; do
   check_cmd "$tool-json-passthru" $CMD --name=pt --ioengine=io_uring_cmd --cmd_type=nvme --filename="$NG" --rw=randread --bs=4k --iodepth=16 --size=64M --io_size=8M --output-format=json --output="$tool.passthru.json"
 done
 
-step seed-jobs
-# The seed's three jobs (randrw 75/25, randread, randwrite; libaio, direct,
-# iodepth 64) as one job file, on each path, fio and ours alternately in
-# three rounds; scripts/fio-seed-table.py compares IOPS on the host.
-seed_file() { # seed_file ENGINE FILENAME EXTRA...
-  printf '[global]\nioengine=%s\nfilename=%s\nbs=4k\niodepth=64\nsize=64M\nruntime=1\ntime_based=1\nramp_time=0.5\nrandrepeat=1\nrwmixread=75\n' "$1" "$2"
-  shift 2
-  for x in "$@"; do printf '%s\n' "$x"; done
-  printf '[randrw]\nrw=randrw\n[randread]\nstonewall\nrw=randread\n[randwrite]\nstonewall\nrw=randwrite\n'
-}
-seed_file libaio "$NS" direct=1 > seed.block.fio
-# (a character device has no O_DIRECT: fio refuses direct=1 on it)
-seed_file io_uring_cmd "$NG" cmd_type=nvme > seed.passthru.fio
-for round in 1 2 3; do
-  for path in block passthru; do
-    check_cmd "seed-$path-fio-$round" fio --output-format=json --output="seed.$path.fio.$round.json" "seed.$path.fio"
-    check_cmd "seed-$path-ours-$round" nvme-bypass fio --output-format=json --output="seed.$path.ours.$round.json" "seed.$path.fio"
-  done
-done
-
 step vfio
 bind_vfio "$BDF"
 ESC=$(echo "$BDF" | sed 's/:/\\:/g')
@@ -124,10 +106,5 @@ info "filename=$ESC"
 check_cmd vfio nvme-bypass fio --name=v --ioengine=nvme-bypass-vfio --filename="$ESC" --rw=randread --bs=4k --iodepth=16 --size=64M --io_size=8M --output=ours.vfio.txt
 grep IOPS ours.vfio.txt | sed 's/^/  /'
 grep -q '^  nvme-bypass  : vfio (measured, emulated' ours.vfio.txt || fail "vfio run not labelled measured, emulated"
-# The seed's job file on our driver (no fio engine drives it: ours only).
-seed_file nvme-bypass-vfio "$ESC" > seed.vfio.fio
-for round in 1 2 3; do
-  check_cmd "seed-vfio-ours-$round" nvme-bypass fio --output-format=json --output="seed.vfio.ours.$round.json" seed.vfio.fio
-done
 bind_nvme "$BDF"
 info "fio-dropin: all checks passed"

@@ -1,0 +1,58 @@
+#!/bin/sh
+# nvme-bypass test bed: the seed's three fio jobs as one job file, run by
+# fio and by `nvme-bypass fio` on every path (runs in the guest, which has
+# fio). Boot it with a device limit, so that the device and not the
+# emulated CPU sets the pace, as a real SSD does for a tool cheap enough:
+#
+#   scripts/testbed/run.sh --iops-limit 2000 tests/testbed/fio-seed.sh
+#
+# The jobs: randrw 75/25, randread, randwrite; iodepth 64, 4 KiB, 1 s
+# after a 0.5 s ramp. Block (ioengine=libaio, direct=1, /dev/nvme0n1) and
+# passthru (io_uring_cmd, cmd_type=nvme, /dev/ng0n1): fio and ours
+# alternately, three rounds; vfio (ioengine=nvme-bypass-vfio, the PCI
+# address with escaped colons): ours only, three rounds, no fio engine
+# drives it. The host's scripts/fio-seed-table.py compares IOPS. Writes
+# every output to $NVB_RESULTS/fio-seed/.
+set -eu
+# shellcheck source=tests/testbed/lib.sh disable=SC1091
+. "$(dirname "$0")/lib.sh"
+
+command -v nvme-bypass >/dev/null 2>&1 || fail "no nvme-bypass binary in the share (do not use run.sh --no-bin)"
+command -v fio >/dev/null 2>&1 || fail "no fio in the guest (scripts/testbed/build-initramfs.sh puts it there)"
+OUT=$NVB_RESULTS/fio-seed
+mkdir -p "$OUT"
+cd "$OUT"
+BDF=$(nvb_bdf) || fail "no NVMe controller (PCI class 0x010802)"
+CTRL=$(nvme_ctrl_of "$BDF") || fail "$BDF is not bound to nvme"
+NS=/dev/${CTRL}n1
+NG=/dev/ng${CTRL#nvme}n1
+wait_for "$NS" 10 || fail "$NS missing"
+info "device limit: ${NVB_IOPS_LIMIT:-none} I/Os per second (run.sh --iops-limit)"
+
+seed_file() { # seed_file ENGINE FILENAME EXTRA...
+  printf '[global]\nioengine=%s\nfilename=%s\nbs=4k\niodepth=64\nsize=64M\nruntime=1\ntime_based=1\nramp_time=0.5\nrandrepeat=1\nrwmixread=75\n' "$1" "$2"
+  shift 2
+  for x in "$@"; do printf '%s\n' "$x"; done
+  printf '[randrw]\nrw=randrw\n[randread]\nstonewall\nrw=randread\n[randwrite]\nstonewall\nrw=randwrite\n'
+}
+
+step seed-jobs
+seed_file libaio "$NS" direct=1 > seed.block.fio
+# (a character device has no O_DIRECT: fio refuses direct=1 on it)
+seed_file io_uring_cmd "$NG" cmd_type=nvme > seed.passthru.fio
+for round in 1 2 3; do
+  for path in block passthru; do
+    check_cmd "seed-$path-fio-$round" fio --output-format=json --output="seed.$path.fio.$round.json" "seed.$path.fio"
+    check_cmd "seed-$path-ours-$round" nvme-bypass fio --output-format=json --output="seed.$path.ours.$round.json" "seed.$path.fio"
+  done
+done
+
+step seed-vfio
+bind_vfio "$BDF"
+ESC=$(echo "$BDF" | sed 's/:/\\:/g')
+seed_file nvme-bypass-vfio "$ESC" > seed.vfio.fio
+for round in 1 2 3; do
+  check_cmd "seed-vfio-ours-$round" nvme-bypass fio --output-format=json --output="seed.vfio.ours.$round.json" seed.vfio.fio
+done
+bind_nvme "$BDF"
+info "fio-seed: all runs done"
