@@ -384,7 +384,7 @@ pub fn table(r: &CountReport) -> String {
     o.push_str(
         "\nGuest instructions counted exactly by QEMU TCG between the markers of each row, per I/O,\n\
          less the idle background scaled to the row's duration. empty/IO: polls that found nothing,\n\
-         ours (empty passes x one pass, calibrated per row) and the kernel's IOPOLL (nvme_poll runs\n\
+         ours (each empty pass of the loop counted where it ran) and the kernel's IOPOLL (nvme_poll runs\n\
          less nvme_poll_cq runs, x the poll loop's mean per poll: modelled), in total/IO, never\n\
          subtracted. sysc, irq, ctxs:\n\
          executions of entry_SYSCALL_64, asm_common_interrupt + asm_sysvec_*, __switch_to_asm.\n\
