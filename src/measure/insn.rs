@@ -178,6 +178,12 @@ impl Window {
     }
 }
 
+/// Kernel instructions per empty pass from which the passes are taken to
+/// enter the kernel (a system call's entry and exit alone cost more); a
+/// pass that does not sees only the timer ticks that land in it, a few
+/// instructions per pass on average.
+pub const KERNEL_PASS_MIN: f64 = 100.0;
+
 /// A window's empty passes, counted in place by the plugin.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EmptyPasses {
@@ -191,6 +197,16 @@ pub struct EmptyPasses {
     pub marks: u64,
     /// Passes left out (see [`VcpuCount::empty_discarded`]).
     pub discarded: u64,
+}
+
+impl EmptyPasses {
+    /// Do the passes enter the kernel (a poll that is a system call), so
+    /// that their kernel instructions are theirs? Decided from the passes
+    /// themselves ([`KERNEL_PASS_MIN`]): any system call elsewhere in the
+    /// window (another thread, another vCPU) says nothing about them.
+    pub fn enters_kernel(&self) -> bool {
+        self.passes > 0 && self.kernel as f64 / self.passes as f64 >= KERNEL_PASS_MIN
+    }
 }
 
 /// Parse `insn.jsonl`: one window a line; blank lines are skipped.
@@ -896,7 +912,7 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
     let engine = match r.calibration {
         _ if r.empty_polls == 0 && here.marks == 0 => Some(0.0),
         _ if here.marks > 0 => {
-            let kernel = if pass_enters_kernel(r.calibration, s) { here.kernel } else { 0 };
+            let kernel = if here.enters_kernel() { here.kernel } else { 0 };
             Some((here.user + kernel) as f64 / ios)
         }
         Some(c) if calibration_polls > 0 => Some(r.empty_polls as f64 * empty_pass(c, s) / calibration_polls as f64 / ios),
@@ -1323,6 +1339,12 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         // Without a calibration window too.
         let r = RowInput { calibration: None, ..r };
         assert_eq!(row_counts(&r, Some(&b), 10, &s).unwrap().instructions_per_io.empty_polls_engine, Some(9.1));
+        // Passes that are system calls (7 x 400 kernel instructions) count
+        // their kernel instructions too, calibration or not.
+        let mut sys = row.clone();
+        sys.vcpus[0].empty_kernel = 2800;
+        let r = RowInput { window: &sys, ..r };
+        assert_eq!(row_counts(&r, Some(&b), 10, &s).unwrap().instructions_per_io.empty_polls_engine, Some(289.1));
         // The plugin's fields parse, and default to 0 when absent.
         let w = parse_windows(r#"{"window": 0, "marker_fn": 1, "vcpus": [{"vcpu":0,"user":10,"kernel":20,"empty_user":4,"empty_kernel":1,"empty_passes":2,"empty_marks":3,"empty_discarded":1},{"vcpu":1,"user":1,"kernel":2}], "tbs": []}"#).unwrap();
         assert_eq!(w[0].empty(), EmptyPasses { user: 4, kernel: 1, passes: 2, marks: 3, discarded: 1 });

@@ -16,7 +16,7 @@
 # host with the plugin's insn.jsonl. Arguments go to `nvme-bypass compare`.
 . "$(dirname "$0")/lib.sh"
 
-IDLE=2
+IDLE=4
 BDF=$(nvb_bdf) || fail "no NVMe controller in the guest"
 [ "${NVB_COUNT:-0}" = 1 ] || info "run.sh --count not given: the windows are marked but nobody counts them"
 
@@ -24,7 +24,14 @@ step idle
 read -r BAR0 BAR0_END _flags < "/sys/bus/pci/devices/$BDF/resource"
 echo "$BAR0 $BAR0_END" > "$NVB_RESULTS/bar0.txt"
 echo "$IDLE" > "$NVB_RESULTS/idle-seconds.txt"
-sleep 1   # let the boot's own work settle before the background is measured
+# Quiet from here to the last window: the heartbeat prints nothing and the
+# step watchdog looks every 60 s (lib.sh), so neither lands in a window at
+# random (a console line or a wake-up is tens of thousands of instructions:
+# several per I/O on a vfio row, and a different number in the idle window
+# of each boot). The wait lets the naps already started run out and the
+# boot's own work settle before the background is measured.
+: > /run/nvb-quiet
+sleep 6
 nvme-bypass idle --seconds "$IDLE" --window 9999 || fail "nvme-bypass idle failed"
 # The busy background: one vCPU spinning in user mode as long (a busy vCPU
 # takes the timer ticks an idle one skips; count-report adds them per CPU
@@ -74,6 +81,8 @@ for eng in io_uring libaio io_uring_cmd; do
   done
 done
 info "$(wc -l < "$NVB_RESULTS/tools.tsv") tool windows"
+
+rm -f /run/nvb-quiet
 
 step symbols
 # Addresses are shown to root only when kptr_restrict allows it.
