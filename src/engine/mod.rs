@@ -31,7 +31,7 @@ use std::sync::Barrier;
 pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool) -> Result<Vec<ThreadResult>, BackendError> {
     let progress: Vec<Progress> = (0..spec.numjobs).map(|_| Progress::default()).collect();
     let progress = &progress[..];
-    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let finished = progress::Finished::default();
     let geo = target.geometry();
     let polled = target.polled();
     validate(spec, &geo)?;
@@ -67,17 +67,17 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
                         let mut q = match opened {
                             Ok(q) => q,
                             Err(e) => {
-                                finished.fetch_add(1, Ordering::Release);
+                                finished.one();
                                 return Err(e);
                             }
                         };
                         if open_failed.load(Ordering::Acquire) {
                             // Another thread could not open its queue: nobody runs.
-                            finished.fetch_add(1, Ordering::Release);
+                            finished.one();
                             return Err(BackendError::Invalid("another thread could not open its queue".into()));
                         }
                         let r = worker(&ctx, &mut *q, i);
-                        finished.fetch_add(1, Ordering::Release);
+                        finished.one();
                         // Delete the queue pair on this thread, before the target goes;
                         // a failure to is the run's error (the device misbehaved).
                         let closed = q.close();

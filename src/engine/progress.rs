@@ -4,17 +4,51 @@
 
 use crate::engine::job::{JobSpec, Progress};
 use std::io::Write;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// fio's bandwidth / IOPS sampling interval (`log_avg_msec`'s default).
 pub const SAMPLE_NS: u64 = 500_000_000;
 
+/// How many workers have finished, with a wake-up for whoever waits on it
+/// (the sampler), so that the sampler sleeps until its next reading rather
+/// than in short naps: a wake-up every 20 ms was work of its own beside the
+/// I/O being measured, 50 timer expiries, system calls and context switches
+/// a second, which the test bed's instruction counts saw grow with each
+/// row's duration.
+#[derive(Default)]
+pub struct Finished {
+    n: Mutex<usize>,
+    cv: Condvar,
+}
+
+impl Finished {
+    fn lock(&self) -> MutexGuard<'_, usize> {
+        self.n.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// One more worker has finished.
+    pub fn one(&self) {
+        *self.lock() += 1;
+        self.cv.notify_all();
+    }
+    /// Workers finished so far.
+    pub fn count(&self) -> usize {
+        *self.lock()
+    }
+    /// Wait until `all` workers have finished (true) or `timeout` passed.
+    pub fn wait(&self, all: usize, timeout: Duration) -> bool {
+        let g = self.lock();
+        let (g, _) = self.cv.wait_timeout_while(g, timeout, |n| *n < all).unwrap_or_else(|e| e.into_inner());
+        *g >= all
+    }
+}
+
 /// Every thread's progress counters read every [`SAMPLE_NS`] until every
 /// worker has finished: per thread, (CLOCK_MONOTONIC ns from `clock::mono_ns`'s
 /// origin, I/Os, bytes). The workers only store their counters, as they
 /// did for the status line: the reading costs them nothing.
-pub fn sample_loop(spec: &JobSpec, progress: &[Progress], finished: &AtomicUsize, status_line: bool) -> Vec<Vec<(u64, u64, u64)>> {
+pub fn sample_loop(spec: &JobSpec, progress: &[Progress], finished: &Finished, status_line: bool) -> Vec<Vec<(u64, u64, u64)>> {
     let read = |out: &mut Vec<Vec<(u64, u64, u64)>>| {
         let t = crate::measure::clock::mono_ns();
         for (o, p) in out.iter_mut().zip(progress) {
@@ -28,13 +62,13 @@ pub fn sample_loop(spec: &JobSpec, progress: &[Progress], finished: &AtomicUsize
         if status_line {
             s.spawn(|| status_loop(spec, progress, finished));
         }
-        while finished.load(Ordering::Acquire) < progress.len() {
+        while finished.count() < progress.len() {
             let now = crate::measure::clock::mono_ns();
             if now >= next {
                 read(&mut out);
                 next += SAMPLE_NS * ((now - next) / SAMPLE_NS + 1);
-            } else {
-                std::thread::sleep(Duration::from_nanos((next - now).min(20_000_000)));
+            } else if finished.wait(progress.len(), Duration::from_nanos(next - now)) {
+                break;
             }
         }
     });
@@ -53,13 +87,12 @@ pub fn samples_within(readings: &[(u64, u64, u64)], start: u64, end: u64) -> Vec
 }
 
 /// Print the status line every second until every worker has finished.
-pub fn status_loop(spec: &JobSpec, progress: &[Progress], finished: &AtomicUsize) {
+pub fn status_loop(spec: &JobSpec, progress: &[Progress], finished: &Finished) {
     let start = Instant::now();
     let total = spec.runtime.map(|r| r + spec.ramp);
     let (mut last_ios, mut last_bytes, mut last_t) = (0u64, 0u64, start);
     let mut printed = false;
-    while finished.load(Ordering::Acquire) < progress.len() {
-        std::thread::sleep(Duration::from_millis(100));
+    while !finished.wait(progress.len(), Duration::from_millis(100)) {
         if last_t.elapsed() < Duration::from_secs(1) {
             continue;
         }
@@ -73,7 +106,7 @@ pub fn status_loop(spec: &JobSpec, progress: &[Progress], finished: &AtomicUsize
         let eta = total.map(|t| t.as_secs().saturating_sub(el)).map(|s| format!("{:02}m:{:02}s", s / 60, s % 60));
         eprint!(
             "\rJobs: {} [{}] [{:.1}MiB/s][{:.0} IOPS][elapsed {:02}m:{:02}s][eta {}]   ",
-            progress.len() - finished.load(Ordering::Relaxed),
+            progress.len() - finished.count(),
             spec.rw.as_str(),
             mibs,
             iops,
@@ -93,6 +126,23 @@ pub fn status_loop(spec: &JobSpec, progress: &[Progress], finished: &AtomicUsize
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sampler_wakes_when_the_last_worker_finishes() {
+        let f = Finished::default();
+        assert!(!f.wait(1, Duration::from_millis(1)));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                f.one();
+            });
+            // Woken by the worker, long before the timeout.
+            let t = Instant::now();
+            assert!(f.wait(1, Duration::from_secs(60)));
+            assert!(t.elapsed() < Duration::from_secs(30));
+        });
+        assert_eq!(f.count(), 1);
+    }
 
     #[test]
     fn samples_are_the_intervals_inside_the_measured_one() {
