@@ -1306,58 +1306,53 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         assert!(close(sum, c.instructions_per_io.total), "layers {sum} still sum to the total {}", c.instructions_per_io.total);
     }
 
-    #[test]
-    fn a_user_mode_empty_pass_costs_its_user_instructions_only() {
-        // The same calibration without system calls (a look at a completion
-        // queue in user memory): its 40 kernel instructions are timer ticks,
-        // the background's, so a pass is 60 / 10 = 6 and 5 empty polls over
-        // 10 I/Os are 3 per I/O.
-        let (row, idle, _) = fixture();
-        let k = 0xffffffff81000000u64;
-        let cal = window(CALIBRATION_BASE, 60, 40, vec![(BIAS + 0x2000, 60, 10), (k + 0x2100, 40, 2)], vec![]);
+    /// A calibration window without system calls (a look at a completion
+    /// queue in user memory): 60 user instructions for 10 passes, and 40
+    /// kernel ones, timer ticks.
+    fn user_mode_calibration() -> Window {
+        window(CALIBRATION_BASE, 60, 40, vec![(BIAS + 0x2000, 60, 10), (0xffffffff81000000u64 + 0x2100, 40, 2)], vec![])
+    }
+
+    /// `empty_polls_engine` of `row`: 10 I/Os, 5 empty polls by the
+    /// engine's count, the fixture's idle background, calibration `cal`.
+    fn engine_empty(row: &Window, cal: Option<&Window>) -> Option<f64> {
+        let (_, idle, _) = fixture();
         let ks = ksyms();
         let mut u = user_syms();
         u.relocate(row.marker_fn).unwrap();
         let layers = LayerTable::builtin();
         let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
         let b = Background { window: &idle, seconds: 2.0, busy: None };
-        let r = RowInput { window: &row, calibration: Some(&cal), ios: 10, duration_s: 1.0, empty_polls: 5, busy_cpu_s: 0.0 };
-        let c = row_counts(&r, Some(&b), 10, &s).unwrap();
-        assert_eq!(c.instructions_per_io.empty_polls_engine, Some(3.0));
+        let r = RowInput { window: row, calibration: cal, ios: 10, duration_s: 1.0, empty_polls: 5, busy_cpu_s: 0.0 };
+        row_counts(&r, Some(&b), 10, &s).unwrap().instructions_per_io.empty_polls_engine
+    }
+
+    #[test]
+    fn a_user_mode_empty_pass_costs_its_user_instructions_only() {
+        // Its 40 kernel instructions are the background's, so a pass is
+        // 60 / 10 = 6 and 5 empty polls over 10 I/Os are 3 per I/O.
+        let (row, _, _) = fixture();
+        assert_eq!(engine_empty(&row, Some(&user_mode_calibration())), Some(3.0));
     }
 
     #[test]
     fn empty_passes_counted_in_place_are_the_figure() {
         // The plugin added up 7 empty passes in the row's own window: 91
         // user instructions and 12 kernel (a tick inside one). A user-mode
-        // pass (the calibration made no system call) is its user
-        // instructions: 91 / 10 I/Os, whatever the calibration's price, and
-        // whatever the engine's own count says.
-        let (mut row, idle, _) = fixture();
+        // pass is its user instructions: 91 / 10 I/Os, whatever the
+        // calibration's price, and whatever the engine's own count says.
+        let (mut row, _, _) = fixture();
         row.vcpus[0].empty_user = 91;
         row.vcpus[0].empty_kernel = 12;
         row.vcpus[0].empty_passes = 7;
         row.vcpus[0].empty_marks = 7;
-        let k = 0xffffffff81000000u64;
-        let cal = window(CALIBRATION_BASE, 60, 40, vec![(BIAS + 0x2000, 60, 10), (k + 0x2100, 40, 2)], vec![]);
-        let ks = ksyms();
-        let mut u = user_syms();
-        u.relocate(row.marker_fn).unwrap();
-        let layers = LayerTable::builtin();
-        let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
-        let b = Background { window: &idle, seconds: 2.0, busy: None };
-        let r = RowInput { window: &row, calibration: Some(&cal), ios: 10, duration_s: 1.0, empty_polls: 5, busy_cpu_s: 0.0 };
-        let c = row_counts(&r, Some(&b), 10, &s).unwrap();
-        assert_eq!(c.instructions_per_io.empty_polls_engine, Some(9.1));
+        assert_eq!(engine_empty(&row, Some(&user_mode_calibration())), Some(9.1));
         // Without a calibration window too.
-        let r = RowInput { calibration: None, ..r };
-        assert_eq!(row_counts(&r, Some(&b), 10, &s).unwrap().instructions_per_io.empty_polls_engine, Some(9.1));
+        assert_eq!(engine_empty(&row, None), Some(9.1));
         // Passes that are system calls (7 x 400 kernel instructions) count
         // their kernel instructions too, calibration or not.
-        let mut sys = row.clone();
-        sys.vcpus[0].empty_kernel = 2800;
-        let r = RowInput { window: &sys, ..r };
-        assert_eq!(row_counts(&r, Some(&b), 10, &s).unwrap().instructions_per_io.empty_polls_engine, Some(289.1));
+        row.vcpus[0].empty_kernel = 2800;
+        assert_eq!(engine_empty(&row, None), Some(289.1));
         // The plugin's fields parse, and default to 0 when absent.
         let w = parse_windows(r#"{"window": 0, "marker_fn": 1, "vcpus": [{"vcpu":0,"user":10,"kernel":20,"empty_user":4,"empty_kernel":1,"empty_passes":2,"empty_marks":3,"empty_discarded":1},{"vcpu":1,"user":1,"kernel":2}], "tbs": []}"#).unwrap();
         assert_eq!(w[0].empty(), EmptyPasses { user: 4, kernel: 1, passes: 2, marks: 3, discarded: 1 });

@@ -17,16 +17,7 @@ set -eu
 # shellcheck source=tests/testbed/lib.sh disable=SC1091
 . "$(dirname "$0")/lib.sh"
 
-command -v nvme-bypass >/dev/null 2>&1 || fail "no nvme-bypass binary in the share (do not use run.sh --no-bin)"
-command -v fio >/dev/null 2>&1 || fail "no fio in the guest (scripts/testbed/build-initramfs.sh puts it there)"
-OUT=$NVB_RESULTS/fio-seed
-mkdir -p "$OUT"
-cd "$OUT"
-BDF=$(nvb_bdf) || fail "no NVMe controller (PCI class 0x010802)"
-CTRL=$(nvme_ctrl_of "$BDF") || fail "$BDF is not bound to nvme"
-NS=/dev/${CTRL}n1
-NG=/dev/ng${CTRL#nvme}n1
-wait_for "$NS" 10 || fail "$NS missing"
+fio_setup fio-seed
 info "device limit: ${NVB_IOPS_LIMIT:-none} I/Os per second (run.sh --iops-limit)"
 
 seed_file() { # seed_file ENGINE FILENAME EXTRA...

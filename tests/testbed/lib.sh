@@ -185,6 +185,22 @@ bind_nvme() {
 # expect_on_nvme BDF AFTER: after a run that may have moved BDF to vfio-pci,
 # check it is back on nvme and /dev/nvme0n1 is there and readable (O_DIRECT);
 # AFTER names the run in the failure message.
+# fio_setup NAME: for a script that runs fio beside nvme-bypass: both are
+# there, the current directory is $NVB_RESULTS/NAME, and BDF, CTRL, NS
+# (/dev/nvmeXn1) and NG (/dev/ngXn1) name the first controller.
+fio_setup() {
+  command -v nvme-bypass >/dev/null 2>&1 || fail "no nvme-bypass binary in the share (do not use run.sh --no-bin)"
+  command -v fio >/dev/null 2>&1 || fail "no fio in the guest (scripts/testbed/build-initramfs.sh puts it there)"
+  OUT=$NVB_RESULTS/$1
+  mkdir -p "$OUT"
+  cd "$OUT" || fail "cannot enter $OUT"
+  BDF=$(nvb_bdf) || fail "no NVMe controller (PCI class 0x010802)"
+  CTRL=$(nvme_ctrl_of "$BDF") || fail "$BDF is not bound to nvme"
+  NS=/dev/${CTRL}n1
+  NG=/dev/ng${CTRL#nvme}n1
+  wait_for "$NS" 10 || fail "$NS missing"
+}
+
 expect_on_nvme() {
   [ "$(pci_driver "$1")" = nvme ] || fail "controller $1 ended on $(pci_driver "$1") after $2, not nvme"
   wait_for /dev/nvme0n1 10 || fail "/dev/nvme0n1 did not come back after $2"
