@@ -68,7 +68,7 @@ def device_limit():
 
 missing = False
 limit = device_limit()
-pace = f"device limited to {limit} I/Os per second: the device sets the pace" if limit else "no device limit: the emulated CPU sets the pace"
+pace = f"device limited to {limit} reads and {limit} writes per second: the device sets the pace" if limit else "no device limit: the emulated CPU sets the pace"
 print(f"seed jobs as one job file, IOPS (measured, emulated; {pace}), median [min-max] of each tool's rounds:")
 print(f"  {'path':9} {'job':10} {'fio (vfio: fio block)':24} {'nvme-bypass fio':24} {'ours/fio':>8}  goal (within 10%)")
 met, judged = 0, 0

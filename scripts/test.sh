@@ -139,7 +139,7 @@ else
   python3 scripts/fio-keys.py "$RES/results/fio-dropin/fio.block.json" "$RES/results/fio-dropin/ours.block.json" \
     "$RES/results/fio-dropin/fio.passthru.json" "$RES/results/fio-dropin/ours.passthru.json"
   # A short boot whose device, not its emulated CPU, sets the pace (QEMU
-  # throttles the namespace to 2000 I/Os per second, below what either tool
+  # throttles the namespace to 2000 reads and 2000 writes per second, below what either tool
   # reaches unthrottled): the seed's three jobs as one job file, fio and
   # ours on each path, IOPS against fio's (the 10% goal printed, met or not).
   scripts/testbed/run.sh --iops-limit 2000 --timeout 600 --quiet --bin "$RES/bin/nvme-bypass" --results "$RES-seed" tests/testbed/fio-seed.sh

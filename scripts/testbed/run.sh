@@ -20,9 +20,12 @@
 #                         defaults to its position, logical_block_size to
 #                         --lba-size); size=SIZE sets its image's size,
 #                         file=PATH uses that image (kept; not created)
-#   --iops-limit N        QEMU throttles every namespace's image to N I/Os per
-#                         second (throttling.iops-total): a device-bound
-#                         guest, as a real SSD is to a tool cheap enough
+#   --iops-limit N        QEMU throttles every namespace's image to N reads and
+#                         N writes per second (throttling.iops-read/-write;
+#                         one bucket per direction: a shared one stalled
+#                         mixed batches for most of a second at times): a
+#                         device-bound guest, as a real SSD is to a tool
+#                         cheap enough
 #   --poll-queues N       nvme.poll_queues=N (default: kernel default, 0)
 #   --multipath Y|N       nvme_core.multipath=... (default: kernel default, Y)
 #   --iommu-pt            vIOMMU, guest iommu=pt (default)
@@ -127,7 +130,7 @@ case "$MULTIPATH" in ''|Y|N) ;; y|1) MULTIPATH=Y ;; n|0) MULTIPATH=N ;; *) die_u
 case "$LBA_SIZE" in 512|4096) ;; *) die_usage "--lba-size wants 512 or 4096" ;; esac
 in_range() { is_uint "$1" && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]; }
 [ -z "$IOPS_LIMIT" ] || in_range "$IOPS_LIMIT" 1 10000000 || die_usage "--iops-limit wants I/Os per second (1..10000000)"
-DRIVE_OPTS=${IOPS_LIMIT:+,throttling.iops-total=$IOPS_LIMIT}
+DRIVE_OPTS=${IOPS_LIMIT:+,throttling.iops-read=$IOPS_LIMIT,throttling.iops-write=$IOPS_LIMIT}
 in_range "$NAMESPACES" 1 256 || die_usage "--namespaces wants 1..256"
 in_range "$CONTROLLERS" 1 16 || die_usage "--controllers wants 1..16"
 in_range "$SMP" 1 64 || die_usage "--smp wants 1..64"

@@ -4,7 +4,7 @@
 # fio). Boot it with a device limit, so that the device and not the
 # emulated CPU sets the pace, as a real SSD does for a tool cheap enough:
 #
-#   scripts/testbed/run.sh --iops-limit 2000 tests/testbed/fio-seed.sh
+#   scripts/testbed/run.sh --iops-limit 2000 tests/testbed/fio-seed.sh   # 2000 reads + 2000 writes a second
 #
 # The jobs: randrw 75/25, randread, randwrite; iodepth 64, 4 KiB, 1 s
 # after a 0.5 s ramp. Block (ioengine=libaio, direct=1, /dev/nvme0n1) and
