@@ -211,14 +211,12 @@ fn take_run(slots: &mut Slots, ios: &mut Vec<Io>, wl: &mut Workload, left: &mut 
 }
 
 /// One completion pass's measured I/Os, counted in locals and added to the
-/// results once: I/Os per direction, flushes, and each direction's run of
-/// equal latencies. (Bytes are I/Os x bs, filled in at the end of the phase.)
-/// Failed I/Os are counted apart, as fio does: not in the I/Os, the bytes
-/// or the latencies.
+/// results once: I/Os per direction (each the count its runs recorded),
+/// flushes, and each direction's run of equal latencies. (Bytes are I/Os x
+/// bs, filled in at the end of the phase.) Failed I/Os are counted apart,
+/// as fio does: not in the I/Os, the bytes or the latencies.
 #[derive(Default, Clone, Copy)]
 struct PassTally {
-    reads: u64,
-    writes: u64,
     flushes: u64,
     read_errors: u64,
     write_errors: u64,
@@ -230,16 +228,13 @@ impl PassTally {
     /// Count a completed `op` submitted at `submit_ts`.
     #[inline(always)]
     fn add(&mut self, op: Op, submit_ts: u64, m: &mut Measured, lat: &impl Fn(u64) -> u64) {
-        match op {
-            Op::Read => {
-                self.reads += 1;
-                self.run_r.add(&mut m.read.lat, submit_ts, lat);
-            }
-            Op::Write => {
-                self.writes += 1;
-                self.run_w.add(&mut m.write.lat, submit_ts, lat);
-            }
-            Op::Flush => self.flushes += 1,
+        // Reads first: one compare for the most common operation.
+        if op == Op::Read {
+            self.run_r.add(&mut m.read.lat, submit_ts, lat);
+        } else if op == Op::Write {
+            self.run_w.add(&mut m.write.lat, submit_ts, lat);
+        } else {
+            self.flushes += 1;
         }
     }
 
@@ -259,8 +254,8 @@ impl PassTally {
     fn finish(mut self, m: &mut Measured, lat: &impl Fn(u64) -> u64) {
         self.run_r.flush(&mut m.read.lat, lat);
         self.run_w.flush(&mut m.write.lat, lat);
-        m.read.ios += self.reads;
-        m.write.ios += self.writes;
+        m.read.ios += self.run_r.recorded();
+        m.write.ios += self.run_w.recorded();
         m.flushes += self.flushes;
         m.read.errors += self.read_errors;
         m.write.errors += self.write_errors;
@@ -674,10 +669,13 @@ impl<'c> Phase<'c> {
         let mut i = 0;
         while i < done.len() {
             let run = &done[i..];
+            // The run ends at the first failure (k), found from where the
+            // walk stopped: no count beside it.
             let mut k = run.len();
-            for (j, d) in run.iter().enumerate() {
+            let mut walk = run.iter();
+            while let Some(d) = walk.next() {
                 if !d.status.is_ok() {
-                    k = j;
+                    k = run.len() - walk.len() - 1;
                     break;
                 }
                 let SlotIo { submit_ts, unit, op } = slots.io[d.tag as usize];

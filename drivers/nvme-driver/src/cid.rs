@@ -67,10 +67,13 @@ pub struct CidSlot {
     expect: u32,
 }
 
+/// One slot per tag (4096): any CID's tag indexes it without a bounds check.
+pub(crate) type CidSlotArray = [CidSlot; SLOTS];
+
 /// The slots and the free stack, one allocation.
 struct CidSlots {
-    /// One per tag (4096): any CID's tag indexes it without a bounds check.
-    slot: [CidSlot; SLOTS],
+    /// One per tag.
+    slot: CidSlotArray,
     /// Free-stack entry `i` (meaningful for `i < top`): a free slot, as
     /// the CID its next command gets (its `expect`'s low 16 bits).
     free: [u16; SLOTS],
@@ -131,6 +134,31 @@ impl CidBatch<'_> {
         s.expect = cid as u32;
         s.tag = tag;
         cid
+    }
+    /// The `k` CIDs [`pop`](Self::pop) would hand out next, for a caller
+    /// that walks them itself (in either order): the stack's top `k`
+    /// entries, and the slots to [`assign`](Self::assign) them in. One bounds check here, none per command. Nothing is taken
+    /// until [`take`](Self::take). `k` is at most [`CidTable::free`].
+    #[inline(always)]
+    pub(crate) fn top_run(&mut self, k: usize) -> (&[u16], &mut CidSlotArray) {
+        let CidSlots { slot, free } = &mut *self.slots;
+        (&free[self.top - k..self.top], slot)
+    }
+    /// Mark slot `cid` busy with a command carrying `tag` (a CID of
+    /// [`top_run`](Self::top_run)).
+    #[inline(always)]
+    pub(crate) fn assign(slots: &mut CidSlotArray, cid: u16, tag: u64) {
+        let s = &mut slots[cid_tag(cid)];
+        debug_assert!(s.expect >= FREE && s.expect != NEVER && s.expect as u16 == cid);
+        s.expect = cid as u32;
+        s.tag = tag;
+    }
+    /// The first `k` CIDs of a [`top_run`](Self::top_run), each assigned,
+    /// leave the free stack.
+    #[inline(always)]
+    pub(crate) fn take(&mut self, k: usize) {
+        debug_assert!(k <= self.top);
+        self.top -= k;
     }
     /// Give a CID back after its completion; returns its tag, or `None` when
     /// the CID is not outstanding: out of range, not busy, or of another
