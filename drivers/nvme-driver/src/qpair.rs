@@ -5,7 +5,7 @@
 //! CIDs, PRPs and counters; every ring slot, index, phase and doorbell is
 //! `queue.rs`'s (`SubmissionQueue::post_batch`, `CompletionQueue::reap`).
 
-use crate::cid::{cid_tag, CidBatch, CidTable};
+use crate::cid::{cid_tag, CidTable};
 use crate::doorbell::ShadowSlot;
 use crate::error::SubmitError;
 use crate::prp::{build_prps, DmaPrpList, PrpError};
@@ -374,7 +374,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         self.sq.post_each::<STREAMING>(|| {
             let (item, &cid) = cmds.next()?;
             let c = f(item);
-            CidBatch::assign(slots, cid, c.tag);
+            slots.assign(cid, c.tag);
             match entry(c, cid, nsid, page_mask, |d| lists.build(cid, d, max_transfer)) {
                 Ok(e) => Some(e),
                 Err(e) => {
