@@ -530,14 +530,12 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     pub fn poll_into<T>(&mut self, out: &mut [T], mut fill: impl FnMut(&mut T, Reaped<'_>)) -> usize {
         let pass = self.begin_reap();
         // Everything the loop touches, as plain values (see CidTable::batch).
-        let (qid, mut cids, mut sq_head) = (self.qid, self.cids.batch(), pass.sq_head);
+        let (qid, mut cids) = (self.qid, self.cids.batch());
         let (stats, last_rejected) = (&mut self.stats, &mut self.last_rejected);
         // reap hands out indices 0.. below out.len(): no bounds check left.
         let n = self.cq.reap(out.len(), |i, e| {
-            let (dw2, dw3) = (e.dw2(), e.dw3());
-            // SQ Head Pointer: see reap.
-            sq_head = dw2 as u16;
-            let (sq_id, cid) = ((dw2 >> 16) as u16, dw3 as u16);
+            let (sq_id, dw3) = (e.sq_id(), e.dw3());
+            let cid = dw3 as u16;
             let tag = if sq_id == qid { cids.release(cid) } else { None };
             let Some(tag) = tag else {
                 let stale = sq_id == qid && cids.is_stale(cid);
@@ -548,7 +546,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             true
         });
         drop(cids);
-        self.end_reap(pass, sq_head, n)
+        self.end_reap(pass, n)
     }
 
     /// The completion loop: `f(i, completion)` for the i-th delivered
@@ -557,15 +555,11 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     fn reap(&mut self, max: usize, mut f: impl FnMut(usize, Completion)) -> usize {
         let pass = self.begin_reap();
         // Everything the loop touches, as plain values (see CidTable::batch).
-        let (qid, mut cids, mut sq_head) = (self.qid, self.cids.batch(), pass.sq_head);
+        let (qid, mut cids) = (self.qid, self.cids.batch());
         let (stats, last_rejected) = (&mut self.stats, &mut self.last_rejected);
         let n = self.cq.reap(max, |i, e| {
-            let (dw2, dw3) = (e.dw2(), e.dw3());
-            // SQ Head Pointer: how far the controller has consumed the SQ
-            // (recorded once, after the pass: the last one is the newest;
-            // not at all from a pass that rejected a completion, below).
-            sq_head = dw2 as u16;
-            let (sq_id, cid) = ((dw2 >> 16) as u16, dw3 as u16);
+            let (sq_id, dw3) = (e.sq_id(), e.dw3());
+            let cid = dw3 as u16;
             let tag = if sq_id == qid { cids.release(cid) } else { None };
             let Some(tag) = tag else {
                 let stale = sq_id == qid && cids.is_stale(cid);
@@ -576,25 +570,27 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             true
         });
         drop(cids);
-        self.end_reap(pass, sq_head, n)
+        self.end_reap(pass, n)
     }
 
     /// What a completion pass starts from.
     #[inline(always)]
     fn begin_reap(&self) -> ReapPass {
-        ReapPass { start: self.cq.head(), sq_head: self.sq.head(), rejected: self.stats.rejected() }
+        ReapPass { start: self.cq.head(), rejected: self.stats.rejected() }
     }
 
-    /// The end of a completion pass that delivered `n`, the last SQ head
-    /// seen `sq_head`: the head, the completion doorbell, the counter.
+    /// The end of a completion pass that delivered `n`: the SQ head, the
+    /// completion doorbell, the counter.
     #[inline(always)]
-    fn end_reap(&mut self, pass: ReapPass, sq_head: u16, n: usize) -> usize {
-        // The head of a completion that is not ours is not taken: a pass
-        // that rejected one keeps the head from before it (older is safe,
-        // the head only moves forward). Checked once per pass: tracking the
-        // last accepted head in the loop costs 2 instructions per completion.
-        if self.stats.rejected() == pass.rejected {
-            self.sq.update_head(sq_head);
+    fn end_reap(&mut self, pass: ReapPass, n: usize) -> usize {
+        // SQ Head Pointer: how far the controller has consumed the SQ. The
+        // last completion taken has the newest, read once after the pass
+        // (its slot is ours until the doorbell below). The head of a
+        // completion that is not ours is not taken: a pass that rejected
+        // one keeps the head from before it (older is safe, the head only
+        // moves forward).
+        if self.cq.head() != pass.start && self.stats.rejected() == pass.rejected {
+            self.sq.update_head(self.cq.last_sq_head());
         }
         if self.cq.head() != pass.start && self.cq.unreported() >= self.cq_ring_every {
             self.stats.mmio_doorbells += self.cq.ring_doorbell(&*self.regs) as u64;
@@ -652,7 +648,6 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
 #[derive(Clone, Copy)]
 struct ReapPass {
     start: u16,
-    sq_head: u16,
     rejected: u64,
 }
 
