@@ -151,6 +151,10 @@ fn calibrate_empty_polls(ctx: &Ctx, q: &mut dyn IoQueue, wl: &mut Workload, res:
     Ok(())
 }
 
+/// `Phase::complete`'s `OP` when the phase's I/Os are of more than one
+/// operation (otherwise it is that operation, as `Op as u8`).
+const MIXED: u8 = u8::MAX;
+
 /// A spinning fixed-batch reap looks at the clock once every this many
 /// looks at the completion queue.
 const SPIN_CLOCK: u64 = 256;
@@ -565,7 +569,16 @@ impl<'c> Phase<'c> {
             // I/Os submitted in one batch share a submit timestamp and, reaped
             // in one pass, a latency: record each run of them once.
             let lat = |s: u64| clock.to_ns(tc.wrapping_sub(s)).max(1);
-            let tally = if self.m.on { self.complete::<VERIFY, true>(q, wl, verifier, res, n, &lat) } else { self.complete::<VERIFY, false>(q, wl, verifier, res, n, &lat) };
+            // A pattern of one operation (read, randread...: every I/O of
+            // the phase is one): the tally's direction is decided once per
+            // pass, not looked up per completion.
+            let one = if VERIFY { None } else { wl.single_op() };
+            let tally = match (self.m.on, one) {
+                (true, Some(Op::Read)) => self.complete::<VERIFY, true, { Op::Read as u8 }>(q, wl, verifier, res, n, &lat),
+                (true, Some(Op::Write)) => self.complete::<VERIFY, true, { Op::Write as u8 }>(q, wl, verifier, res, n, &lat),
+                (true, _) => self.complete::<VERIFY, true, MIXED>(q, wl, verifier, res, n, &lat),
+                (false, _) => self.complete::<VERIFY, false, MIXED>(q, wl, verifier, res, n, &lat),
+            };
             tally.finish(&mut self.m, &lat);
             self.in_flight -= n;
             self.total_ios += n as u64;
@@ -652,8 +665,10 @@ impl<'c> Phase<'c> {
     /// are taken in runs up to the next failure, whose slots go back to the
     /// free stack at once; a failed one goes to the watchdog (retried, or
     /// counted as an error of its direction, and finished like the others).
+    /// `OP`: the operation of every I/O of the phase (`Op as u8`), so none
+    /// is looked up, or [`MIXED`].
     #[inline(always)]
-    fn complete<const VERIFY: bool, const MEASURING: bool>(
+    fn complete<const VERIFY: bool, const MEASURING: bool, const OP: u8>(
         &mut self,
         q: &mut dyn IoQueue,
         wl: &Workload,
@@ -679,6 +694,14 @@ impl<'c> Phase<'c> {
                     break;
                 }
                 let SlotIo { submit_ts, unit, op } = slots.io[d.tag as usize];
+                debug_assert!(OP == MIXED || op as u8 == OP, "an I/O of another operation in a one-operation phase");
+                let op = if OP == Op::Read as u8 {
+                    Op::Read
+                } else if OP == Op::Write as u8 {
+                    Op::Write
+                } else {
+                    op
+                };
                 if let (true, Some(v)) = (VERIFY, verifier.as_deref_mut()) {
                     v.on_complete(q, d.tag as u32, op, unit, true, wl, res);
                 }
