@@ -151,6 +151,12 @@ fn calibrate_empty_polls(ctx: &Ctx, q: &mut dyn IoQueue, wl: &mut Workload, res:
     Ok(())
 }
 
+/// The index of `d`, an element of `run`, from their addresses.
+#[inline(always)]
+fn index_in<T>(run: &[T], d: &T) -> usize {
+    (d as *const T as usize - run.as_ptr() as usize) / std::mem::size_of::<T>().max(1)
+}
+
 /// `Phase::complete`'s `OP` when the phase's I/Os are of more than one
 /// operation (otherwise it is that operation, as `Op as u8`).
 const MIXED: u8 = u8::MAX;
@@ -684,13 +690,12 @@ impl<'c> Phase<'c> {
         let mut i = 0;
         while i < done.len() {
             let run = &done[i..];
-            // The run ends at the first failure (k), found from where the
-            // walk stopped: no count beside it.
+            // The run ends at the first failure (k), found from its place:
+            // no count beside the walk.
             let mut k = run.len();
-            let mut walk = run.iter();
-            while let Some(d) = walk.next() {
+            for d in run {
                 if !d.status.is_ok() {
-                    k = run.len() - walk.len() - 1;
+                    k = index_in(run, d);
                     break;
                 }
                 let SlotIo { submit_ts, unit, op } = slots.io[d.tag as usize];
