@@ -209,7 +209,10 @@ fn take_run(slots: &mut Slots, ios: &mut Vec<Io>, wl: &mut Workload, left: &mut 
     let slots = free.drain(n - k..).rev();
     // randread and randwrite (the benchmarks' patterns): the pattern is
     // decided here once, not per I/O.
+    // The operation a constant of each copy of the loop (no register for it).
     match w.single_random_op() {
+        Some(Op::Read) => ios.extend(slots.map(|slot| fill_one(io, slot, Op::Read, w.random_unit(), t, &w, blocks))),
+        Some(Op::Write) => ios.extend(slots.map(|slot| fill_one(io, slot, Op::Write, w.random_unit(), t, &w, blocks))),
         Some(op) => ios.extend(slots.map(|slot| fill_one(io, slot, op, w.random_unit(), t, &w, blocks))),
         None => ios.extend(slots.map(|slot| {
             let (op, unit) = w.next();
