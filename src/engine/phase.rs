@@ -151,6 +151,16 @@ fn calibrate_empty_polls(ctx: &Ctx, q: &mut dyn IoQueue, wl: &mut Workload, res:
     Ok(())
 }
 
+/// The index of `d`, an element of `run`, from their addresses.
+#[inline(always)]
+fn index_in<T>(run: &[T], d: &T) -> usize {
+    (d as *const T as usize - run.as_ptr() as usize) / std::mem::size_of::<T>().max(1)
+}
+
+/// `Phase::complete`'s `OP` when the phase's I/Os are of more than one
+/// operation (otherwise it is that operation, as `Op as u8`).
+const MIXED: u8 = u8::MAX;
+
 /// A spinning fixed-batch reap looks at the clock once every this many
 /// looks at the completion queue.
 const SPIN_CLOCK: u64 = 256;
@@ -199,7 +209,10 @@ fn take_run(slots: &mut Slots, ios: &mut Vec<Io>, wl: &mut Workload, left: &mut 
     let slots = free.drain(n - k..).rev();
     // randread and randwrite (the benchmarks' patterns): the pattern is
     // decided here once, not per I/O.
+    // The operation a constant of each copy of the loop (no register for it).
     match w.single_random_op() {
+        Some(Op::Read) => ios.extend(slots.map(|slot| fill_one(io, slot, Op::Read, w.random_unit(), t, &w, blocks))),
+        Some(Op::Write) => ios.extend(slots.map(|slot| fill_one(io, slot, Op::Write, w.random_unit(), t, &w, blocks))),
         Some(op) => ios.extend(slots.map(|slot| fill_one(io, slot, op, w.random_unit(), t, &w, blocks))),
         None => ios.extend(slots.map(|slot| {
             let (op, unit) = w.next();
@@ -211,14 +224,12 @@ fn take_run(slots: &mut Slots, ios: &mut Vec<Io>, wl: &mut Workload, left: &mut 
 }
 
 /// One completion pass's measured I/Os, counted in locals and added to the
-/// results once: I/Os per direction, flushes, and each direction's run of
-/// equal latencies. (Bytes are I/Os x bs, filled in at the end of the phase.)
-/// Failed I/Os are counted apart, as fio does: not in the I/Os, the bytes
-/// or the latencies.
+/// results once: I/Os per direction (each the count its runs recorded),
+/// flushes, and each direction's run of equal latencies. (Bytes are I/Os x
+/// bs, filled in at the end of the phase.) Failed I/Os are counted apart,
+/// as fio does: not in the I/Os, the bytes or the latencies.
 #[derive(Default, Clone, Copy)]
 struct PassTally {
-    reads: u64,
-    writes: u64,
     flushes: u64,
     read_errors: u64,
     write_errors: u64,
@@ -230,16 +241,13 @@ impl PassTally {
     /// Count a completed `op` submitted at `submit_ts`.
     #[inline(always)]
     fn add(&mut self, op: Op, submit_ts: u64, m: &mut Measured, lat: &impl Fn(u64) -> u64) {
-        match op {
-            Op::Read => {
-                self.reads += 1;
-                self.run_r.add(&mut m.read.lat, submit_ts, lat);
-            }
-            Op::Write => {
-                self.writes += 1;
-                self.run_w.add(&mut m.write.lat, submit_ts, lat);
-            }
-            Op::Flush => self.flushes += 1,
+        // Reads first: one compare for the most common operation.
+        if op == Op::Read {
+            self.run_r.add(&mut m.read.lat, submit_ts, lat);
+        } else if op == Op::Write {
+            self.run_w.add(&mut m.write.lat, submit_ts, lat);
+        } else {
+            self.flushes += 1;
         }
     }
 
@@ -259,8 +267,8 @@ impl PassTally {
     fn finish(mut self, m: &mut Measured, lat: &impl Fn(u64) -> u64) {
         self.run_r.flush(&mut m.read.lat, lat);
         self.run_w.flush(&mut m.write.lat, lat);
-        m.read.ios += self.reads;
-        m.write.ios += self.writes;
+        m.read.ios += self.run_r.recorded();
+        m.write.ios += self.run_w.recorded();
         m.flushes += self.flushes;
         m.read.errors += self.read_errors;
         m.write.errors += self.write_errors;
@@ -570,7 +578,16 @@ impl<'c> Phase<'c> {
             // I/Os submitted in one batch share a submit timestamp and, reaped
             // in one pass, a latency: record each run of them once.
             let lat = |s: u64| clock.to_ns(tc.wrapping_sub(s)).max(1);
-            let tally = if self.m.on { self.complete::<VERIFY, true>(q, wl, verifier, res, n, &lat) } else { self.complete::<VERIFY, false>(q, wl, verifier, res, n, &lat) };
+            // A pattern of one operation (read, randread...: every I/O of
+            // the phase is one): the tally's direction is decided once per
+            // pass, not looked up per completion.
+            let one = if VERIFY { None } else { wl.single_op() };
+            let tally = match (self.m.on, one) {
+                (true, Some(Op::Read)) => self.complete::<VERIFY, true, { Op::Read as u8 }>(q, wl, verifier, res, n, &lat),
+                (true, Some(Op::Write)) => self.complete::<VERIFY, true, { Op::Write as u8 }>(q, wl, verifier, res, n, &lat),
+                (true, _) => self.complete::<VERIFY, true, MIXED>(q, wl, verifier, res, n, &lat),
+                (false, _) => self.complete::<VERIFY, false, MIXED>(q, wl, verifier, res, n, &lat),
+            };
             tally.finish(&mut self.m, &lat);
             self.in_flight -= n;
             self.total_ios += n as u64;
@@ -657,8 +674,10 @@ impl<'c> Phase<'c> {
     /// are taken in runs up to the next failure, whose slots go back to the
     /// free stack at once; a failed one goes to the watchdog (retried, or
     /// counted as an error of its direction, and finished like the others).
+    /// `OP`: the operation of every I/O of the phase (`Op as u8`), so none
+    /// is looked up, or [`MIXED`].
     #[inline(always)]
-    fn complete<const VERIFY: bool, const MEASURING: bool>(
+    fn complete<const VERIFY: bool, const MEASURING: bool, const OP: u8>(
         &mut self,
         q: &mut dyn IoQueue,
         wl: &Workload,
@@ -674,13 +693,23 @@ impl<'c> Phase<'c> {
         let mut i = 0;
         while i < done.len() {
             let run = &done[i..];
+            // The run ends at the first failure (k), found from its place:
+            // no count beside the walk.
             let mut k = run.len();
-            for (j, d) in run.iter().enumerate() {
+            for d in run {
                 if !d.status.is_ok() {
-                    k = j;
+                    k = index_in(run, d);
                     break;
                 }
                 let SlotIo { submit_ts, unit, op } = slots.io[d.tag as usize];
+                debug_assert!(OP == MIXED || op as u8 == OP, "an I/O of another operation in a one-operation phase");
+                let op = if OP == Op::Read as u8 {
+                    Op::Read
+                } else if OP == Op::Write as u8 {
+                    Op::Write
+                } else {
+                    op
+                };
                 if let (true, Some(v)) = (VERIFY, verifier.as_deref_mut()) {
                     v.on_complete(q, d.tag as u32, op, unit, true, wl, res);
                 }

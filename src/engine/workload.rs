@@ -142,6 +142,17 @@ impl Workload {
         }
     }
 
+    /// For patterns of one operation (read, write, randread, randwrite):
+    /// that operation, which every I/O `next` draws has.
+    #[inline]
+    pub fn single_op(&self) -> Option<Op> {
+        match self.rw {
+            Rw::Read | Rw::Randread => Some(Op::Read),
+            Rw::Write | Rw::Randwrite => Some(Op::Write),
+            _ => None,
+        }
+    }
+
     /// A random unit (what `next` draws for a random pattern).
     #[inline(always)]
     pub fn random_unit(&mut self) -> u64 {

@@ -162,6 +162,8 @@ impl SystemCpu {
 pub struct LatencyRun {
     ts: u64,
     count: u64,
+    /// Completions recorded so far (the runs flushed).
+    recorded: u64,
 }
 
 impl LatencyRun {
@@ -183,8 +185,15 @@ impl LatencyRun {
     pub fn flush(&mut self, hist: &mut Histogram<u64>, lat: impl Fn(u64) -> u64) {
         if self.count > 0 {
             let _ = hist.record_n(lat(self.ts).min(hist.high()), self.count);
+            self.recorded += self.count;
             self.count = 0;
         }
+    }
+    /// Completions recorded by the runs flushed so far: a count of the
+    /// completions added, kept per run rather than per completion.
+    #[inline]
+    pub fn recorded(&self) -> u64 {
+        self.recorded
     }
 }
 

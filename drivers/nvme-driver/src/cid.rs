@@ -16,9 +16,10 @@
 //! is given up on only together with its queue (deletion) or the whole
 //! controller (reset), after which no completion for it can come.
 //!
-//! Layout: one array of 16-byte slots, one per tag (4096, 64 KiB). Slot
-//! `i` holds its command's state (tag, and `expect`: the CID in use, or
-//! above 16 bits the next one). Right after it, in the same allocation, the
+//! Layout: per slot, one entry per tag (4096) in each of two arrays: the
+//! command's tag (8 bytes) and `expect` (4 bytes: the CID in use, or above
+//! 16 bits the next one); a tag scales into either in the address (no
+//! shift). Right after them, in the same allocation, the
 //! LIFO stack of free slots (`free[..top]`), each entry the CID its next
 //! command gets, so taking one is one load (2-byte entries: the index
 //! scales in the address, no shift). One allocation means one
@@ -43,10 +44,10 @@ pub const MAX_CIDS: usize = CID_TAG_MASK as usize;
 const SLOTS: usize = 1 << CID_TAG_BITS;
 /// One generation, in CID bits.
 const GENERATION: u32 = 1 << CID_TAG_BITS;
-/// In `CidSlot::expect`: values from this up are a free slot's (the next
+/// In `CidState::expect`: values from this up are a free slot's (the next
 /// CID in the low 16 bits); below it, the outstanding command's CID.
 const FREE: u32 = 1 << 16;
-/// `CidSlot::expect` of a slot past the capacity: never busy, never a CID.
+/// `CidState::expect` of a slot past the capacity: never busy, never a CID.
 const NEVER: u32 = u32::MAX;
 
 /// The slot a CID names (its low 12 bits).
@@ -55,22 +56,42 @@ pub fn cid_tag(cid: u16) -> usize {
     (cid & CID_TAG_MASK) as usize
 }
 
-/// Per-command state kept while the command is outstanding.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CidSlot {
-    /// The caller's tag, handed back with the completion.
-    pub tag: u64,
+/// The slots' state kept while their commands are outstanding: one entry
+/// per tag (4096) in each array, so any CID's tag indexes them without a
+/// bounds check, and scales to its entry in the address (8 and 4 bytes).
+pub(crate) struct CidState {
+    /// The caller's tag of the slot's command, handed back with the completion.
+    tag: [u64; SLOTS],
     /// The slot's CID (generation and slot index): the outstanding
     /// command's (below `FREE`), or, at `FREE` and above, the next
     /// command's in the low 16 bits. One compare in `release` checks busy,
     /// slot and generation at once.
-    expect: u32,
+    expect: [u32; SLOTS],
+}
+
+impl CidState {
+    /// Mark slot `cid` busy with a command carrying `tag` (a CID of
+    /// [`CidBatch::top_run`]).
+    #[inline(always)]
+    pub(crate) fn assign(&mut self, cid: u16, tag: u64) {
+        let t = cid_tag(cid);
+        debug_assert!(self.expect[t] >= FREE && self.expect[t] != NEVER && self.expect[t] as u16 == cid);
+        self.expect[t] = cid as u32;
+        self.tag[t] = tag;
+    }
+    /// See [`CidBatch::is_stale`].
+    fn is_stale(&self, cid: u16) -> bool {
+        let e = self.expect[cid_tag(cid)];
+        // Past the capacity a slot never gets a CID (NEVER). Otherwise expect's
+        // low 16 bits are this slot's CID, in use or next.
+        e != NEVER && (e as u16 ^ cid) & !CID_TAG_MASK != 0
+    }
 }
 
 /// The slots and the free stack, one allocation.
 struct CidSlots {
-    /// One per tag (4096): any CID's tag indexes it without a bounds check.
-    slot: [CidSlot; SLOTS],
+    /// The slots' state, one entry per tag.
+    state: CidState,
     /// Free-stack entry `i` (meaningful for `i < top`): a free slot, as
     /// the CID its next command gets (its `expect`'s low 16 bits).
     free: [u16; SLOTS],
@@ -112,10 +133,6 @@ impl CidBatch<'_> {
     fn free_mut(&mut self, i: usize) -> &mut u16 {
         &mut self.slots.free[i % SLOTS]
     }
-    #[inline(always)]
-    fn slot_mut(&mut self, i: usize) -> &mut CidSlot {
-        &mut self.slots.slot[i % SLOTS]
-    }
     /// Take the next free slot for a command carrying `tag`; returns the
     /// command's CID. Only for a caller that clamped its batch to
     /// [`CidTable::free`] (so one is free): with none free it would hand out
@@ -126,11 +143,24 @@ impl CidBatch<'_> {
         debug_assert!(self.top > 0, "no free CID");
         self.top = self.top.wrapping_sub(1);
         let cid = *self.free_ref(self.top);
-        let s = self.slot_mut(cid_tag(cid));
-        debug_assert!(s.expect >= FREE && s.expect != NEVER && s.expect as u16 == cid);
-        s.expect = cid as u32;
-        s.tag = tag;
+        self.slots.state.assign(cid, tag);
         cid
+    }
+    /// The `k` CIDs [`pop`](Self::pop) would hand out next, for a caller
+    /// that walks them itself (in either order): the stack's top `k`
+    /// entries, and the slots to [`assign`](Self::assign) them in. One bounds check here, none per command. Nothing is taken
+    /// until [`take`](Self::take). `k` is at most [`CidTable::free`].
+    #[inline(always)]
+    pub(crate) fn top_run(&mut self, k: usize) -> (&[u16], &mut CidState) {
+        let CidSlots { state, free } = &mut *self.slots;
+        (&free[self.top - k..self.top], state)
+    }
+    /// The first `k` CIDs of a [`top_run`](Self::top_run), each assigned,
+    /// leave the free stack.
+    #[inline(always)]
+    pub(crate) fn take(&mut self, k: usize) {
+        debug_assert!(k <= self.top);
+        self.top -= k;
     }
     /// Give a CID back after its completion; returns its tag, or `None` when
     /// the CID is not outstanding: out of range, not busy, or of another
@@ -138,17 +168,17 @@ impl CidBatch<'_> {
     #[inline(always)]
     pub fn release(&mut self, cid: u16) -> Option<u64> {
         let i = cid_tag(cid);
-        let s = &mut self.slots.slot[i];
+        let s = &mut self.slots.state;
         // Busy with exactly this CID: slot, generation and all.
-        if s.expect != cid as u32 {
+        if s.expect[i] != cid as u32 {
             return None;
         }
         // Free, and the slot's next command gets the next generation (a
         // carry out of the 4 generation bits lands above FREE: the low 16
         // bits wrap, as the generation should).
         let next = cid as u32 + (FREE + GENERATION);
-        s.expect = next;
-        let tag = s.tag;
+        s.expect[i] = next;
+        let tag = s.tag[i];
         // A busy slot exists, so top < cap and the stack has room for it.
         let top = self.top;
         *self.free_mut(top) = next as u16;
@@ -160,17 +190,8 @@ impl CidBatch<'_> {
     /// next (a late or repeated completion of an earlier command there)?
     /// Otherwise a rejected CID is simply unknown.
     pub fn is_stale(&self, cid: u16) -> bool {
-        let t = cid_tag(cid);
-        is_stale(&self.slots.slot[..], t, cid)
+        self.slots.state.is_stale(cid)
     }
-}
-
-/// See [`CidBatch::is_stale`]: `t` is `cid`'s slot, in `slots`.
-fn is_stale(slots: &[CidSlot], t: usize, cid: u16) -> bool {
-    let s = &slots[t];
-    // Past the capacity a slot never gets a CID (NEVER). Otherwise expect's
-    // low 16 bits are this slot's CID, in use or next.
-    s.expect != NEVER && (s.expect as u16 ^ cid) & !CID_TAG_MASK != 0
 }
 
 impl Drop for CidBatch<'_> {
@@ -190,9 +211,11 @@ impl CidTable {
     /// (`QueuePair::new` checks them).
     pub fn new(n: u16) -> Self {
         assert!(n as usize <= MAX_CIDS, "{n} command slots: at most {MAX_CIDS} fit a 12-bit tag");
-        let mut slots = Box::new(CidSlots { slot: [CidSlot::default(); SLOTS], free: [0; SLOTS] });
+        let mut slots = Box::new(CidSlots { state: CidState { tag: [0; SLOTS], expect: [NEVER; SLOTS] }, free: [0; SLOTS] });
         for i in 0..SLOTS {
-            slots.slot[i] = CidSlot { tag: 0, expect: if i < n as usize { FREE | i as u32 } else { NEVER } };
+            if i < n as usize {
+                slots.state.expect[i] = FREE | i as u32;
+            }
             slots.free[i] = (n as usize).saturating_sub(1 + i) as u16;
         }
         CidTable { slots, cap: n as usize, top: n as usize }
@@ -249,20 +272,21 @@ impl CidTable {
     }
     /// The tag of an outstanding CID.
     pub fn tag(&self, cid: u16) -> Option<u64> {
-        self.slots.slot[..self.cap].get(cid_tag(cid)).filter(|s| s.expect == cid as u32).map(|s| s.tag)
+        let (t, s) = (cid_tag(cid), &self.slots.state);
+        (t < self.cap && s.expect[t] == cid as u32).then(|| s.tag[t])
     }
     /// Outstanding CIDs (for timeout handling and teardown).
     pub fn busy_cids(&self) -> impl Iterator<Item = u16> + '_ {
-        self.slots.slot[..self.cap].iter().filter(|s| s.expect < FREE).map(|s| s.expect as u16)
+        self.slots.state.expect[..self.cap].iter().filter(|&&e| e < FREE).map(|&e| e as u16)
     }
     /// Would `cid` be rejected as stale? See [`CidBatch::is_stale`].
     pub fn is_stale(&self, cid: u16) -> bool {
-        self.slots.slot[..self.cap].get(cid_tag(cid)).is_some() && is_stale(&self.slots.slot[..], cid_tag(cid), cid)
+        cid_tag(cid) < self.cap && self.slots.state.is_stale(cid)
     }
 }
 
-// 16-byte slots: a tag scales to its slot in one shift.
-const _: () = assert!(std::mem::size_of::<CidSlot>() == 16);
+// A tag scales to its entry in each array in the address (x86 scales 8 and 4).
+const _: () = assert!(std::mem::size_of::<[u64; SLOTS]>() == 8 * SLOTS && std::mem::size_of::<[u32; SLOTS]>() == 4 * SLOTS);
 
 #[cfg(test)]
 mod tests {
@@ -345,7 +369,7 @@ mod tests {
         assert_eq!(cids[15], 0xf000);
         assert_eq!(cids[16], 0x0000, "4 bits of generation, as Linux's");
         let full = CidTable::new(MAX_CIDS as u16);
-        assert_eq!(full.slots.slot.len(), 4096);
+        assert_eq!((full.slots.state.tag.len(), full.slots.state.expect.len()), (4096, 4096));
         assert!(full.busy_cids().next().is_none());
     }
 

@@ -28,4 +28,4 @@ pub mod queue;
 pub use controller::{Controller, ControllerConfig, PAGE_SIZE};
 pub use controller::recovery::AbortOutcome;
 pub use error::{Error, SubmitError, TimeoutAction};
-pub use qpair::{Completion, DataPtr, IoCmd, QueuePair, QueueStats};
+pub use qpair::{Completion, DataPtr, IoCmd, QueuePair, QueueStats, Reaped};

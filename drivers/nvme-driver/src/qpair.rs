@@ -9,7 +9,7 @@ use crate::cid::{cid_tag, CidTable};
 use crate::doorbell::ShadowSlot;
 use crate::error::SubmitError;
 use crate::prp::{build_prps, DmaPrpList, PrpError};
-use crate::queue::{CompletionQueue, SubmissionQueue};
+use crate::queue::{CompletionQueue, NewCqe, SubmissionQueue};
 use nvme_hal::{DmaRegion, RegisterWindow};
 use nvme_spec::NvmOpcode;
 use nvme_spec::{Cqe, CqeStatus, QueueEntries, Sqe, Status};
@@ -346,8 +346,54 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// backends' hot path).
     #[inline]
     pub fn submit_each<T>(&mut self, nsid: u32, items: &[T], f: impl FnMut(&T) -> IoCmd) -> Result<usize, SubmitError> {
-        let free = self.cids.free();
-        self.post_cmds(nsid, items[..items.len().min(free)].iter().map(f))
+        let items = &items[..items.len().min(self.cids.free())];
+        // The store kind is a constant of each copy of the loop.
+        if self.streaming_sq {
+            self.post_slice::<true, T>(nsid, items, f)
+        } else {
+            self.post_slice::<false, T>(nsid, items, f)
+        }
+    }
+
+    /// [`submit_each`](Self::submit_each) of `items` (no more than the free
+    /// CIDs): the batch's CIDs are the top `items.len()` of the free stack
+    /// ([`CidBatch::top_run`](crate::cid::CidBatch::top_run)), walked with
+    /// the commands by one index (so the first command takes the deepest of
+    /// them), and leave the stack once, after the loop (no top kept per
+    /// command). The entries are [`post_batch`](Self::post_batch)'s.
+    #[inline(always)]
+    fn post_slice<const STREAMING: bool, T>(&mut self, nsid: u32, items: &[T], mut f: impl FnMut(&T) -> IoCmd) -> Result<usize, SubmitError> {
+        let lists = PrpLists { mem: self.prp_lists.as_ref(), pages: self.list_pages_per_cmd, page_size: self.page_size };
+        let (max_transfer, page_mask) = (self.max_transfer, self.page_size - 1);
+        let k = items.len();
+        let mut cids = self.cids.batch();
+        let (run, slots) = cids.top_run(k);
+        // Command i takes the run's CID i: one index for both.
+        let mut cmds = items.iter().zip(run);
+        let mut refused = None;
+        self.sq.post_each::<STREAMING>(|| {
+            let (item, &cid) = cmds.next()?;
+            let c = f(item);
+            slots.assign(cid, c.tag);
+            match entry(c, cid, nsid, page_mask, |d| lists.build(cid, d, max_transfer)) {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    refused = Some((cid, e));
+                    None
+                }
+            }
+        });
+        // The commands posted, and a refused one, took their CIDs; the
+        // refused one's goes back (as after its completion: next generation).
+        let taken = k - cmds.len();
+        cids.take(taken);
+        let posted = taken - refused.is_some() as usize;
+        self.stats.submitted += posted as u64;
+        if let Some((cid, e)) = refused {
+            cids.release(cid); // never posted
+            return Err(e);
+        }
+        Ok(posted)
     }
 
     /// Post what `cmds` yields, which is at most [`CidTable::free`]
@@ -378,28 +424,14 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         self.sq.post_each::<STREAMING>(|| {
             let c = cmds.next()?;
             let cid = cids.pop(c.tag);
-            // CDW0 (opcode, CID) + NSID
-            let dw0 = c.op as u64 | (cid as u64) << 16 | (nsid as u64) << 32;
-            if c.op == NvmOpcode::Flush {
-                return Some([dw0, 0, 0, 0, 0, 0, 0, 0]);
-            }
-            debug_assert!(c.blocks >= 1 && c.blocks <= nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND);
-            let d = c.data;
-            // The common case first (within MDTS too: at least one page).
-            let (prp1, prp2) = if in_one_page(d, page_mask) {
-                (d.iova, 0)
-            } else {
-                match lists.build(cid, d, max_transfer) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        cids.release(cid); // never posted
-                        result = Err(e);
-                        return None;
-                    }
+            match entry(c, cid, nsid, page_mask, |d| lists.build(cid, d, max_transfer)) {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    cids.release(cid); // never posted
+                    result = Err(e);
+                    None
                 }
-            };
-            let cdw12 = (c.blocks - 1) as u64; // NLB, 0's based; CDW13 = 0
-            Some([dw0, 0, 0, prp1, prp2, c.slba, cdw12, 0])
+            }
         });
         drop(cids);
         // Each posted command holds a CID (one refused gave its CID back).
@@ -492,31 +524,42 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// [`poll`](Self::poll) into a slice: up to `out.len()` completions,
     /// `fill(&mut out[i], completion i)`. Returns how many were filled.
     /// (Filling in place lets the caller store only the fields that
-    /// change, straight into the slice.)
+    /// change, straight into the slice; a completion's dword 0 is loaded
+    /// only if asked for.)
     #[inline(always)]
-    pub fn poll_into<T>(&mut self, out: &mut [T], mut fill: impl FnMut(&mut T, Completion)) -> usize {
+    pub fn poll_into<T>(&mut self, out: &mut [T], mut fill: impl FnMut(&mut T, Reaped<'_>)) -> usize {
+        let pass = self.begin_reap();
+        // Everything the loop touches, as plain values (see CidTable::batch).
+        let (qid, mut cids) = (self.qid, self.cids.batch());
+        let (stats, last_rejected) = (&mut self.stats, &mut self.last_rejected);
         // reap hands out indices 0.. below out.len(): no bounds check left.
-        self.reap(out.len(), |i, c| fill(&mut out[i], c))
+        let n = self.cq.reap(out.len(), |i, e| {
+            let (sq_id, dw3) = (e.sq_id(), e.dw3());
+            let cid = dw3 as u16;
+            let tag = if sq_id == qid { cids.release(cid) } else { None };
+            let Some(tag) = tag else {
+                let stale = sq_id == qid && cids.is_stale(cid);
+                reject(stats, last_rejected, e.cqe(), qid, stale);
+                return false;
+            };
+            fill(&mut out[i], Reaped { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), entry: e });
+            true
+        });
+        drop(cids);
+        self.end_reap(pass, n)
     }
 
     /// The completion loop: `f(i, completion)` for the i-th delivered
     /// completion, i < `max` ([`CompletionQueue::reap`] takes the entries).
     #[inline(always)]
     fn reap(&mut self, max: usize, mut f: impl FnMut(usize, Completion)) -> usize {
-        let qid = self.qid;
-        let start = self.cq.head();
+        let pass = self.begin_reap();
         // Everything the loop touches, as plain values (see CidTable::batch).
-        let mut cids = self.cids.batch();
-        let mut sq_head = self.sq.head();
-        let rejected = self.stats.rejected();
+        let (qid, mut cids) = (self.qid, self.cids.batch());
         let (stats, last_rejected) = (&mut self.stats, &mut self.last_rejected);
         let n = self.cq.reap(max, |i, e| {
-            let (dw2, dw3) = (e.dw2(), e.dw3());
-            // SQ Head Pointer: how far the controller has consumed the SQ
-            // (recorded once, after the pass: the last one is the newest;
-            // not at all from a pass that rejected a completion, below).
-            sq_head = dw2 as u16;
-            let (sq_id, cid) = ((dw2 >> 16) as u16, dw3 as u16);
+            let (sq_id, dw3) = (e.sq_id(), e.dw3());
+            let cid = dw3 as u16;
             let tag = if sq_id == qid { cids.release(cid) } else { None };
             let Some(tag) = tag else {
                 let stale = sq_id == qid && cids.is_stale(cid);
@@ -527,14 +570,29 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
             true
         });
         drop(cids);
-        // The head of a completion that is not ours is not taken: a pass
-        // that rejected one keeps the head from before it (older is safe,
-        // the head only moves forward). Checked once per pass: tracking the
-        // last accepted head in the loop costs 2 instructions per completion.
-        if self.stats.rejected() == rejected {
-            self.sq.update_head(sq_head);
+        self.end_reap(pass, n)
+    }
+
+    /// What a completion pass starts from.
+    #[inline(always)]
+    fn begin_reap(&self) -> ReapPass {
+        ReapPass { start: self.cq.head(), rejected: self.stats.rejected() }
+    }
+
+    /// The end of a completion pass that delivered `n`: the SQ head, the
+    /// completion doorbell, the counter.
+    #[inline(always)]
+    fn end_reap(&mut self, pass: ReapPass, n: usize) -> usize {
+        // SQ Head Pointer: how far the controller has consumed the SQ. The
+        // last completion taken has the newest, read once after the pass
+        // (its slot is ours until the doorbell below). The head of a
+        // completion that is not ours is not taken: a pass that rejected
+        // one keeps the head from before it (older is safe, the head only
+        // moves forward).
+        if self.cq.head() != pass.start && self.stats.rejected() == pass.rejected {
+            self.sq.update_head(self.cq.last_sq_head());
         }
-        if self.cq.head() != start && self.cq.unreported() >= self.cq_ring_every {
+        if self.cq.head() != pass.start && self.cq.unreported() >= self.cq_ring_every {
             self.stats.mmio_doorbells += self.cq.ring_doorbell(&*self.regs) as u64;
             self.stats.cq_doorbells += 1;
         }
@@ -586,6 +644,50 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     }
 }
 
+/// The state a completion pass starts from (see `QueuePair::end_reap`).
+#[derive(Clone, Copy)]
+struct ReapPass {
+    start: u16,
+    rejected: u64,
+}
+
+/// A completion delivered by [`QueuePair::poll_into`]: [`Completion`]'s
+/// fields, with the command specific result (dword 0) loaded only when
+/// asked for. Not a reference into the ring: the entry's place in it.
+#[derive(Clone, Copy)]
+pub struct Reaped<'a> {
+    /// The tag given at submission.
+    pub tag: u64,
+    /// The command identifier it used.
+    pub cid: u16,
+    /// The raw status field (phase tag included).
+    pub raw_status: CqeStatus,
+    entry: NewCqe<'a>,
+}
+
+impl Reaped<'_> {
+    /// True for Successful Completion (every status bit but the phase clear).
+    #[inline(always)]
+    pub fn ok(&self) -> bool {
+        self.raw_status.into_bits() & !1 == 0
+    }
+    /// The decoded status.
+    #[inline]
+    pub fn status(&self) -> Status {
+        Status::from_cqe_status(self.raw_status)
+    }
+    /// Command specific result (completion dword 0).
+    #[inline(always)]
+    pub fn dw0(&self) -> u32 {
+        self.entry.dw0()
+    }
+    /// As a [`Completion`] (dword 0 loaded).
+    #[inline]
+    pub fn completion(&self) -> Completion {
+        Completion { tag: self.tag, cid: self.cid, raw_status: self.raw_status, dw0: self.dw0() }
+    }
+}
+
 /// Why `p` cannot make a queue pair, if it cannot.
 fn check_parts<R: RegisterWindow + ?Sized>(p: &QueuePairParts<R>) -> Result<(), crate::Error> {
     let bad = |what: String| Err(crate::Error::Invalid(format!("queue pair {}: {what}", p.qid)));
@@ -609,6 +711,24 @@ fn check_parts<R: RegisterWindow + ?Sized>(p: &QueuePairParts<R>) -> Result<(), 
         return bad("PRP list memory smaller than its pages".into());
     }
     Ok(())
+}
+
+/// The submission entry of `c` with CID `cid` (as eight qwords,
+/// [`Sqe::to_qwords`]): PRP1 alone for data within its first page, else
+/// `prps(data)` (the slow path: PRP2 or a list, or why not).
+#[inline(always)]
+fn entry(c: IoCmd, cid: u16, nsid: u32, page_mask: usize, prps: impl FnOnce(DataPtr) -> Result<(u64, u64), SubmitError>) -> Result<[u64; 8], SubmitError> {
+    // CDW0 (opcode, CID) + NSID
+    let dw0 = c.op as u64 | (cid as u64) << 16 | (nsid as u64) << 32;
+    if c.op == NvmOpcode::Flush {
+        return Ok([dw0, 0, 0, 0, 0, 0, 0, 0]);
+    }
+    debug_assert!(c.blocks >= 1 && c.blocks <= nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND);
+    let d = c.data;
+    // The common case first (within MDTS too: at least one page).
+    let (prp1, prp2) = if in_one_page(d, page_mask) { (d.iova, 0) } else { prps(d)? };
+    let cdw12 = (c.blocks - 1) as u64; // NLB, 0's based; CDW13 = 0
+    Ok([dw0, 0, 0, prp1, prp2, c.slba, cdw12, 0])
 }
 
 /// True when PRP1 alone describes `d`: 1 to "rest of its first page" bytes

@@ -245,6 +245,11 @@ impl NewCqe<'_> {
     pub fn dw3(&self) -> u32 {
         self.dw3
     }
+    /// The SQ Identifier (dword 2, bits 31:16) alone.
+    #[inline(always)]
+    pub fn sq_id(&self) -> u16 {
+        self.entry.read_w::<5>()
+    }
     /// The whole entry, decoded.
     pub fn cqe(&self) -> Cqe {
         let [dw0, dw1, dw2] = self.entry.read_dw012();
@@ -364,6 +369,14 @@ impl CompletionQueue {
         self.cq_head = head.index() as u16;
         self.cq_phase = phase != 0;
         n
+    }
+    /// The SQ Head Pointer (dword 2, bits 15:0) of the entry just before
+    /// the head: the last one taken, still ours until the completion
+    /// doorbell gives its slot back.
+    #[inline]
+    pub fn last_sq_head(&self) -> u16 {
+        let last = if self.cq_head == 0 { self.entries - 1 } else { self.cq_head - 1 };
+        self.ring.view().read_dw::<2>(last as usize) as u16
     }
     /// True when consumed entries have not been reported to the controller.
     #[inline]

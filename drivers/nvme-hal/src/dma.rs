@@ -3,7 +3,7 @@
 
 use std::ptr::NonNull;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// Errors allocating or mapping DMA memory.
@@ -643,6 +643,15 @@ impl<const SHIFT: u32> RingEntry<'_, SHIFT> {
         // SAFETY: type invariant; bytes 4K..4K+4 are inside the entry (K is
         // below its dword count); 4-byte aligned; accessed only atomically.
         unsafe { atomic::<AtomicU32>(self.p.wrapping_add(4 * K)) }.load(Ordering::Relaxed)
+    }
+    /// Load of 16-bit word `K` (bytes 2K..2K+2: a completion's SQ
+    /// Identifier is word 5), alone: a compare can take it from memory.
+    #[inline(always)]
+    pub fn read_w<const K: usize>(&self) -> u16 {
+        const { assert!(K < (1 << SHIFT) / 2, "word index beyond the entry") };
+        // SAFETY: type invariant; bytes 2K..2K+2 are inside the entry (K is
+        // below its word count); 2-byte aligned; accessed only atomically.
+        unsafe { atomic::<AtomicU16>(self.p.wrapping_add(2 * K)) }.load(Ordering::Relaxed)
     }
     /// Store of dwords 0-2, as one qword and one dword.
     #[inline(always)]

@@ -450,7 +450,7 @@ impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
 /// The completion of a command that failed, decoded (off the hot path).
 #[cold]
 #[inline(never)]
-fn failed(c: nvme_driver::Completion) -> IoDone {
+fn failed(c: nvme_driver::Reaped<'_>) -> IoDone {
     IoDone { tag: c.tag, status: IoStatus::Nvme(c.status()) }
 }
 
