@@ -510,7 +510,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// the pass (see `reap`).
     #[inline(always)]
     pub fn poll(&mut self, max: usize, mut f: impl FnMut(Completion)) -> usize {
-        self.reap(max, |_, c| f(c))
+        self.reap(max, |_, r| f(r.completion()))
     }
 
     /// Start loading the completion line at the head, so that the miss (the
@@ -528,31 +528,15 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// only if asked for.)
     #[inline(always)]
     pub fn poll_into<T>(&mut self, out: &mut [T], mut fill: impl FnMut(&mut T, Reaped<'_>)) -> usize {
-        let pass = self.begin_reap();
-        // Everything the loop touches, as plain values (see CidTable::batch).
-        let (qid, mut cids) = (self.qid, self.cids.batch());
-        let (stats, last_rejected) = (&mut self.stats, &mut self.last_rejected);
         // reap hands out indices 0.. below out.len(): no bounds check left.
-        let n = self.cq.reap(out.len(), |i, e| {
-            let (sq_id, dw3) = (e.sq_id(), e.dw3());
-            let cid = dw3 as u16;
-            let tag = if sq_id == qid { cids.release(cid) } else { None };
-            let Some(tag) = tag else {
-                let stale = sq_id == qid && cids.is_stale(cid);
-                reject(stats, last_rejected, e.cqe(), qid, stale);
-                return false;
-            };
-            fill(&mut out[i], Reaped { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), entry: e });
-            true
-        });
-        drop(cids);
-        self.end_reap(pass, n)
+        self.reap(out.len(), |i, r| fill(&mut out[i], r))
     }
 
     /// The completion loop: `f(i, completion)` for the i-th delivered
-    /// completion, i < `max` ([`CompletionQueue::reap`] takes the entries).
+    /// completion, i < `max` ([`CompletionQueue::reap`] takes the entries);
+    /// a completion for a CID not outstanding on this queue is rejected.
     #[inline(always)]
-    fn reap(&mut self, max: usize, mut f: impl FnMut(usize, Completion)) -> usize {
+    fn reap(&mut self, max: usize, mut f: impl FnMut(usize, Reaped<'_>)) -> usize {
         let pass = self.begin_reap();
         // Everything the loop touches, as plain values (see CidTable::batch).
         let (qid, mut cids) = (self.qid, self.cids.batch());
@@ -566,7 +550,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
                 reject(stats, last_rejected, e.cqe(), qid, stale);
                 return false;
             };
-            f(i, Completion { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), dw0: e.dw0() });
+            f(i, Reaped { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), entry: e });
             true
         });
         drop(cids);
