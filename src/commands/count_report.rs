@@ -186,10 +186,14 @@ pub fn build(i: &Inputs) -> CountReport {
     let find = |id: u64| i.windows.iter().find(|w| w.window == id);
     let bg = match (find(IDLE_WINDOW), i.idle_seconds) {
         (Some(w), Some(seconds)) => {
+            // The busy background (window 9998: one vCPU spinning in user
+            // mode for as long), when the boot measured it.
+            let busy = find(insn::BUSY_WINDOW).filter(|_| seconds > 0.0).map(|b| (b, seconds));
+            let bg = Background::new(w, seconds, busy, &i.symbols);
             // Either background window with a process's work in it
             // overstates what every row has subtracted.
-            for (what, id) in [("idle", IDLE_WINDOW), ("busy", insn::BUSY_WINDOW)] {
-                let Some(t) = find(id).map(|w| insn::tally(w, &i.symbols)) else { continue };
+            for (what, id, t) in [("idle", IDLE_WINDOW, Some(bg.idle_tally())), ("busy", insn::BUSY_WINDOW, bg.busy_tally())] {
+                let Some(t) = t else { continue };
                 if t.process_starts + t.process_exits > 0 {
                     notes.push(format!(
                         "{what} background (window {id}): {} process(es) started and {} ended in it, so it overstates the background subtracted from every row",
@@ -204,9 +208,6 @@ pub fn build(i: &Inputs) -> CountReport {
                     w.kernel() as f64 / seconds
                 ));
             }
-            // The busy background (window 9998: one vCPU spinning in user
-            // mode for as long), when the boot measured it.
-            let busy = find(insn::BUSY_WINDOW).filter(|_| seconds > 0.0).map(|b| (b, seconds));
             if let Some((b, _)) = busy {
                 notes.push(format!(
                     "busy background (window {}, {seconds} s, one vCPU spinning in user mode): {:.0} kernel instructions per second, {:.0} more than idle per CPU second of a row's threads, subtracted for each row's CPU seconds",
@@ -215,7 +216,7 @@ pub fn build(i: &Inputs) -> CountReport {
                     (b.kernel() as f64 - w.kernel() as f64) / seconds
                 ));
             }
-            Some(Background { window: w, seconds, busy })
+            Some(bg)
         }
         (None, Some(_)) => {
             notes.push(format!("no idle window ({IDLE_WINDOW}): the background is not subtracted"));

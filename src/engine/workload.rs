@@ -136,8 +136,7 @@ impl Workload {
     #[inline]
     pub fn single_random_op(&self) -> Option<Op> {
         match self.rw {
-            Rw::Randread => Some(Op::Read),
-            Rw::Randwrite => Some(Op::Write),
+            Rw::Randread | Rw::Randwrite => self.single_op(),
             _ => None,
         }
     }

@@ -741,6 +741,25 @@ pub struct Background<'a> {
     /// kernel's background grows with the CPU time a row's threads run
     /// as well as with its wall time.
     pub busy: Option<(&'a Window, f64)>,
+    /// The two windows' tallies, made once for every row.
+    idle_tally: Tally,
+    busy_tally: Option<Tally>,
+}
+
+impl<'a> Background<'a> {
+    /// The background of idle window `window` (`seconds` long) and, when
+    /// measured, busy window `busy`, tallied once with `s`.
+    pub fn new(window: &'a Window, seconds: f64, busy: Option<(&'a Window, f64)>, s: &Symbols) -> Self {
+        Background { window, seconds, busy, idle_tally: tally(window, s), busy_tally: busy.map(|(w, _)| tally(w, s)) }
+    }
+    /// The idle window's tally.
+    pub fn idle_tally(&self) -> &Tally {
+        &self.idle_tally
+    }
+    /// The busy window's tally, when there is one.
+    pub fn busy_tally(&self) -> Option<&Tally> {
+        self.busy_tally.as_ref()
+    }
 }
 
 /// The busy background's window (`nvme-bypass idle --spin`).
@@ -882,7 +901,7 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
     let ios = r.ios as f64;
     let t = tally(r.window, s);
     let (mut b, scale) = match bg {
-        Some(bg) if bg.seconds > 0.0 => (tally(bg.window, s), r.duration_s / bg.seconds),
+        Some(bg) if bg.seconds > 0.0 => (bg.idle_tally.clone(), r.duration_s / bg.seconds),
         Some(_) => return Err("the idle window's duration must be above 0".into()),
         None => (
             Tally {
@@ -898,8 +917,7 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
     // units so one subtraction takes out both. The spin's user instructions
     // are the spin itself, not background: only kernel parts are added.
     if let (Some(bg), true) = (bg, scale > 0.0) {
-        if let Some((w, secs)) = bg.busy.filter(|(_, secs)| *secs > 0.0) {
-            let busy = tally(w, s);
+        if let (Some((_, secs)), Some(busy)) = (bg.busy.filter(|(_, secs)| *secs > 0.0), &bg.busy_tally) {
             let idle_per_s = 1.0 / bg.seconds;
             let k = r.busy_cpu_s / scale;
             // (not clamped at 0 part by part, so the layers keep summing
@@ -1220,7 +1238,7 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
             layers: &layers,
             bar0: Some(0xfebf_0000),
         };
-        let b = Background { window: &idle, seconds: 2.0, busy: None };
+        let b = Background::new(&idle, 2.0, None, &s);
         // 10 I/Os over 1 s (half the idle window), 5 empty polls.
         let r = RowInput {
             window: &row,
@@ -1297,7 +1315,7 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         u.relocate(row.marker_fn).unwrap();
         let layers = LayerTable::builtin();
         let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
-        let b = Background { window: &idle, seconds: 2.0, busy: Some((&busy, 2.0)) };
+        let b = Background::new(&idle, 2.0, Some((&busy, 2.0)), &s);
         let r = RowInput { window: &row, calibration: None, ios: 10, duration_s: 1.0, empty_polls: 0, busy_cpu_s: 0.5 };
         let c = row_counts(&r, Some(&b), 10, &s).unwrap();
         assert!(close(c.instructions_per_io.kernel, 75.0), "{}", c.instructions_per_io.kernel);
@@ -1322,7 +1340,7 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         u.relocate(row.marker_fn).unwrap();
         let layers = LayerTable::builtin();
         let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
-        let b = Background { window: &idle, seconds: 2.0, busy: None };
+        let b = Background::new(&idle, 2.0, None, &s);
         let r = RowInput { window: row, calibration: cal, ios: 10, duration_s: 1.0, empty_polls: 5, busy_cpu_s: 0.0 };
         row_counts(&r, Some(&b), 10, &s).unwrap().instructions_per_io.empty_polls_engine
     }
