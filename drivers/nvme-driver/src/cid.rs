@@ -155,11 +155,17 @@ impl CidBatch<'_> {
         let CidSlots { state, free } = &mut *self.slots;
         (&free[self.top - k..self.top], state)
     }
-    /// The first `k` CIDs of a [`top_run`](Self::top_run), each assigned,
-    /// leave the free stack.
+    /// The first `k` CIDs of a [`top_run`](Self::top_run) of `n`, each
+    /// assigned, leave the free stack; the run's other `n - k`, never
+    /// assigned, stay on it (moved down into the entries the taken ones
+    /// leave: the run's first CIDs are the deepest of the stack).
     #[inline(always)]
-    pub(crate) fn take(&mut self, k: usize) {
-        debug_assert!(k <= self.top);
+    pub(crate) fn take(&mut self, n: usize, k: usize) {
+        debug_assert!(k <= n && n <= self.top);
+        if k < n {
+            let base = self.top - n;
+            self.slots.free.copy_within(base + k..self.top, base);
+        }
         self.top -= k;
     }
     /// Give a CID back after its completion; returns its tag, or `None` when

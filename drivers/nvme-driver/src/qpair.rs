@@ -360,7 +360,9 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// ([`CidBatch::top_run`](crate::cid::CidBatch::top_run)), walked with
     /// the commands by one index (so the first command takes the deepest of
     /// them), and leave the stack once, after the loop (no top kept per
-    /// command). The entries are [`post_batch`](Self::post_batch)'s.
+    /// command); after a refused command the run's unused CIDs stay on the
+    /// stack ([`CidBatch::take`](crate::cid::CidBatch::take)). The entries
+    /// are [`post_batch`](Self::post_batch)'s.
     #[inline(always)]
     fn post_slice<const STREAMING: bool, T>(&mut self, nsid: u32, items: &[T], mut f: impl FnMut(&T) -> IoCmd) -> Result<usize, SubmitError> {
         let lists = PrpLists { mem: self.prp_lists.as_ref(), pages: self.list_pages_per_cmd, page_size: self.page_size };
@@ -386,7 +388,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         // The commands posted, and a refused one, took their CIDs; the
         // refused one's goes back (as after its completion: next generation).
         let taken = k - cmds.len();
-        cids.take(taken);
+        cids.take(k, taken);
         let posted = taken - refused.is_some() as usize;
         self.stats.submitted += posted as u64;
         if let Some((cid, e)) = refused {

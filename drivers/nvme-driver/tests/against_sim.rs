@@ -494,6 +494,41 @@ fn batch_stops_at_a_full_queue_and_at_a_bad_command() {
     sim.set_auto_step(true); // so teardown's admin commands complete
 }
 
+/// `submit_each` (the backends' path: a slice, its CIDs taken as one run)
+/// stops where `submit_batch` does: at a full queue, and at a command it
+/// cannot describe, whose CID goes back while the ones before it stay.
+#[test]
+fn submit_each_stops_at_a_full_queue_and_at_a_bad_command() {
+    use nvme_driver::IoCmd;
+    use nvme_spec::NvmOpcode;
+    let sim = SimController::start(SimConfig { threaded: false, ..Default::default() }).unwrap();
+    let mut ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+    let mut qp = ctrl.create_io_queue_pair(4).unwrap(); // 3 commands in flight at most
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    sim.set_auto_step(false);
+    let read = |tag: &u64| IoCmd { op: NvmOpcode::Read, slba: *tag, blocks: 1, data: DataPtr { iova: buf.iova(), len: 512 }, tag: *tag };
+    assert_eq!(qp.submit_each(1, &[0, 1, 2, 3, 4], read).unwrap(), 3);
+    assert_eq!(qp.submit_each(1, &[5], read).unwrap(), 0);
+    qp.ring();
+    sim.step();
+    let mut tags = vec![];
+    assert_eq!(qp.poll(8, |c| tags.push(c.tag)), 3);
+    tags.sort();
+    assert_eq!(tags, vec![0, 1, 2]);
+    // The second of three cannot be described (not dword aligned).
+    let odd = |tag: &u64| if *tag == 11 { IoCmd { data: DataPtr { iova: buf.iova() + 2, len: 512 }, ..read(tag) } } else { read(tag) };
+    assert!(matches!(qp.submit_each(1, &[10, 11, 12], odd).unwrap_err(), SubmitError::Prp(_)));
+    assert_eq!(qp.outstanding(), 1);
+    qp.ring();
+    sim.step();
+    let mut tags = vec![];
+    assert_eq!(qp.poll(8, |c| tags.push(c.tag)), 1);
+    assert_eq!(tags, vec![10]);
+    // All three CIDs are free again.
+    assert_eq!(qp.submit_each(1, &[20, 21, 22], read).unwrap(), 3);
+    sim.set_auto_step(true); // so teardown's admin commands complete
+}
+
 #[test]
 fn shadow_doorbells_spare_mmio_writes_and_keep_data_intact() {
     for shadow in [true, false] {
