@@ -129,7 +129,7 @@ GUEST_ARGS=("$@")
 case "$MULTIPATH" in ''|Y|N) ;; y|1) MULTIPATH=Y ;; n|0) MULTIPATH=N ;; *) die_usage "--multipath wants Y or N" ;; esac
 case "$LBA_SIZE" in 512|4096) ;; *) die_usage "--lba-size wants 512 or 4096" ;; esac
 in_range() { is_uint "$1" && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]; }
-[ -z "$IOPS_LIMIT" ] || in_range "$IOPS_LIMIT" 1 10000000 || die_usage "--iops-limit wants I/Os per second (1..10000000)"
+[ -z "$IOPS_LIMIT" ] || in_range "$IOPS_LIMIT" 1 10000000 || die_usage "--iops-limit wants reads (and as many writes) per second (1..10000000)"
 DRIVE_OPTS=${IOPS_LIMIT:+,throttling.iops-read=$IOPS_LIMIT,throttling.iops-write=$IOPS_LIMIT}
 in_range "$NAMESPACES" 1 256 || die_usage "--namespaces wants 1..256"
 in_range "$CONTROLLERS" 1 16 || die_usage "--controllers wants 1..16"

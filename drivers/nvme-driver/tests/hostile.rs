@@ -119,7 +119,7 @@ fn replay_from_environment() {
     }
     let files: Vec<_> = if p.is_dir() { std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()).collect() } else { vec![p] };
     for f in files.into_iter().filter(|f| f.extension().is_none_or(|x| x != "md")) {
-        let bytes = std::fs::read(&f).unwrap();
+        let bytes = std::fs::read(&f).unwrap_or_else(|e| panic!("NVB_HOSTILE_REPLAY: cannot read {}: {e}; give a fuzz input or a folder of them (a relative path is taken from the crate's folder, then from the repository's root)", f.display()));
         if let Ok(s) = Scenario::arbitrary_take_rest(Unstructured::new(&bytes)) {
             let r = run(&s);
             println!("{}: up={} completed={} abandoned={} errors={:?}", f.display(), r.up, r.completed, r.abandoned, r.errors);
