@@ -271,6 +271,13 @@ pub fn build(i: &Inputs) -> CountReport {
                         row.label, here.discarded
                     ));
                 }
+                let (kpolls, kempty, _, kleft) = w.kernel_polls();
+                if kpolls > 0 {
+                    notes.push(format!(
+                        "{}: the kernel's IOPOLL loop polled {} times; {} found nothing and are counted as its empty polls, {} more found nothing but had an interrupt in them (left in the row; the interrupt's work is the background's)",
+                        row.label, kpolls, kempty, kleft
+                    ));
+                }
                 if calibration.is_none() && here.marks == 0 && i.calibration_polls > 0 && empty_polls > 0 {
                     notes.push(format!("{}: no calibration window {}", row.label, CALIBRATION_BASE + id));
                 }
@@ -385,9 +392,9 @@ pub fn table(r: &CountReport) -> String {
     o.push_str(
         "\nGuest instructions counted exactly by QEMU TCG between the markers of each row, per I/O,\n\
          less the idle background scaled to the row's duration. empty/IO: polls that found nothing,\n\
-         ours (each empty pass of the loop counted where it ran) and the kernel's IOPOLL (nvme_poll runs\n\
-         less nvme_poll_cq runs, x the poll loop's mean per poll: modelled), in total/IO, never\n\
-         subtracted. sysc, irq, ctxs:\n\
+         ours (each empty pass of the loop counted where it ran) and the kernel's IOPOLL (each poll of\n\
+         nvme_poll that found nothing, counted where it ran), in total/IO, never subtracted.\n\
+         sysc, irq, ctxs:\n\
          executions of entry_SYSCALL_64, asm_common_interrupt + asm_sysvec_*, __switch_to_asm.\n\
          db: MMIO writes to the controller's doorbell page. Work, not time: an emulated machine.\n",
     );

@@ -135,6 +135,26 @@ pub struct VcpuCount {
     /// thread moved or was preempted).
     #[serde(default)]
     pub empty_discarded: u64,
+    /// Polls of the kernel's IOPOLL loop started (`nvme_poll` entries;
+    /// 0 when the process did not name the loop to the plugin:
+    /// `measure::marker`).
+    #[serde(default)]
+    pub kpolls: u64,
+    /// Of them, those that found nothing and saw no interrupt, each from
+    /// its start to the next poll's (or the system call's return); polls
+    /// inside an engine pass that was empty itself are left to that pass.
+    #[serde(default)]
+    pub kpoll_empty: u64,
+    /// Their user instructions (none: the loop runs in the kernel).
+    #[serde(default)]
+    pub kpoll_empty_user: u64,
+    /// Their kernel instructions.
+    #[serde(default)]
+    pub kpoll_empty_kernel: u64,
+    /// Polls that found nothing left out: an interrupt came in them (its
+    /// work is the background's), or longer than a poll can be.
+    #[serde(default)]
+    pub kpoll_discarded: u64,
 }
 
 /// One measured window of the plugin.
@@ -175,6 +195,12 @@ impl Window {
             marks: sum(|v| v.empty_marks),
             discarded: sum(|v| v.empty_discarded),
         }
+    }
+    /// The kernel's IOPOLL polls, all vCPUs: (started, empty, instructions
+    /// of the empty ones, empty ones left out).
+    pub fn kernel_polls(&self) -> (u64, u64, u64, u64) {
+        let sum = |f: fn(&VcpuCount) -> u64| self.vcpus.iter().map(f).sum();
+        (sum(|v| v.kpolls), sum(|v| v.kpoll_empty), sum(|v| v.kpoll_empty_user + v.kpoll_empty_kernel), sum(|v| v.kpoll_discarded))
     }
 }
 
@@ -546,8 +572,9 @@ pub struct Events {
     /// Executions of the TB at `nvme_poll`: the kernel looking at a
     /// polled completion queue (IOPOLL), found or not.
     pub kernel_polls: f64,
-    /// Executions of the TB at `nvme_poll_cq`, which `nvme_poll` calls only
-    /// when a completion is pending: the kernel polls that found one.
+    /// Of the kernel polls, those that found a completion, counted by the
+    /// plugin (`kpolls` less `kpoll_empty` and `kpoll_discarded`); 0 when
+    /// the process did not name the poll loop to it.
     pub kernel_polls_found: f64,
 }
 
@@ -581,9 +608,6 @@ pub struct Tally {
     pub events: Events,
     /// Kernel functions no layer rule names: (name, module) -> instructions.
     pub unmapped: HashMap<(String, Option<String>), u64>,
-    /// Instructions in the functions of the kernel's IOPOLL loop
-    /// ([`KERNEL_POLL_LOOP`]).
-    pub kernel_poll_loop: f64,
     /// Processes created (runs of `copy_process`) and ended (`do_exit`)
     /// in the window: none belongs to a path's I/O, and each costs far
     /// more than a path's I/O does.
@@ -591,38 +615,6 @@ pub struct Tally {
     /// See `process_starts`.
     pub process_exits: u64,
 }
-
-/// The kernel's IOPOLL loop, from `io_uring_enter` down to the driver's
-/// look at its completion queue (kernel 6.x): what one kernel poll costs,
-/// found or not. The completions' own work (`nvme_poll_cq` and below) is
-/// not in it. `blk_mq_poll` finds the hardware queue in an xarray on every
-/// poll (`xa_load`, `xas_load`, `xas_start`: on the IOPOLL rows they run
-/// exactly once per `nvme_poll`, nowhere else), and passthrough's
-/// `blk_rq_poll` checks and drops its queue reference on every poll
-/// (`blk_rq_is_poll`, `blk_queue_exit`: likewise once per poll on the
-/// passthrough IOPOLL row). Not in it: the RCU read
-/// locks and retpoline thunks a poll shares with every other path (about
-/// 4 and 2 calls per poll on kernel 6.12, some 45 instructions), which
-/// the model therefore leaves in the row.
-pub const KERNEL_POLL_LOOP: &[&str] = &[
-    "xa_load",
-    "xas_load",
-    "xas_start",
-    "blk_rq_is_poll",
-    "blk_queue_exit",
-    "io_iopoll_check",
-    "io_do_iopoll",
-    "io_uring_classic_poll",
-    "io_uring_hybrid_poll",
-    "iocb_bio_iopoll",
-    "bio_poll",
-    "blk_rq_poll",
-    "blk_mq_poll",
-    "blk_hctx_poll",
-    "nvme_ns_chr_uring_cmd_iopoll",
-    "nvme_ns_head_chr_uring_cmd_iopoll",
-    "nvme_poll",
-];
 
 /// Sum up one window.
 pub fn tally(w: &Window, s: &Symbols) -> Tally {
@@ -643,7 +635,6 @@ pub fn tally(w: &Window, s: &Symbols) -> Tally {
     let mut irq = s.kernel.addrs_of("asm_common_interrupt");
     irq.extend(s.kernel.addrs_with_prefix("asm_sysvec_"));
     let poll = s.kernel.addrs_of("nvme_poll");
-    let poll_found = s.kernel.addrs_of("nvme_poll_cq");
     let fork = s.kernel.addrs_of("copy_process");
     let exit = s.kernel.addrs_of("do_exit");
     let mut switch = s.kernel.addrs_of("__switch_to_asm");
@@ -672,14 +663,8 @@ pub fn tally(w: &Window, s: &Symbols) -> Tally {
             if poll.contains(&va) {
                 t.events.kernel_polls += execs as f64;
             }
-            if poll_found.contains(&va) {
-                t.events.kernel_polls_found += execs as f64;
-            }
             match s.kernel.lookup(va) {
                 Some(sym) => {
-                    if KERNEL_POLL_LOOP.contains(&sym.name.as_str()) {
-                        t.kernel_poll_loop += n;
-                    }
                     let (layer, named) = s.layers.layer_of(sym);
                     parts[layer] += n;
                     if !named {
@@ -775,8 +760,8 @@ pub struct PerIo {
     /// user + kernel.
     pub total: f64,
     /// Instructions per I/O of the polls that found nothing, ours and the
-    /// kernel's: `empty_polls_engine` + `empty_polls_kernel_modelled`.
-    /// Included in `total`, shown apart, never subtracted.
+    /// kernel's: `empty_polls_engine` + `empty_polls_kernel`. Included in
+    /// `total`, shown apart, never subtracted. None when either is unknown.
     pub empty_polls: Option<f64>,
     /// The engine's passes that found nothing, measured in the row's own
     /// window: each from the PASS marker that starts it to the next (the
@@ -785,11 +770,12 @@ pub struct PerIo {
     /// measured in the row's calibration window (K empty passes on the
     /// drained queue).
     pub empty_polls_engine: Option<f64>,
-    /// The kernel's IOPOLL polls that found nothing (`nvme_poll` runs less
-    /// `nvme_poll_cq` runs) x the poll loop's instructions per poll
-    /// ([`KERNEL_POLL_LOOP`]): a model, the loop's average poll standing
-    /// for an empty one.
-    pub empty_polls_kernel_modelled: f64,
+    /// The kernel's IOPOLL polls that found nothing, measured in place:
+    /// each from its start (`nvme_poll`) to the next poll's, added up by
+    /// the plugin (`kpoll_empty_*`). 0 in a window without kernel polls;
+    /// None when the kernel polled but its poll loop was not named to the
+    /// plugin (`measure::marker`), so they could not be told apart.
+    pub empty_polls_kernel: Option<f64>,
 }
 
 /// An unmapped kernel function and its cost.
@@ -899,7 +885,7 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
         return Err("the row completed no I/O".into());
     }
     let ios = r.ios as f64;
-    let t = tally(r.window, s);
+    let mut t = tally(r.window, s);
     let (mut b, scale) = match bg {
         Some(bg) if bg.seconds > 0.0 => (bg.idle_tally.clone(), r.duration_s / bg.seconds),
         Some(_) => return Err("the idle window's duration must be above 0".into()),
@@ -949,8 +935,15 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
         Some(c) if calibration_polls > 0 => Some(r.empty_polls as f64 * empty_pass(c, s) / calibration_polls as f64 / ios),
         _ => None,
     };
-    let kernel_empty = (t.events.kernel_polls - t.events.kernel_polls_found).max(0.0);
-    let kernel_modelled = if t.events.kernel_polls > 0.0 { kernel_empty * (t.kernel_poll_loop / t.events.kernel_polls) / ios } else { 0.0 };
+    let (kpolls, kempty, kpoll_empty_insns, kleft) = r.window.kernel_polls();
+    let kernel_empty = match (kpolls, t.events.kernel_polls > 0.0) {
+        (0, true) => None,
+        (0, false) => Some(0.0),
+        _ => {
+            t.events.kernel_polls_found = kpolls.saturating_sub(kempty + kleft) as f64;
+            Some(kpoll_empty_insns as f64 / ios)
+        }
+    };
     let layers = Named(
         breakdown_names()
             .into_iter()
@@ -963,9 +956,9 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
             user,
             kernel,
             total: user + kernel,
-            empty_polls: engine.map(|e| e + kernel_modelled),
+            empty_polls: engine.zip(kernel_empty).map(|(e, k)| e + k),
             empty_polls_engine: engine,
-            empty_polls_kernel_modelled: kernel_modelled,
+            empty_polls_kernel: kernel_empty,
         },
         layers,
         events_per_io: t.events.combine(&b.events, -scale, ios),
@@ -1252,31 +1245,50 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
     }
 
     #[test]
-    fn kernel_iopoll_polls_that_found_nothing_are_modelled_as_empty_polls() {
-        // 20 polls of the kernel's IOPOLL loop, 4 of which found completions
-        // (nvme_poll_cq ran): 16 empty at the loop's 300 / 20 = 15 each.
+    fn kernel_polls_not_named_to_the_plugin_leave_the_empty_polls_unknown() {
+        // nvme_poll ran 20 times, but the process named no poll loop to
+        // the plugin: which polls found nothing is not known.
+        let ks = parse_kallsyms("ffffffff81000000 T _stext\nffffffffc0001000 t nvme_poll\t[nvme]\n").unwrap();
+        let row = window(0, 0, 1000, vec![(0xffffffffc0001000, 100, 20)], vec![]);
+        let u = user_syms();
+        let layers = LayerTable::builtin();
+        let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
+        let r = RowInput { window: &row, calibration: None, ios: 8, duration_s: 1.0, empty_polls: 0, busy_cpu_s: 0.0 };
+        let c = row_counts(&r, None, 10, &s).unwrap();
+        assert_eq!((c.events_per_io.kernel_polls, c.events_per_io.kernel_polls_found), (20.0 / 8.0, 0.0));
+        assert_eq!((c.instructions_per_io.empty_polls_kernel, c.instructions_per_io.empty_polls), (None, None));
+    }
+
+    #[test]
+    fn kernel_iopoll_polls_that_found_nothing_are_counted_in_place() {
+        // The same window, with the plugin's own count of the kernel's
+        // empty polls (the process named the loop to it): 16 empty polls of
+        // 13 and 11 kernel instructions on two vCPUs, 2 left out.
         let ks = parse_kallsyms(
             "ffffffff81000000 T _stext\nffffffff81001000 T io_do_iopoll\nffffffff81002000 T blk_mq_submit_bio\n\
              ffffffffc0001000 t nvme_poll\t[nvme]\nffffffffc0002000 t nvme_poll_cq\t[nvme]\n",
         )
         .unwrap();
         let k = 0xffffffff81000000u64;
-        let row = window(
-            0,
-            0,
-            1000,
-            vec![(k + 0x1000, 200, 20), (0xffffffffc0001000, 100, 20), (0xffffffffc0002000, 80, 4), (k + 0x2000, 620, 8)],
-            vec![],
-        );
+        let mut row = window(0, 0, 1000, vec![(k + 0x1000, 200, 20), (0xffffffffc0001000, 100, 20), (0xffffffffc0002000, 80, 4), (k + 0x2000, 620, 8)], vec![]);
+        row.vcpus.push(VcpuCount { vcpu: 1, ..Default::default() });
+        row.vcpus[0].kpolls = 12;
+        row.vcpus[0].kpoll_empty = 8;
+        row.vcpus[0].kpoll_empty_kernel = 8 * 13;
+        row.vcpus[1].kpolls = 10;
+        row.vcpus[1].kpoll_empty = 8;
+        row.vcpus[1].kpoll_empty_kernel = 8 * 11;
+        row.vcpus[1].kpoll_discarded = 2;
+        assert_eq!(row.kernel_polls(), (22, 16, 192, 2));
         let u = user_syms();
         let layers = LayerTable::builtin();
         let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
         let r = RowInput { window: &row, calibration: None, ios: 8, duration_s: 1.0, empty_polls: 0, busy_cpu_s: 0.0 };
         let c = row_counts(&r, None, 10, &s).unwrap();
-        assert_eq!((c.events_per_io.kernel_polls, c.events_per_io.kernel_polls_found), (20.0 / 8.0, 4.0 / 8.0));
-        assert!(close(c.instructions_per_io.empty_polls_kernel_modelled, 16.0 * 15.0 / 8.0));
-        assert_eq!(c.instructions_per_io.empty_polls_engine, Some(0.0));
-        assert!(close(c.instructions_per_io.empty_polls.unwrap(), 30.0));
+        assert_eq!(c.instructions_per_io.empty_polls_kernel, Some(192.0 / 8.0));
+        assert!(close(c.instructions_per_io.empty_polls.unwrap(), 24.0));
+        // found: 22 polls less 16 empty and 2 left out
+        assert_eq!(c.events_per_io.kernel_polls_found, 4.0 / 8.0);
     }
 
     #[test]

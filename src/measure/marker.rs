@@ -19,6 +19,22 @@
 //! instruction each, always executed (a branch on whether markers are on
 //! would cost more than the NOP).
 //!
+//! The kernel's IOPOLL loop polls inside one system call until a batch is
+//! found, where no marker of ours can run. So, before its first window, a
+//! process with markers on names four kinds of kernel address to the
+//! plugin, one [`kernel_address`] marker (`...4b 42 56 4e`, "KBVN") each,
+//! read from `/proc/kallsyms` (as root, which the test bed's guest is):
+//! where a poll starts (`nvme_poll`, which the block layer calls over and
+//! over until a completion is found), where a poll has found one (each
+//! polled completion ends at `io_complete_rw_iopoll` on the block path and
+//! at `nvme_uring_cmd_end_io` on passthrough's, before the next poll
+//! starts; `nvme_poll`'s own reap is inlined and has no address to watch,
+//! and passthrough's `io_uring_cmd_done` runs later, from task work), where the system call returns (`syscall_exit_to_user_mode`) and
+//! where interrupts come in (`asm_sysvec_*`, `asm_common_interrupt`). The
+//! plugin then times each poll from one start to the next and adds those
+//! that found nothing, without an interrupt in them, to the kernel's empty
+//! polls.
+//!
 //! The engine marks its measured interval (thread 0's, from the end of the
 //! ramp to the drain) only when `NVB_MARKERS` is set to a number N: `bench`
 //! marks window N; `compare` marks row i (0-based, in run order) as window
@@ -84,13 +100,89 @@ pub fn empty() {
     }
 }
 
+/// Watch kernel address `addr` as `kind` (see the module's documentation).
+#[inline(never)]
+fn kernel_address(kind: KernelAddress, addr: u64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as in `start`: one NOP that reads rax and rdi, changes nothing.
+    unsafe {
+        core::arch::asm!(
+            ".byte 0x0f, 0x1f, 0x80, 0x4b, 0x42, 0x56, 0x4e",
+            in("rax") kind as u64,
+            in("rdi") addr,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (kind, addr);
+}
+
+/// The kinds of kernel address [`kernel_address`] names (the plugin's
+/// `K_POLL`...`K_IRQ`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub enum KernelAddress {
+    /// A poll of the IOPOLL loop starts.
+    Poll = 1,
+    /// The poll found completions.
+    Found = 2,
+    /// A system call returns to user mode.
+    Exit = 3,
+    /// An interrupt comes in.
+    Interrupt = 4,
+}
+
+/// The kind of kernel symbol `name` (of module `module`, None: built in)
+/// is, for [`kernel_address`].
+pub fn kernel_address_kind(name: &str, module: Option<&str>) -> Option<KernelAddress> {
+    match (name, module) {
+        ("nvme_poll", Some("[nvme]")) => Some(KernelAddress::Poll),
+        ("io_complete_rw_iopoll", None) | ("nvme_uring_cmd_end_io", Some("[nvme_core]")) => Some(KernelAddress::Found),
+        ("syscall_exit_to_user_mode", None) => Some(KernelAddress::Exit),
+        ("asm_common_interrupt", None) => Some(KernelAddress::Interrupt),
+        (n, None) if n.starts_with("asm_sysvec_") => Some(KernelAddress::Interrupt),
+        _ => None,
+    }
+}
+
+/// The kernel addresses to name, from `/proc/kallsyms`'s text (a module's
+/// symbol line ends in `[module]`); none when the addresses are hidden
+/// (zeros: not root).
+pub fn kernel_addresses(kallsyms: &str) -> Vec<(KernelAddress, u64)> {
+    let mut out = vec![];
+    for line in kallsyms.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(addr), Some(_), Some(name), module, None) = (f.next(), f.next(), f.next(), f.next(), f.next()) else { continue };
+        let (Some(kind), Ok(addr)) = (kernel_address_kind(name, module), u64::from_str_radix(addr, 16)) else { continue };
+        if addr != 0 {
+            out.push((kind, addr));
+        }
+    }
+    out
+}
+
+/// Name the kernel's poll loop to the plugin (see the module's
+/// documentation). Without the symbols, nothing is named and the report
+/// falls back to its model of the kernel's polls.
+fn announce_kernel_polls() {
+    let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else { return };
+    for (kind, addr) in kernel_addresses(&text) {
+        kernel_address(kind, addr);
+    }
+}
+
 /// `NVB_MARKERS`, read once: the first window's id, or None (no markers).
+/// With markers on, the first call also names the kernel's poll loop to
+/// the plugin, before any window opens.
 pub fn base() -> Option<u64> {
     static BASE: OnceLock<Option<u64>> = OnceLock::new();
     *BASE.get_or_init(|| {
         let v = std::env::var("NVB_MARKERS").ok()?;
         match v.trim().parse() {
-            Ok(n) => Some(n),
+            Ok(n) => {
+                announce_kernel_polls();
+                Some(n)
+            }
             Err(_) => {
                 eprintln!("nvme-bypass: NVB_MARKERS={v:?} is not a window number: no markers");
                 None
@@ -127,5 +219,29 @@ mod tests {
         super::pass();
         super::empty();
         super::stop(7);
+        super::kernel_address(super::KernelAddress::Poll, 0xffff_ffff_8100_0000);
+    }
+
+    #[test]
+    fn kernel_addresses_from_kallsyms() {
+        let text = "\
+ffffffffc0100000 t nvme_poll\t[nvme]
+ffffffffc0100400 t nvme_poll_cq\t[nvme]
+ffffffff83099400 t io_complete_rw_iopoll
+ffffffff830a0740 T io_uring_cmd_done
+ffffffffc0573880 t nvme_uring_cmd_end_io\t[nvme_core]
+ffffffff894e6770 T syscall_exit_to_user_mode
+ffffffff89601200 T asm_sysvec_apic_timer_interrupt
+ffffffff89601000 T asm_common_interrupt
+ffffffff89601300 T asm_exc_page_fault
+ffffffff88e9ac90 T io_do_iopoll
+ffffffffc0200000 t nvme_poll\t[other]
+0000000000000000 t nvme_poll\t[nvme]
+";
+        use super::KernelAddress::*;
+        assert_eq!(
+            super::kernel_addresses(text),
+            vec![(Poll, 0xffffffffc0100000), (Found, 0xffffffff83099400), (Found, 0xffffffffc0573880), (Exit, 0xffffffff894e6770), (Interrupt, 0xffffffff89601200), (Interrupt, 0xffffffff89601000)]
+        );
     }
 }

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
@@ -159,7 +159,22 @@ const EMPTY_INSNS: usize = MAX_SLOTS + 9;
 const EMPTY_PASSES: usize = MAX_SLOTS + 11;
 const EMPTY_MARKS: usize = MAX_SLOTS + 12;
 const EMPTY_DISCARDED: usize = MAX_SLOTS + 13;
-const ENTRY_U64S: usize = MAX_SLOTS + 14;
+/// The kernel's IOPOLL loop (see "Kernel polls" in README.md): at the last
+/// poll's start, RUN's two values; the poll's state (bit 0 open, bit 1
+/// found something, bit 2 an interrupt came in it); the polls that found
+/// nothing, user and kernel instructions and their number; every poll
+/// started; polls left out (an interrupt in them, or longer than
+/// MAX_PASS); and, since the last PASS marker, the empty polls' user and
+/// kernel instructions and number (taken back out when that pass is an
+/// empty pass itself, which counts them whole).
+const KLAST: usize = MAX_SLOTS + 14;
+const KSTATE: usize = MAX_SLOTS + 16;
+const KEMPTY_INSNS: usize = MAX_SLOTS + 17;
+const KEMPTY_POLLS: usize = MAX_SLOTS + 19;
+const KPOLLS: usize = MAX_SLOTS + 20;
+const KDISCARDED: usize = MAX_SLOTS + 21;
+const KPASS: usize = MAX_SLOTS + 22;
+const ENTRY_U64S: usize = MAX_SLOTS + 25;
 /// A pass longer than this (user + kernel instructions) is not one pass of
 /// a polling loop on one vCPU: its thread moved or was preempted.
 const MAX_PASS: u64 = 1_000_000;
@@ -175,10 +190,24 @@ const MARK_STOP: [u8; 7] = [0x0f, 0x1f, 0x80, 0x45, 0x42, 0x56, 0x4e];
 /// `...5a 42 56 4e` ("ZBVN"): the pass found nothing (an empty poll).
 const MARK_PASS: [u8; 7] = [0x0f, 0x1f, 0x80, 0x50, 0x42, 0x56, 0x4e];
 const MARK_EMPTY: [u8; 7] = [0x0f, 0x1f, 0x80, 0x5a, 0x42, 0x56, 0x4e];
+/// `...4b 42 56 4e` ("KBVN"): a kernel address to watch, `rdi`, of the
+/// kind in `rax` (K_POLL...K_IRQ); run before the windows it serves.
+const MARK_KERNEL: [u8; 7] = [0x0f, 0x1f, 0x80, 0x4b, 0x42, 0x56, 0x4e];
 const START: usize = 1;
 const STOP: usize = 2;
 const PASS: usize = 3;
 const EMPTY: usize = 4;
+const KERNEL: usize = 5;
+/// Kinds of watched kernel addresses: a poll of the IOPOLL loop starts
+/// (`nvme_poll`, which the block layer calls until one finds completions);
+/// it found one (`io_complete_rw_iopoll`, `nvme_uring_cmd_end_io`: a
+/// polled completion ends); the system call returns
+/// (`syscall_exit_to_user_mode`); an interrupt comes in (the `asm_sysvec_*`
+/// and `asm_common_interrupt` entries).
+const K_POLL: u8 = 1;
+const K_FOUND: u8 = 2;
+const K_EXIT: u8 = 3;
+const K_IRQ: u8 = 4;
 
 struct Slots {
     by_key: HashMap<(u64, u32), u32>,
@@ -206,6 +235,14 @@ static WINDOW: Mutex<Option<Window>> = Mutex::new(None);
 static REG_RAX: AtomicUsize = AtomicUsize::new(0);
 static REG_RDI: AtomicUsize = AtomicUsize::new(0);
 static WINDOWS_WRITTEN: AtomicU64 = AtomicU64::new(0);
+/// Watched kernel addresses -> kind (K_POLL...).
+static KADDRS: Mutex<Option<HashMap<u64, u8>>> = Mutex::new(None);
+/// Per TB slot: the kind of the watched address it starts at, or 0.
+static KFLAGS: OnceLock<Box<[AtomicU8]>> = OnceLock::new();
+
+fn kflags() -> &'static [AtomicU8] {
+    KFLAGS.get_or_init(|| (0..MAX_SLOTS).map(|_| AtomicU8::new(0)).collect())
+}
 
 fn slots() -> &'static Mutex<Slots> {
     SLOTS.get_or_init(|| {
@@ -344,6 +381,7 @@ extern "C" fn tb_trans(_id: Id, tb: *mut Tb) {
                         MARK_STOP => STOP,
                         MARK_PASS => PASS,
                         MARK_EMPTY => EMPTY,
+                        MARK_KERNEL => KERNEL,
                         _ => 0,
                     };
                     // The marker's place in its block: instructions the
@@ -351,6 +389,7 @@ extern "C" fn tb_trans(_id: Id, tb: *mut Tb) {
                     let udata = (kind | (n - i) << 8) as *mut c_void;
                     match kind {
                         START | STOP => qemu_plugin_register_vcpu_insn_exec_cb(insn, marker, CB_R_REGS, udata),
+                        KERNEL => qemu_plugin_register_vcpu_insn_exec_cb(insn, kernel_marker, CB_R_REGS, udata),
                         PASS | EMPTY => qemu_plugin_register_vcpu_insn_exec_cb(insn, pass_marker, CB_NO_REGS, udata),
                         _ => {}
                     }
@@ -369,7 +408,7 @@ extern "C" fn tb_trans(_id: Id, tb: *mut Tb) {
         let slot = {
             let mut s = slots().lock().unwrap();
             let key = (vaddr, n as u32);
-            match s.by_key.get(&key) {
+            let slot = match s.by_key.get(&key) {
                 Some(&x) => x as usize,
                 None if s.list.len() < MAX_SLOTS => {
                     let x = s.list.len();
@@ -379,7 +418,13 @@ extern "C" fn tb_trans(_id: Id, tb: *mut Tb) {
                 }
                 // past the table: counted per mode only
                 None => MAX_SLOTS + (vaddr >= KERNEL_BASE) as usize,
+            };
+            if slot < MAX_SLOTS {
+                if let Some(&kind) = KADDRS.lock().unwrap().as_ref().and_then(|m| m.get(&vaddr)) {
+                    kflags()[slot].store(kind, Ordering::Relaxed);
+                }
             }
+            slot
         };
         let kernel = if vaddr >= KERNEL_BASE { KERNEL_BIT } else { 0 };
         let udata = (n << 32 | kernel | slot) as *mut c_void;
@@ -400,9 +445,16 @@ extern "C" fn tb_exec(vcpu: c_uint, udata: *mut c_void) {
             Ordering::Relaxed,
         )
     };
+    let before = [c[RUN].load(Ordering::Relaxed), c[RUN + 1].load(Ordering::Relaxed)];
     add(RUN + (udata as usize & KERNEL_BIT != 0) as usize, n);
     if slot < MAX_SLOTS {
         add(slot, 1);
+        if let Some(f) = KFLAGS.get() {
+            let kind = f[slot].load(Ordering::Relaxed);
+            if kind != 0 {
+                kernel_event(c, kind, before);
+            }
+        }
     } else {
         let k = slot - MAX_SLOTS;
         add(OVF_INSNS + k, n);
@@ -468,13 +520,22 @@ extern "C" fn pass_marker(vcpu: c_uint, udata: *mut c_void) {
 }
 
 /// The pass since the last PASS marker ends at `now` (user, kernel): add
-/// it to the empty passes if it found nothing.
+/// it to the empty passes if it found nothing. The kernel's empty polls
+/// inside it then leave the kernel's tally (the pass holds them).
 fn close_pass(c: &[AtomicU64], now: [u64; 2]) {
     let get = |i: usize| c[i].load(Ordering::Relaxed);
     let set = |i: usize, v: u64| c[i].store(v, Ordering::Relaxed);
+    let inner = [get(KPASS), get(KPASS + 1), get(KPASS + 2)];
+    for i in 0..3 {
+        set(KPASS + i, 0);
+    }
     if get(PASS_STATE) != 3 {
         return;
     }
+    for i in 0..2 {
+        set(KEMPTY_INSNS + i, get(KEMPTY_INSNS + i).wrapping_sub(inner[i]));
+    }
+    set(KEMPTY_POLLS, get(KEMPTY_POLLS).wrapping_sub(inner[2]));
     let (u, k) = (now[0].wrapping_sub(get(LAST)), now[1].wrapping_sub(get(LAST + 1)));
     if u.saturating_add(k) > MAX_PASS {
         set(EMPTY_DISCARDED, get(EMPTY_DISCARDED) + 1);
@@ -484,6 +545,76 @@ fn close_pass(c: &[AtomicU64], now: [u64; 2]) {
         set(EMPTY_PASSES, get(EMPTY_PASSES) + 1);
     }
     set(PASS_STATE, 1);
+}
+
+/// A watched kernel address ran on this vCPU, `now` its running count at
+/// the block's start: the IOPOLL loop's polls are timed from one start to
+/// the next (or to the system call's return); one that found nothing and
+/// saw no interrupt is added to the kernel's empty polls.
+fn kernel_event(c: &[AtomicU64], kind: u8, now: [u64; 2]) {
+    let get = |i: usize| c[i].load(Ordering::Relaxed);
+    let set = |i: usize, v: u64| c[i].store(v, Ordering::Relaxed);
+    let state = get(KSTATE);
+    match kind {
+        K_POLL => {
+            close_kpoll(c, now);
+            set(KLAST, now[0]);
+            set(KLAST + 1, now[1]);
+            set(KSTATE, 1);
+            set(KPOLLS, get(KPOLLS) + 1);
+        }
+        K_FOUND if state & 1 != 0 => set(KSTATE, state | 2),
+        K_IRQ if state & 1 != 0 => set(KSTATE, state | 4),
+        K_EXIT => close_kpoll(c, now),
+        _ => {}
+    }
+}
+
+/// The open kernel poll ends at `now`.
+fn close_kpoll(c: &[AtomicU64], now: [u64; 2]) {
+    let get = |i: usize| c[i].load(Ordering::Relaxed);
+    let set = |i: usize, v: u64| c[i].store(v, Ordering::Relaxed);
+    let state = get(KSTATE);
+    set(KSTATE, 0);
+    if state & 1 == 0 || state & 2 != 0 {
+        return;
+    }
+    let (u, k) = (now[0].wrapping_sub(get(KLAST)), now[1].wrapping_sub(get(KLAST + 1)));
+    if state & 4 != 0 || u.saturating_add(k) > MAX_PASS {
+        set(KDISCARDED, get(KDISCARDED) + 1);
+        return;
+    }
+    for (i, d) in [u, k].into_iter().enumerate() {
+        set(KEMPTY_INSNS + i, get(KEMPTY_INSNS + i) + d);
+        set(KPASS + i, get(KPASS + i) + d);
+    }
+    set(KEMPTY_POLLS, get(KEMPTY_POLLS) + 1);
+    set(KPASS + 2, get(KPASS + 2) + 1);
+}
+
+/// KBVN: watch kernel address `rdi` as kind `rax`. Blocks already
+/// translated at that address are marked at once; later ones as they are
+/// translated.
+extern "C" fn kernel_marker(_vcpu: c_uint, _udata: *mut c_void) {
+    let kind = read_reg(REG_RAX.load(Ordering::Acquire)).unwrap_or(0);
+    let addr = read_reg(REG_RDI.load(Ordering::Acquire)).unwrap_or(0);
+    if !(K_POLL as u64..=K_IRQ as u64).contains(&kind) || addr < KERNEL_BASE {
+        say(&format!("kernel address marker: kind {kind} at {addr:#x} ignored"));
+        return;
+    }
+    let kind = kind as u8;
+    {
+        let mut m = KADDRS.lock().unwrap();
+        if m.get_or_insert_with(HashMap::new).insert(addr, kind) == Some(kind) {
+            return;
+        }
+    }
+    let s = slots().lock().unwrap();
+    for (slot, &(vaddr, _)) in s.list.iter().enumerate() {
+        if vaddr == addr {
+            kflags()[slot].store(kind, Ordering::Relaxed);
+        }
+    }
 }
 
 extern "C" fn marker(vcpu: c_uint, udata: *mut c_void) {
@@ -511,6 +642,7 @@ extern "C" fn marker(vcpu: c_uint, udata: *mut c_void) {
         if let Some(c) = COUNTS.get().and_then(|c| c.get(vcpu as usize)) {
             let now = [c[RUN].load(Ordering::Relaxed).wrapping_sub(after), c[RUN + 1].load(Ordering::Relaxed)];
             close_pass(c, now);
+            close_kpoll(c, now);
         }
         let Some(w) = WINDOW.lock().unwrap().take() else {
             say(&format!("STOP of window {id} without a START: ignored"));
@@ -555,13 +687,18 @@ fn write_window(w: &Window) {
         }
         let _ = write!(
             line,
-            "{}{{\"vcpu\": {v}, \"user\": {user}, \"kernel\": {kernel}, \"empty_user\": {}, \"empty_kernel\": {}, \"empty_passes\": {}, \"empty_marks\": {}, \"empty_discarded\": {}}}",
+            "{}{{\"vcpu\": {v}, \"user\": {user}, \"kernel\": {kernel}, \"empty_user\": {}, \"empty_kernel\": {}, \"empty_passes\": {}, \"empty_marks\": {}, \"empty_discarded\": {}, \"kpolls\": {}, \"kpoll_empty\": {}, \"kpoll_empty_user\": {}, \"kpoll_empty_kernel\": {}, \"kpoll_discarded\": {}}}",
             if v > 0 { ", " } else { "" },
             c[EMPTY_INSNS],
             c[EMPTY_INSNS + 1],
             c[EMPTY_PASSES],
             c[EMPTY_MARKS],
-            c[EMPTY_DISCARDED]
+            c[EMPTY_DISCARDED],
+            c[KPOLLS],
+            c[KEMPTY_POLLS],
+            c[KEMPTY_INSNS],
+            c[KEMPTY_INSNS + 1],
+            c[KDISCARDED]
         );
     }
     let _ = write!(line, "], \"tb_overflow\": {overflow}, \"tbs\": [");
