@@ -5,7 +5,7 @@
 //! CIDs, PRPs and counters; every ring slot, index, phase and doorbell is
 //! `queue.rs`'s (`SubmissionQueue::post_batch`, `CompletionQueue::reap`).
 
-use crate::cid::{cid_tag, CidTable};
+use crate::cid::{cid_tag, CidBatch, CidTable};
 use crate::doorbell::ShadowSlot;
 use crate::error::SubmitError;
 use crate::prp::{build_prps, DmaPrpList, PrpError};
@@ -527,11 +527,23 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// `fill(&mut out[i], completion i)`. Returns how many were filled.
     /// (Filling in place lets the caller store only the fields that
     /// change, straight into the slice; a completion's dword 0 is loaded
-    /// only if asked for.)
+    /// only if asked for.) The slots are walked by address
+    /// ([`CompletionQueue::reap_into`]): no index per completion.
     #[inline(always)]
     pub fn poll_into<T>(&mut self, out: &mut [T], mut fill: impl FnMut(&mut T, Reaped<'_>)) -> usize {
-        // reap hands out indices 0.. below out.len(): no bounds check left.
-        self.reap(out.len(), |i, r| fill(&mut out[i], r))
+        let pass = self.begin_reap();
+        // Everything the loop touches, as plain values (see CidTable::batch).
+        let (qid, mut cids) = (self.qid, self.cids.batch());
+        let (stats, last_rejected) = (&mut self.stats, &mut self.last_rejected);
+        let n = self.cq.reap_into(out, |o, e| match take(qid, &mut cids, stats, last_rejected, e) {
+            Some(r) => {
+                fill(o, r);
+                true
+            }
+            None => false,
+        });
+        drop(cids);
+        self.end_reap(pass, n)
     }
 
     /// The completion loop: `f(i, completion)` for the i-th delivered
@@ -543,17 +555,12 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         // Everything the loop touches, as plain values (see CidTable::batch).
         let (qid, mut cids) = (self.qid, self.cids.batch());
         let (stats, last_rejected) = (&mut self.stats, &mut self.last_rejected);
-        let n = self.cq.reap(max, |i, e| {
-            let (sq_id, dw3) = (e.sq_id(), e.dw3());
-            let cid = dw3 as u16;
-            let tag = if sq_id == qid { cids.release(cid) } else { None };
-            let Some(tag) = tag else {
-                let stale = sq_id == qid && cids.is_stale(cid);
-                reject(stats, last_rejected, e.cqe(), qid, stale);
-                return false;
-            };
-            f(i, Reaped { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), entry: e });
-            true
+        let n = self.cq.reap(max, |i, e| match take(qid, &mut cids, stats, last_rejected, e) {
+            Some(r) => {
+                f(i, r);
+                true
+            }
+            None => false,
         });
         drop(cids);
         self.end_reap(pass, n)
@@ -723,6 +730,22 @@ fn entry(c: IoCmd, cid: u16, nsid: u32, page_mask: usize, prps: impl FnOnce(Data
 fn in_one_page(d: DataPtr, page_mask: usize) -> bool {
     // len - 1 wraps to usize::MAX for len 0, which never fits.
     d.len.wrapping_sub(1) <= page_mask - (d.iova as usize & page_mask) && d.iova & 3 == 0
+}
+
+/// A new completion `e` of queue `qid`: its CID given back and the
+/// command's tag handed out, or, when it is not ours (another SQ, a CID not
+/// outstanding), counted as rejected and `None`.
+#[inline(always)]
+fn take<'a>(qid: u16, cids: &mut CidBatch<'_>, stats: &mut QueueStats, last: &mut Option<Cqe>, e: NewCqe<'a>) -> Option<Reaped<'a>> {
+    let (sq_id, dw3) = (e.sq_id(), e.dw3());
+    let cid = dw3 as u16;
+    let tag = if sq_id == qid { cids.release(cid) } else { None };
+    let Some(tag) = tag else {
+        let stale = sq_id == qid && cids.is_stale(cid);
+        reject(stats, last, e.cqe(), qid, stale);
+        return None;
+    };
+    Some(Reaped { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), entry: e })
 }
 
 /// Count and keep a completion that names another queue or a CID that is
