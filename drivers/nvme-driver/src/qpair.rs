@@ -9,7 +9,7 @@ use crate::cid::{cid_tag, CidBatch, CidTable};
 use crate::doorbell::ShadowSlot;
 use crate::error::SubmitError;
 use crate::prp::{build_prps, DmaPrpList, PrpError};
-use crate::queue::{CompletionQueue, NewCqe, SubmissionQueue};
+use crate::queue::{CompletionQueue, NewCqe, SqTail, SubmissionQueue};
 use nvme_hal::{DmaRegion, RegisterWindow};
 use nvme_spec::NvmOpcode;
 use nvme_spec::{Cqe, CqeStatus, QueueEntries, Sqe, Status};
@@ -367,29 +367,32 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     fn post_slice<const STREAMING: bool, T>(&mut self, nsid: u32, items: &[T], mut f: impl FnMut(&T) -> IoCmd) -> Result<usize, SubmitError> {
         let lists = PrpLists { mem: self.prp_lists.as_ref(), pages: self.list_pages_per_cmd, page_size: self.page_size };
         let (max_transfer, page_mask) = (self.max_transfer, self.page_size - 1);
+        // Dword 1 of every entry of the batch: its NSID above CDW0.
+        let ns = (nsid as u64) << 32;
         let k = items.len();
         let mut cids = self.cids.batch();
         let (run, slots) = cids.top_run(k);
-        // Command i takes the run's CID i: one index for both.
-        let mut cmds = items.iter().zip(run);
-        let mut refused = None;
-        self.sq.post_each::<STREAMING>(|| {
-            let (item, &cid) = cmds.next()?;
-            let c = f(item);
-            slots.assign(cid, c.tag);
-            match entry(c, cid, nsid, page_mask, |d| lists.build(cid, d, max_transfer)) {
-                Ok(e) => Some(e),
-                Err(e) => {
-                    refused = Some((cid, e));
-                    None
+        // Command i takes the run's CID i: one index for both. The loop
+        // writes the common entry itself (a read or write within its first
+        // page: its zeros are constants); any other goes out of line. A
+        // refused command ends the batch with its CID.
+        let (posted, refused) = self.sq.post_with::<STREAMING, _>(|tail| {
+            for (item, &cid) in items.iter().zip(run) {
+                let c = f(item);
+                slots.assign(cid, c.tag);
+                if c.op != NvmOpcode::Flush && in_one_page(c.data, page_mask) {
+                    let dw0 = c.op as u64 | (cid as u64) << 16 | ns;
+                    // NLB (CDW12) is 0's based; CDW13 = 0.
+                    tail.push([dw0, 0, 0, c.data.iova, 0, c.slba, (c.blocks - 1) as u64, 0]);
+                } else if let Err(e) = post_other(tail, (c.op, c.slba, c.blocks, c.data.iova, c.data.len), cid, nsid, page_mask, &lists, max_transfer) {
+                    return Some((cid, e));
                 }
             }
+            None
         });
         // The commands posted, and a refused one, took their CIDs; the
         // refused one's goes back (as after its completion: next generation).
-        let taken = k - cmds.len();
-        cids.take(k, taken);
-        let posted = taken - refused.is_some() as usize;
+        cids.take(k, posted + refused.is_some() as usize);
         self.stats.submitted += posted as u64;
         if let Some((cid, e)) = refused {
             cids.release(cid); // never posted
@@ -722,6 +725,19 @@ fn entry(c: IoCmd, cid: u16, nsid: u32, page_mask: usize, prps: impl FnOnce(Data
     let (prp1, prp2) = if in_one_page(d, page_mask) { (d.iova, 0) } else { prps(d)? };
     let cdw12 = (c.blocks - 1) as u64; // NLB, 0's based; CDW13 = 0
     Ok([dw0, 0, 0, prp1, prp2, c.slba, cdw12, 0])
+}
+
+/// The entry of a command that [`QueuePair::submit_each`]'s loop does not
+/// write itself (a Flush, or data past its first page: PRP2 or a list),
+/// pushed at `tail`; or why it cannot be posted. The command comes as
+/// scalars (its tag is not needed here): an [`IoCmd`] passed whole would
+/// be laid out in memory on the hot path, before the branch to this one.
+#[cold]
+#[inline(never)]
+fn post_other<const STREAMING: bool>(tail: &mut SqTail<'_, STREAMING>, (op, slba, blocks, iova, len): (NvmOpcode, u64, u32, u64, usize), cid: u16, nsid: u32, page_mask: usize, lists: &PrpLists<'_>, max_transfer: usize) -> Result<(), SubmitError> {
+    let c = IoCmd { op, slba, blocks, data: DataPtr { iova, len }, tag: 0 };
+    tail.push(entry(c, cid, nsid, page_mask, |d| lists.build(cid, d, max_transfer))?);
+    Ok(())
 }
 
 /// True when PRP1 alone describes `d`: 1 to "rest of its first page" bytes

@@ -121,24 +121,35 @@ impl SubmissionQueue {
     /// by its free CIDs, and it counts them itself: the loop keeps no count).
     #[inline(always)]
     pub fn post_each<const STREAMING: bool>(&mut self, mut entry: impl FnMut() -> Option<[u64; 8]>) {
-        // The tail as a cursor: always inside the ring, so the stores check nothing.
-        let mut tail = self.ring.view().cursor(self.sq_tail as usize);
-        while let Some(e) = entry() {
-            if STREAMING {
-                tail.entry().write64_stream(e);
-            } else {
-                tail.entry().write64(e);
+        self.post_with::<STREAMING, ()>(|tail| {
+            while let Some(e) = entry() {
+                tail.push(e);
             }
-            tail.advance();
-        }
-        let tail = tail.index() as u16;
-        if STREAMING && tail != self.sq_tail {
+        });
+    }
+    /// A batch the caller writes itself: `pass(tail)` pushes each entry
+    /// ([`SqTail::push`]), no more than the free slots (the caller's bound,
+    /// as for [`post_each`](Self::post_each)); then the tail is stored once
+    /// (streaming stores fenced). Returns how many entries were pushed,
+    /// from how far the tail moved (the loop keeps no count), and what
+    /// `pass` returned.
+    #[inline(always)]
+    pub fn post_with<const STREAMING: bool, R>(&mut self, pass: impl FnOnce(&mut SqTail<'_, STREAMING>) -> R) -> (usize, R) {
+        let start = self.sq_tail;
+        // The tail as a cursor: always inside the ring, so the stores check nothing.
+        let mut tail = SqTail { cursor: self.ring.view().cursor(start as usize) };
+        let r = pass(&mut tail);
+        let end = tail.cursor.index() as u16;
+        if STREAMING && end != start {
             // Streaming stores are weakly ordered (the Release fence of
             // ring_doorbell does not order them): the entries must be
             // visible before the doorbell (any later store) says they exist.
             nvme_hal::stream_fence();
         }
-        self.sq_tail = tail;
+        self.sq_tail = end;
+        // Fewer than `entries` were pushed: the distance is unambiguous.
+        let posted = if end >= start { end - start } else { end + self.entries - start };
+        (posted as usize, r)
     }
     /// True when posted entries wait for a doorbell write.
     #[inline]
@@ -198,6 +209,28 @@ impl SubmissionQueue {
         if head < self.entries {
             self.sq_head = head;
         }
+    }
+}
+
+/// The tail of a submission queue during a [`SubmissionQueue::post_with`]
+/// batch: a cursor always inside the ring, so its stores check nothing.
+/// `STREAMING`: the entries are written with streaming stores (see
+/// [`SubmissionQueue::post_batch`]), a constant of each copy of the loop.
+pub struct SqTail<'a, const STREAMING: bool> {
+    cursor: RingCursor<'a, 6>,
+}
+
+impl<const STREAMING: bool> SqTail<'_, STREAMING> {
+    /// Write `e` (an SQE as eight qwords, [`Sqe::to_qwords`]) at the tail
+    /// and advance it. The caller knows the slot is free.
+    #[inline(always)]
+    pub fn push(&mut self, e: [u64; 8]) {
+        if STREAMING {
+            self.cursor.entry().write64_stream(e);
+        } else {
+            self.cursor.entry().write64(e);
+        }
+        self.cursor.advance();
     }
 }
 
