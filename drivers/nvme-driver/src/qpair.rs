@@ -3,7 +3,8 @@
 //! every I/O queue are this type. It is the hot path of the vfio and sim
 //! backends: no allocation, lock or system call per command. It keeps the
 //! CIDs, PRPs and counters; every ring slot, index, phase and doorbell is
-//! `queue.rs`'s (`SubmissionQueue::post_batch`, `CompletionQueue::reap`).
+//! `queue.rs`'s (`SubmissionQueue::post_batch` and `post_with`,
+//! `CompletionQueue::reap` and `reap_into`).
 
 use crate::cid::{cid_tag, CidBatch, CidTable};
 use crate::doorbell::ShadowSlot;
@@ -362,7 +363,9 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// them), and leave the stack once, after the loop (no top kept per
     /// command); after a refused command the run's unused CIDs stay on the
     /// stack ([`CidBatch::take`](crate::cid::CidBatch::take)). The entries
-    /// are [`post_batch`](Self::post_batch)'s.
+    /// are [`post_batch`](Self::post_batch)'s (a test checks they are
+    /// equal): the common one written by this loop itself
+    /// ([`SubmissionQueue::post_with`]), any other by `post_other`.
     #[inline(always)]
     fn post_slice<const STREAMING: bool, T>(&mut self, nsid: u32, items: &[T], mut f: impl FnMut(&T) -> IoCmd) -> Result<usize, SubmitError> {
         let lists = PrpLists { mem: self.prp_lists.as_ref(), pages: self.list_pages_per_cmd, page_size: self.page_size };
@@ -381,6 +384,7 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
                 let c = f(item);
                 slots.assign(cid, c.tag);
                 if c.op != NvmOpcode::Flush && in_one_page(c.data, page_mask) {
+                    debug_assert!(c.blocks >= 1 && c.blocks <= nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND);
                     let dw0 = c.op as u64 | (cid as u64) << 16 | ns;
                     // NLB (CDW12) is 0's based; CDW13 = 0.
                     tail.push([dw0, 0, 0, c.data.iova, 0, c.slba, (c.blocks - 1) as u64, 0]);
