@@ -3,13 +3,14 @@
 //! every I/O queue are this type. It is the hot path of the vfio and sim
 //! backends: no allocation, lock or system call per command. It keeps the
 //! CIDs, PRPs and counters; every ring slot, index, phase and doorbell is
-//! `queue.rs`'s (`SubmissionQueue::post_batch`, `CompletionQueue::reap`).
+//! `queue.rs`'s (`SubmissionQueue::post_batch` and `post_with`,
+//! `CompletionQueue::reap` and `reap_into`).
 
-use crate::cid::{cid_tag, CidTable};
+use crate::cid::{cid_tag, CidBatch, CidTable};
 use crate::doorbell::ShadowSlot;
 use crate::error::SubmitError;
 use crate::prp::{build_prps, DmaPrpList, PrpError};
-use crate::queue::{CompletionQueue, NewCqe, SubmissionQueue};
+use crate::queue::{CompletionQueue, NewCqe, SqTail, SubmissionQueue};
 use nvme_hal::{DmaRegion, RegisterWindow};
 use nvme_spec::NvmOpcode;
 use nvme_spec::{Cqe, CqeStatus, QueueEntries, Sqe, Status};
@@ -362,34 +363,40 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// them), and leave the stack once, after the loop (no top kept per
     /// command); after a refused command the run's unused CIDs stay on the
     /// stack ([`CidBatch::take`](crate::cid::CidBatch::take)). The entries
-    /// are [`post_batch`](Self::post_batch)'s.
+    /// are [`post_batch`](Self::post_batch)'s (a test checks they are
+    /// equal): the common one written by this loop itself
+    /// ([`SubmissionQueue::post_with`]), any other by `post_other`.
     #[inline(always)]
     fn post_slice<const STREAMING: bool, T>(&mut self, nsid: u32, items: &[T], mut f: impl FnMut(&T) -> IoCmd) -> Result<usize, SubmitError> {
         let lists = PrpLists { mem: self.prp_lists.as_ref(), pages: self.list_pages_per_cmd, page_size: self.page_size };
         let (max_transfer, page_mask) = (self.max_transfer, self.page_size - 1);
+        // Dword 1 of every entry of the batch: its NSID above CDW0.
+        let ns = (nsid as u64) << 32;
         let k = items.len();
         let mut cids = self.cids.batch();
         let (run, slots) = cids.top_run(k);
-        // Command i takes the run's CID i: one index for both.
-        let mut cmds = items.iter().zip(run);
-        let mut refused = None;
-        self.sq.post_each::<STREAMING>(|| {
-            let (item, &cid) = cmds.next()?;
-            let c = f(item);
-            slots.assign(cid, c.tag);
-            match entry(c, cid, nsid, page_mask, |d| lists.build(cid, d, max_transfer)) {
-                Ok(e) => Some(e),
-                Err(e) => {
-                    refused = Some((cid, e));
-                    None
+        // Command i takes the run's CID i: one index for both. The loop
+        // writes the common entry itself (a read or write within its first
+        // page: its zeros are constants); any other goes out of line. A
+        // refused command ends the batch with its CID.
+        let (posted, refused) = self.sq.post_with::<STREAMING, _>(|tail| {
+            for (item, &cid) in items.iter().zip(run) {
+                let c = f(item);
+                slots.assign(cid, c.tag);
+                if c.op != NvmOpcode::Flush && in_one_page(c.data, page_mask) {
+                    debug_assert!(c.blocks >= 1 && c.blocks <= nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND);
+                    let dw0 = c.op as u64 | (cid as u64) << 16 | ns;
+                    // NLB (CDW12) is 0's based; CDW13 = 0.
+                    tail.push([dw0, 0, 0, c.data.iova, 0, c.slba, (c.blocks - 1) as u64, 0]);
+                } else if let Err(e) = post_other(tail, (c.op, c.slba, c.blocks, c.data.iova, c.data.len), cid, nsid, page_mask, &lists, max_transfer) {
+                    return Some((cid, e));
                 }
             }
+            None
         });
         // The commands posted, and a refused one, took their CIDs; the
         // refused one's goes back (as after its completion: next generation).
-        let taken = k - cmds.len();
-        cids.take(k, taken);
-        let posted = taken - refused.is_some() as usize;
+        cids.take(k, posted + refused.is_some() as usize);
         self.stats.submitted += posted as u64;
         if let Some((cid, e)) = refused {
             cids.release(cid); // never posted
@@ -527,11 +534,23 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
     /// `fill(&mut out[i], completion i)`. Returns how many were filled.
     /// (Filling in place lets the caller store only the fields that
     /// change, straight into the slice; a completion's dword 0 is loaded
-    /// only if asked for.)
+    /// only if asked for.) The slots are walked by address
+    /// ([`CompletionQueue::reap_into`]): no index per completion.
     #[inline(always)]
     pub fn poll_into<T>(&mut self, out: &mut [T], mut fill: impl FnMut(&mut T, Reaped<'_>)) -> usize {
-        // reap hands out indices 0.. below out.len(): no bounds check left.
-        self.reap(out.len(), |i, r| fill(&mut out[i], r))
+        let pass = self.begin_reap();
+        // Everything the loop touches, as plain values (see CidTable::batch).
+        let (qid, mut cids) = (self.qid, self.cids.batch());
+        let (stats, last_rejected) = (&mut self.stats, &mut self.last_rejected);
+        let n = self.cq.reap_into(out, |o, e| match take(qid, &mut cids, stats, last_rejected, e) {
+            Some(r) => {
+                fill(o, r);
+                true
+            }
+            None => false,
+        });
+        drop(cids);
+        self.end_reap(pass, n)
     }
 
     /// The completion loop: `f(i, completion)` for the i-th delivered
@@ -543,17 +562,12 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         // Everything the loop touches, as plain values (see CidTable::batch).
         let (qid, mut cids) = (self.qid, self.cids.batch());
         let (stats, last_rejected) = (&mut self.stats, &mut self.last_rejected);
-        let n = self.cq.reap(max, |i, e| {
-            let (sq_id, dw3) = (e.sq_id(), e.dw3());
-            let cid = dw3 as u16;
-            let tag = if sq_id == qid { cids.release(cid) } else { None };
-            let Some(tag) = tag else {
-                let stale = sq_id == qid && cids.is_stale(cid);
-                reject(stats, last_rejected, e.cqe(), qid, stale);
-                return false;
-            };
-            f(i, Reaped { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), entry: e });
-            true
+        let n = self.cq.reap(max, |i, e| match take(qid, &mut cids, stats, last_rejected, e) {
+            Some(r) => {
+                f(i, r);
+                true
+            }
+            None => false,
         });
         drop(cids);
         self.end_reap(pass, n)
@@ -717,12 +731,41 @@ fn entry(c: IoCmd, cid: u16, nsid: u32, page_mask: usize, prps: impl FnOnce(Data
     Ok([dw0, 0, 0, prp1, prp2, c.slba, cdw12, 0])
 }
 
+/// The entry of a command that [`QueuePair::submit_each`]'s loop does not
+/// write itself (a Flush, or data past its first page: PRP2 or a list),
+/// pushed at `tail`; or why it cannot be posted. The command comes as
+/// scalars (its tag is not needed here): an [`IoCmd`] passed whole would
+/// be laid out in memory on the hot path, before the branch to this one.
+#[cold]
+#[inline(never)]
+fn post_other<const STREAMING: bool>(tail: &mut SqTail<'_, STREAMING>, (op, slba, blocks, iova, len): (NvmOpcode, u64, u32, u64, usize), cid: u16, nsid: u32, page_mask: usize, lists: &PrpLists<'_>, max_transfer: usize) -> Result<(), SubmitError> {
+    let c = IoCmd { op, slba, blocks, data: DataPtr { iova, len }, tag: 0 };
+    tail.push(entry(c, cid, nsid, page_mask, |d| lists.build(cid, d, max_transfer))?);
+    Ok(())
+}
+
 /// True when PRP1 alone describes `d`: 1 to "rest of its first page" bytes
 /// (`page_mask` = memory page size - 1), dword aligned (NVMe 1.4c §4.3).
 #[inline(always)]
 fn in_one_page(d: DataPtr, page_mask: usize) -> bool {
     // len - 1 wraps to usize::MAX for len 0, which never fits.
     d.len.wrapping_sub(1) <= page_mask - (d.iova as usize & page_mask) && d.iova & 3 == 0
+}
+
+/// A new completion `e` of queue `qid`: its CID given back and the
+/// command's tag handed out, or, when it is not ours (another SQ, a CID not
+/// outstanding), counted as rejected and `None`.
+#[inline(always)]
+fn take<'a>(qid: u16, cids: &mut CidBatch<'_>, stats: &mut QueueStats, last: &mut Option<Cqe>, e: NewCqe<'a>) -> Option<Reaped<'a>> {
+    let (sq_id, dw3) = (e.sq_id(), e.dw3());
+    let cid = dw3 as u16;
+    let tag = if sq_id == qid { cids.release(cid) } else { None };
+    let Some(tag) = tag else {
+        let stale = sq_id == qid && cids.is_stale(cid);
+        reject(stats, last, e.cqe(), qid, stale);
+        return None;
+    };
+    Some(Reaped { tag, cid, raw_status: CqeStatus::from_bits((dw3 >> 16) as u16), entry: e })
 }
 
 /// Count and keep a completion that names another queue or a CID that is

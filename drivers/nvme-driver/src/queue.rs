@@ -121,24 +121,35 @@ impl SubmissionQueue {
     /// by its free CIDs, and it counts them itself: the loop keeps no count).
     #[inline(always)]
     pub fn post_each<const STREAMING: bool>(&mut self, mut entry: impl FnMut() -> Option<[u64; 8]>) {
-        // The tail as a cursor: always inside the ring, so the stores check nothing.
-        let mut tail = self.ring.view().cursor(self.sq_tail as usize);
-        while let Some(e) = entry() {
-            if STREAMING {
-                tail.entry().write64_stream(e);
-            } else {
-                tail.entry().write64(e);
+        self.post_with::<STREAMING, ()>(|tail| {
+            while let Some(e) = entry() {
+                tail.push(e);
             }
-            tail.advance();
-        }
-        let tail = tail.index() as u16;
-        if STREAMING && tail != self.sq_tail {
+        });
+    }
+    /// A batch the caller writes itself: `pass(tail)` pushes each entry
+    /// ([`SqTail::push`]), no more than the free slots (the caller's bound,
+    /// as for [`post_each`](Self::post_each)); then the tail is stored once
+    /// (streaming stores fenced). Returns how many entries were pushed,
+    /// from how far the tail moved (the loop keeps no count), and what
+    /// `pass` returned.
+    #[inline(always)]
+    pub fn post_with<const STREAMING: bool, R>(&mut self, pass: impl FnOnce(&mut SqTail<'_, STREAMING>) -> R) -> (usize, R) {
+        let start = self.sq_tail;
+        // The tail as a cursor: always inside the ring, so the stores check nothing.
+        let mut tail = SqTail { cursor: self.ring.view().cursor(start as usize) };
+        let r = pass(&mut tail);
+        let end = tail.cursor.index() as u16;
+        if STREAMING && end != start {
             // Streaming stores are weakly ordered (the Release fence of
             // ring_doorbell does not order them): the entries must be
             // visible before the doorbell (any later store) says they exist.
             nvme_hal::stream_fence();
         }
-        self.sq_tail = tail;
+        self.sq_tail = end;
+        // Fewer than `entries` were pushed: the distance is unambiguous.
+        let posted = if end >= start { end - start } else { end + self.entries - start };
+        (posted as usize, r)
     }
     /// True when posted entries wait for a doorbell write.
     #[inline]
@@ -198,6 +209,28 @@ impl SubmissionQueue {
         if head < self.entries {
             self.sq_head = head;
         }
+    }
+}
+
+/// The tail of a submission queue during a [`SubmissionQueue::post_with`]
+/// batch: a cursor always inside the ring, so its stores check nothing.
+/// `STREAMING`: the entries are written with streaming stores (see
+/// [`SubmissionQueue::post_batch`]), a constant of each copy of the loop.
+pub struct SqTail<'a, const STREAMING: bool> {
+    cursor: RingCursor<'a, 6>,
+}
+
+impl<const STREAMING: bool> SqTail<'_, STREAMING> {
+    /// Write `e` (an SQE as eight qwords, [`Sqe::to_qwords`]) at the tail
+    /// and advance it. The caller knows the slot is free.
+    #[inline(always)]
+    pub fn push(&mut self, e: [u64; 8]) {
+        if STREAMING {
+            self.cursor.entry().write64_stream(e);
+        } else {
+            self.cursor.entry().write64(e);
+        }
+        self.cursor.advance();
     }
 }
 
@@ -369,6 +402,40 @@ impl CompletionQueue {
         self.cq_head = head.index() as u16;
         self.cq_phase = phase != 0;
         n
+    }
+    /// [`reap`](Self::reap) into a slice: the new entries from the head
+    /// on fill `out` in order, `f(slot, entry)` for each, until the first
+    /// that is not new or until every slot is filled. `f` returns false for
+    /// an entry it refuses (the head moves past it, the slot stays for the
+    /// next one). Returns how many slots were filled (a prefix of `out`).
+    /// The loop walks the slots by address, its end the slice's: no count
+    /// and no index beside the head.
+    #[inline(always)]
+    pub fn reap_into<T>(&mut self, out: &mut [T], mut f: impl FnMut(&mut T, NewCqe<'_>) -> bool) -> usize {
+        let mut head = self.ring.view().cursor(self.cq_head as usize);
+        let mut phase = self.cq_phase as u32 * PHASE_BIT;
+        let len = out.len();
+        let mut slots = out.iter_mut();
+        // The slot taken from `slots` but left empty (0 or 1).
+        let mut empty = 0;
+        'fill: for o in slots.by_ref() {
+            loop {
+                // As in reap: the phase dword first, the rest after it.
+                let entry = head.entry();
+                let dw3 = entry.load_dw3_acquire();
+                if !is_new(dw3, phase) {
+                    empty = 1;
+                    break 'fill;
+                }
+                phase = advance_cq_head(&mut head, phase);
+                if f(&mut *o, NewCqe { entry, dw3 }) {
+                    break;
+                }
+            }
+        }
+        self.cq_head = head.index() as u16;
+        self.cq_phase = phase != 0;
+        len - slots.len() - empty
     }
     /// The SQ Head Pointer (dword 2, bits 15:0) of the entry just before
     /// the head: the last one taken, still ours until the completion
@@ -746,5 +813,35 @@ mod tests {
         assert_eq!(cq.head(), 3, "the refused entry at slot 1 is behind the head");
         assert_eq!(cq.pop().map(|c| c.cid), Some(3));
         assert_eq!(cq.pop().map(|c| c.cid), None);
+    }
+
+    #[test]
+    fn reap_into_fills_a_prefix_and_a_refused_entry_keeps_no_slot() {
+        let mem = HostMemory::plain().map(4 * CQE_SIZE).unwrap();
+        let mut cq = CompletionQueue::new(mem.clone(), 4, 0x1004);
+        let mut dev = FakeDevice { tail: 0, phase: true };
+        for c in 0..3 {
+            dev.post(&mem, 4, c);
+        }
+        // Slot by slot across the wrap, the odd CIDs refused.
+        let mut out = [0u16; 8];
+        let fill = |o: &mut u16, e: NewCqe<'_>| {
+            let cid = e.dw3() as u16;
+            *o = cid + 100;
+            cid % 2 == 0
+        };
+        assert_eq!(cq.reap_into(&mut out[..1], fill), 1, "bounded by the slice");
+        assert_eq!(cq.head(), 1);
+        assert_eq!(cq.reap_into(&mut out[1..], fill), 1, "ends at the first entry that is not new");
+        assert_eq!(out[..3], [100, 102, 0], "the refused CID 1 was overwritten by CID 2 in its slot");
+        assert_eq!(cq.head(), 3);
+        for c in 3..6 {
+            dev.post(&mem, 4, c);
+        }
+        let mut out = [0u16; 8];
+        assert_eq!(cq.reap_into(&mut out, fill), 1, "CID 4 at slot 0 of the next lap");
+        assert_eq!((out[0], cq.head(), cq.phase()), (104, 2, false));
+        assert_eq!(cq.reap_into(&mut out, |_, _| true), 0, "nothing new");
+        assert_eq!(cq.reap_into(&mut [0u16; 0], |_, _| unreachable!()), 0);
     }
 }

@@ -407,9 +407,10 @@ fn fast_path_entries_equal_the_builder() {
 
 #[test]
 fn batch_entries_equal_the_one_by_one_entries() {
-    // submit_batch posts, for each command, exactly the entry read/write/
-    // flush post (CID included: both take CIDs from the same free stack),
-    // with streaming entry stores (the default) or cached ones.
+    // submit_batch and submit_each (whose loop writes the common entry
+    // itself) post, for each command, exactly the entry read/write/flush
+    // post (CID included: all take CIDs from the same free stack), with
+    // streaming entry stores (the default) or cached ones.
     use nvme_driver::IoCmd;
     use nvme_spec::NvmOpcode;
     let cmds = |buf: &DmaRegion| {
@@ -422,7 +423,14 @@ fn batch_entries_equal_the_one_by_one_entries() {
             IoCmd { op: NvmOpcode::Read, slba: 5, blocks: 64, data: DataPtr { iova: b, len: 32768 }, tag: 14 },
         ]
     };
-    let entries = |batch: bool, streaming_sq: bool| {
+    // How the commands are posted: one by one, submit_batch, submit_each.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Way {
+        OneByOne,
+        Batch,
+        Each,
+    }
+    let entries = |way: Way, streaming_sq: bool| {
         let sim = SimController::start(SimConfig { threaded: false, ..Default::default() }).unwrap();
         let cfg = ControllerConfig { streaming_sq, ..Default::default() };
         let mut ctrl = Controller::new(sim.registers(), sim.allocator(), cfg).unwrap();
@@ -430,8 +438,10 @@ fn batch_entries_equal_the_one_by_one_entries() {
         let buf = ctrl.allocator().alloc(65536, 4096).unwrap();
         sim.set_auto_step(false);
         let cmds = cmds(&buf);
-        if batch {
+        if way == Way::Batch {
             assert_eq!(qp.submit_batch(1, cmds.iter().copied()).unwrap(), cmds.len());
+        } else if way == Way::Each {
+            assert_eq!(qp.submit_each(1, &cmds, |c| *c).unwrap(), cmds.len());
         } else {
             for c in &cmds {
                 match c.op {
@@ -447,12 +457,30 @@ fn batch_entries_equal_the_one_by_one_entries() {
         sim.set_auto_step(true); // so teardown's admin commands complete
         (out, tags)
     };
-    let (a, ta) = entries(false, true);
-    let (b, tb) = entries(true, true);
+    let (a, ta) = entries(Way::OneByOne, true);
+    let (b, tb) = entries(Way::Batch, true);
     assert_eq!(a, b);
     assert_eq!(ta, tb);
-    let (c, tc) = entries(true, false);
-    assert_eq!((c, tc), (b.clone(), tb));
+    let (c, tc) = entries(Way::Batch, false);
+    assert_eq!((c, tc), (b.clone(), tb.clone()));
+    // submit_each walks its run of CIDs from the deepest: other CIDs (and
+    // so, for the command of a PRP list, another list page), the same
+    // entries and tags otherwise.
+    let tag = |t: &[(u16, u64)], cid| t.iter().find(|p| p.0 == cid).map(|p| p.1);
+    for streaming_sq in [true, false] {
+        let (e, te) = entries(Way::Each, streaming_sq);
+        assert_eq!(e.len(), b.len());
+        for (i, (x, y)) in e.iter().zip(&b).enumerate() {
+            assert_eq!(tag(&te, x.cid()), tag(&tb, y.cid()), "entry {i}'s tag");
+            let mut x = *x;
+            x.set_cid(y.cid());
+            if i == 4 {
+                assert_ne!(x.prp2, 0, "a list");
+                x.prp2 = y.prp2;
+            }
+            assert_eq!(x, *y, "entry {i}");
+        }
+    }
     assert_eq!(b[2].opcode(), NvmOpcode::Flush as u8);
     assert_eq!((b[2].prp1, b[2].prp2, b[2].cdw10, b[2].cdw12), (0, 0, 0, 0));
 }
