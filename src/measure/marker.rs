@@ -25,11 +25,11 @@
 //! plugin, one [`kernel_address`] marker (`...4b 42 56 4e`, "KBVN") each,
 //! read from `/proc/kallsyms` (as root, which the test bed's guest is):
 //! where a poll starts (`nvme_poll`, which the block layer calls over and
-//! over until a completion is found), where a poll has found one (each
-//! polled completion ends at `io_complete_rw_iopoll` on the block path and
-//! at `nvme_uring_cmd_end_io` on passthrough's, before the next poll
-//! starts; `nvme_poll`'s own reap is inlined and has no address to watch,
-//! and passthrough's `io_uring_cmd_done` runs later, from task work), where the system call returns (`syscall_exit_to_user_mode`) and
+//! over until a completion is found), where a poll has found one (the
+//! driver completes what a poll found through `nvme_pci_complete_batch`,
+//! or one by one through `nvme_pci_complete_rq`, before the next poll
+//! starts; `nvme_poll`'s own reap is inlined and has no address to
+//! watch), where the system call returns (`syscall_exit_to_user_mode`) and
 //! where interrupts come in (`asm_sysvec_*`, `asm_common_interrupt`). The
 //! plugin then times each poll from one start to the next and adds those
 //! that found nothing, without an interrupt in them, to the kernel's empty
@@ -137,7 +137,7 @@ pub enum KernelAddress {
 pub fn kernel_address_kind(name: &str, module: Option<&str>) -> Option<KernelAddress> {
     match (name, module) {
         ("nvme_poll", Some("[nvme]")) => Some(KernelAddress::Poll),
-        ("io_complete_rw_iopoll", None) | ("nvme_uring_cmd_end_io", Some("[nvme_core]")) => Some(KernelAddress::Found),
+        ("nvme_pci_complete_batch" | "nvme_pci_complete_rq", Some("[nvme]")) => Some(KernelAddress::Found),
         ("syscall_exit_to_user_mode", None) => Some(KernelAddress::Exit),
         ("asm_common_interrupt", None) => Some(KernelAddress::Interrupt),
         (n, None) if n.starts_with("asm_sysvec_") => Some(KernelAddress::Interrupt),
@@ -227,9 +227,9 @@ mod tests {
         let text = "\
 ffffffffc0100000 t nvme_poll\t[nvme]
 ffffffffc0100400 t nvme_poll_cq\t[nvme]
+ffffffffc0100800 t nvme_pci_complete_batch\t[nvme]
+ffffffffc0100900 t nvme_pci_complete_rq\t[nvme]
 ffffffff83099400 t io_complete_rw_iopoll
-ffffffff830a0740 T io_uring_cmd_done
-ffffffffc0573880 t nvme_uring_cmd_end_io\t[nvme_core]
 ffffffff894e6770 T syscall_exit_to_user_mode
 ffffffff89601200 T asm_sysvec_apic_timer_interrupt
 ffffffff89601000 T asm_common_interrupt
@@ -241,7 +241,7 @@ ffffffffc0200000 t nvme_poll\t[other]
         use super::KernelAddress::*;
         assert_eq!(
             super::kernel_addresses(text),
-            vec![(Poll, 0xffffffffc0100000), (Found, 0xffffffff83099400), (Found, 0xffffffffc0573880), (Exit, 0xffffffff894e6770), (Interrupt, 0xffffffff89601200), (Interrupt, 0xffffffff89601000)]
+            vec![(Poll, 0xffffffffc0100000), (Found, 0xffffffffc0100800), (Found, 0xffffffffc0100900), (Exit, 0xffffffff894e6770), (Interrupt, 0xffffffff89601200), (Interrupt, 0xffffffff89601000)]
         );
     }
 }

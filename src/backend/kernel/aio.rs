@@ -182,6 +182,28 @@ impl AioContext {
         Some(n)
     }
 
+    /// Completions waiting in the ring, read without a system call; None
+    /// when the ring cannot be read this way (see [`AioContext::reap_user`]).
+    pub fn ready_user(&self) -> Option<usize> {
+        if !self.user_ring {
+            return None;
+        }
+        let hdr = self.header();
+        // SAFETY: as in `reap_user`: the header is mapped while the context
+        // lives; `head` and `tail` are read atomically, `nr` is constant.
+        let (nr, head, tail) = unsafe {
+            (
+                std::ptr::addr_of!((*hdr).nr).read_volatile(),
+                std::sync::atomic::AtomicU32::from_ptr(std::ptr::addr_of_mut!((*hdr).head)).load(std::sync::atomic::Ordering::Relaxed),
+                std::sync::atomic::AtomicU32::from_ptr(std::ptr::addr_of_mut!((*hdr).tail)).load(std::sync::atomic::Ordering::Acquire),
+            )
+        };
+        if head >= nr || tail >= nr {
+            return None;
+        }
+        Some(if tail >= head { tail - head } else { nr - head + tail } as usize)
+    }
+
     /// `io_submit`: hand `iocbs` to the kernel. Returns how many were
     /// accepted (a prefix); an error only when the first one was refused.
     ///

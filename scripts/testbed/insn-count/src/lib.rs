@@ -200,8 +200,8 @@ const EMPTY: usize = 4;
 const KERNEL: usize = 5;
 /// Kinds of watched kernel addresses: a poll of the IOPOLL loop starts
 /// (`nvme_poll`, which the block layer calls until one finds completions);
-/// it found one (`io_complete_rw_iopoll`, `nvme_uring_cmd_end_io`: a
-/// polled completion ends); the system call returns
+/// it found one (`nvme_pci_complete_batch`, `nvme_pci_complete_rq`: the
+/// driver completes what it found); the system call returns
 /// (`syscall_exit_to_user_mode`); an interrupt comes in (the `asm_sysvec_*`
 /// and `asm_common_interrupt` entries).
 const K_POLL: u8 = 1;
