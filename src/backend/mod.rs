@@ -290,7 +290,9 @@ pub trait IoQueue: Send {
     /// Most I/Os in flight.
     fn depth(&self) -> usize;
     /// Make a batch of I/Os visible to the device (one doorbell or system
-    /// call). Returns how many were accepted; the rest did not fit.
+    /// call; an io_uring ring leaves its last system call to the next
+    /// `poll` or `wait`, which makes one enter do both). Returns how many
+    /// were accepted; the rest did not fit.
     fn submit(&mut self, ios: &[Io]) -> Result<usize, BackendError>;
     /// Reap up to `out.len()` completions without blocking. Returns how many
     /// were written to `out`.

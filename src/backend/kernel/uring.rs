@@ -7,8 +7,8 @@
 //!
 //! | mode | submit | completions |
 //! |---|---|---|
-//! | interrupts (default) | one enter per batch | appear in the CQ by themselves (the IRQ's task work runs when the task next crosses into the kernel; the kernel kicks a running task with an IPI): peek, no syscall |
-//! | IOPOLL (`--hipri`) | one enter per batch, with GETEVENTS so it also polls once | only an enter with GETEVENTS polls the device: one per empty peek |
+//! | interrupts (default) | one enter per batch, made by the next poll or wait (it also takes completions) | appear in the CQ by themselves (the IRQ's task work runs when the task next crosses into the kernel; the kernel kicks a running task with an IPI): peek, no syscall |
+//! | IOPOLL (`--hipri`) | one enter per batch, made by the next poll or wait, with GETEVENTS so it also polls | only an enter with GETEVENTS polls the device: one per empty peek |
 //! | SQPOLL (`--sqthread-poll`) | none: the kernel thread picks up the tail; an enter only to wake it when it sleeps | peek, no syscall (with IOPOLL the kernel thread polls) |
 //!
 //! Generic over the entry sizes: the block path uses 64-byte SQEs and
@@ -430,11 +430,13 @@ impl<S: squeue::EntryMarker, C: cqueue::EntryMarker> Ring<S, C> {
         Ok(n)
     }
 
-    /// Reap at least `min` (at most `max`) completions, waiting in the kernel.
+    /// Reap at least `min` (at most `max`) completions, waiting in the
+    /// kernel; entries still waiting in the SQ are submitted by the same
+    /// enter (or by one of their own when the completions are there).
     pub fn wait(&mut self, min: usize, max: usize, mut f: impl FnMut(&C)) -> Result<usize, BackendError> {
         let mut n = self.reap(max, &mut f);
-        while n < min {
-            self.kick((min - n) as u32)?;
+        while n < min || self.unsubmitted() > 0 {
+            self.kick(min.saturating_sub(n) as u32)?;
             n += self.reap(max - n, &mut f);
         }
         Ok(n)
@@ -526,6 +528,13 @@ impl<C: Codec> IoQueue for UringQueue<C> {
         let batch = if self.batch == 0 { usize::MAX } else { self.batch };
         let mut accepted = 0;
         for chunk in ios.chunks(batch) {
+            // A chunk of at most `batch` entries per system call: the one
+            // before this is entered now; the last waits for the next poll
+            // or wait, whose enter both submits it and asks for completions
+            // (one system call per batch, not two).
+            if accepted > 0 {
+                self.ring.kick(0)?;
+            }
             let room = chunk.len().min(self.slots.available()).min(self.ring.sq_space());
             if room == 0 {
                 break;
@@ -545,8 +554,6 @@ impl<C: Codec> IoQueue for UringQueue<C> {
             let pushed = unsafe { self.ring.push(entries) };
             debug_assert_eq!(pushed, room, "room was checked");
             accepted += pushed;
-            // One system call per batch (none under SQPOLL unless the thread sleeps).
-            self.ring.kick(0)?;
             if pushed < chunk.len() {
                 break;
             }
