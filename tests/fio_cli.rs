@@ -328,6 +328,55 @@ fn line_for_line_with_fio_when_it_is_installed() {
 /// Every key fio 3.x's JSON has that fio's tools (fio-plot, fio2gnuplot's
 /// readers) look up is there, with fio's names, and fio's part holds no
 /// null (our own figures, under `nvme_bypass`, may).
+/// fio reads a time as a whole number and a unit (parse.c's
+/// str_to_decimal): `ramp_time=0.9` is no ramp and `runtime=1.9` one
+/// second. A drop-in that read the fractions would ramp, and measure, for
+/// other intervals than fio does on the same job file; the test bed's
+/// seed jobs (ramp_time=0.5) are such a job.
+#[test]
+fn fractional_times_are_read_as_fio_reads_them() {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let t0 = std::time::Instant::now();
+    let (code, out, err) = fio_in(&d, &["--name=f", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=8", "--size=16M", "--runtime=1.9", "--ramp_time=0.9", "--time_based", "--output-format=json"]);
+    let wall = t0.elapsed();
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let read = &j["jobs"][0]["read"];
+    let runtime = read["runtime"].as_u64().unwrap();
+    assert!((1000..1500).contains(&runtime), "runtime=1.9 is one second, as fio reads it: measured {runtime} ms");
+    assert!(read["total_ios"].as_u64().unwrap() > 0);
+    // A 0.9 s ramp and a 1.9 s runtime would take 2.8 s at least.
+    assert!(wall < std::time::Duration::from_millis(2500), "ramp_time=0.9 is no ramp, as fio reads it: the run took {wall:?}");
+}
+
+/// fio's total_ios (and IOPS) count the I/Os submitted after the ramp
+/// (td_io_queue; reset_all_stats zeroes the count at the ramp's end), while
+/// its io_bytes count every completion after it: with a ramp, io_bytes
+/// hold the I/Os that were in flight when it ended, one queue at most,
+/// beyond total_ios; without one, the two agree.
+#[test]
+fn total_ios_count_the_ios_submitted_after_the_ramp_as_fios_do() {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    for ramp in ["--ramp_time=200ms", "--ramp_time=0"] {
+        let (code, out, err) = fio_in(&d, &["--name=r", "--ioengine=nvme-bypass-sim", "--rw=randread", "--bs=4k", "--iodepth=16", "--size=16M", "--runtime=300ms", "--time_based", ramp, "--output-format=json"]);
+        assert_eq!(code, 0, "{err}");
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        let read = &j["jobs"][0]["read"];
+        let (ios, completed) = (read["total_ios"].as_u64().unwrap(), read["io_bytes"].as_u64().unwrap() / 4096);
+        let runtime = read["runtime"].as_u64().unwrap() as f64;
+        assert!(ios > 0);
+        if ramp.ends_with("=0") {
+            assert_eq!(completed, ios, "no ramp: every I/O completed was submitted in the interval");
+        } else {
+            // (None at all when the simulator had drained the queue as the
+            // ramp ended: src/engine/tests.rs pins a full one.)
+            assert!(completed >= ios && completed - ios <= 16, "{ramp}: {completed} completed, {ios} submitted after the ramp: the difference is what was in flight at its end, one queue at most");
+        }
+        let iops = read["iops"].as_f64().unwrap();
+        assert!((iops - ios as f64 * 1000.0 / runtime).abs() <= iops * 0.01, "{ramp}: iops {iops} is total_ios over the runtime");
+    }
+}
+
 #[test]
 fn json_has_fios_keys_and_no_null() {
     fn no_null(v: &serde_json::Value, at: &str) {

@@ -155,6 +155,13 @@ pub struct ThreadResult {
     pub flushes: u64,
     /// Measured wall time, ns.
     pub elapsed_ns: u64,
+    /// I/Os in flight when the ramp ended (reads, writes): their
+    /// completions are in `read` and `write`, as the device did them within
+    /// the measured interval. fio counts an I/O (`total_ios`, and so IOPS)
+    /// when it submits it, after the ramp only, so `nvme-bypass fio` takes
+    /// these out of its counts; its bytes and latencies keep them, as fio's
+    /// do.
+    pub ramp_in_flight: [u64; 2],
     /// Thread CPU time over the measured interval (getrusage user/sys).
     pub cpu_time: CpuTime,
     /// Thread CPU time over the measured interval (CLOCK_THREAD_CPUTIME_ID), ns.

@@ -295,6 +295,8 @@ struct Measured {
     read: DirResult,
     write: DirResult,
     flushes: u64,
+    /// Reads and writes in flight when the ramp ended.
+    ramp_in_flight: [u64; 2],
 }
 
 impl Measured {
@@ -319,6 +321,7 @@ impl Measured {
             read: DirResult::default(),
             write: DirResult::default(),
             flushes: 0,
+            ramp_in_flight: [0; 2],
         }
     }
 
@@ -357,6 +360,7 @@ impl Measured {
         res.read = read;
         res.write = write;
         res.flushes = self.flushes;
+        res.ramp_in_flight = self.ramp_in_flight;
     }
 }
 
@@ -465,14 +469,32 @@ impl<'c> Phase<'c> {
 
     /// Start of a pass at `t`: account the previous empty pass, end the
     /// ramp, notice the end of the runtime or a stop.
+    /// Ramp over: start counting from here, noting the reads and writes
+    /// still in flight (the slots not on the free stack).
+    #[cold]
+    fn end_ramp(&mut self, q: &dyn IoQueue) {
+        self.m = Measured::new(q, true, true, self.thread);
+        let mut free = vec![false; self.slots.io.len()];
+        for &s in &self.slots.free {
+            free[s as usize] = true;
+        }
+        for (io, _) in self.slots.io.iter().zip(&free).filter(|(_, f)| !**f) {
+            match io.op {
+                Op::Read => self.m.ramp_in_flight[0] += 1,
+                Op::Write => self.m.ramp_in_flight[1] += 1,
+                Op::Flush => {}
+            }
+        }
+        debug_assert_eq!(self.slots.io.len() - self.slots.free.len(), self.in_flight, "slots off the free stack are the I/Os in flight");
+    }
+
     #[inline(always)]
     fn begin_pass(&mut self, q: &dyn IoQueue, t: u64) {
         if let Some(e) = self.empty_since.take() {
             self.m.empty_ticks += t.wrapping_sub(e);
         }
         if self.kind == PhaseKind::Main && !self.m.on && t >= self.ramp_end {
-            // Ramp over: start counting from here.
-            self.m = Measured::new(q, true, true, self.thread);
+            self.end_ramp(q);
         }
         if t >= self.end || self.ctx.spec.stop.requested() {
             self.stopping = true;

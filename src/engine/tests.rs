@@ -372,3 +372,35 @@ fn a_polled_fixed_batch_spins_and_counts_every_look_that_found_it_not_ready() {
     // 250 batches, each found not ready 3 times first.
     assert_eq!(r.empty_polls, 750);
 }
+
+#[test]
+fn the_ios_in_flight_when_the_ramp_ends_are_noted_and_counted_once() {
+    // fio counts an I/O when it submits it, after the ramp; we count
+    // completions within the measured interval, and note the I/Os in
+    // flight when the ramp ended so `nvme-bypass fio` can give fio's count.
+    for (ramp, rw) in [(Duration::from_millis(20), Rw::Randrw), (Duration::from_millis(20), Rw::Randread), (Duration::ZERO, Rw::Randrw)] {
+        let mut s = spec(rw, 0);
+        s.ios = None;
+        s.runtime = Some(Duration::from_millis(40));
+        s.ramp = ramp;
+        let mut q = FakeQueue::new(s.iodepth, s.bs);
+        // Completions trickle in, so a pass starts with I/Os in flight.
+        q.complete_at_most = 3;
+        let r = run(&s, &mut q);
+        let [reads, writes] = r.ramp_in_flight;
+        if ramp.is_zero() {
+            assert_eq!((reads, writes), (0, 0), "no ramp: nothing was in flight when counting began");
+            assert_eq!(q.completed, r.read.ios + r.write.ios, "no ramp: every I/O is counted");
+            continue;
+        }
+        assert!((1..=8).contains(&(reads + writes)), "{rw:?}: {reads} + {writes} in flight at the ramp's end, at queue depth 8");
+        if rw == Rw::Randread {
+            assert_eq!(writes, 0);
+        }
+        // Their completions are within the measured interval, and counted
+        // there once; the ramp's own are not.
+        assert!(r.read.ios >= reads && r.write.ios >= writes);
+        assert!(q.completed > r.read.ios + r.write.ios, "{rw:?}: the ramp's completions are not counted");
+        assert_eq!(r.read.bytes + r.write.bytes, (r.read.ios + r.write.ios) * 4096);
+    }
+}

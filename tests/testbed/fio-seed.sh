@@ -6,8 +6,11 @@
 #
 #   scripts/testbed/run.sh --iops-limit 2000 tests/testbed/fio-seed.sh   # 2000 reads + 2000 writes a second
 #
-# The jobs: randrw 75/25, randread, randwrite; iodepth 64, 4 KiB, 1 s
-# after a 0.5 s ramp. Block (ioengine=libaio, direct=1, /dev/nvme0n1) and
+# The jobs: randrw 75/25, randread, randwrite; iodepth 64, 4 KiB,
+# runtime=1 and ramp_time=0.5, which fio reads as no ramp (a time is a
+# whole number: "0.5" is 0), and so do we: each job is measured from its
+# first I/O, and opens on the throttle's idle burst (QEMU lets a tenth of
+# a second's worth through at once). Block (ioengine=libaio, direct=1, /dev/nvme0n1) and
 # passthru (io_uring_cmd, cmd_type=nvme, /dev/ng0n1): fio and ours
 # alternately, three rounds; vfio (ioengine=nvme-bypass-vfio, the PCI
 # address with escaped colons): ours only, three rounds, no fio engine

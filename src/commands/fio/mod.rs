@@ -324,7 +324,15 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
         stop: stop.clone(),
     };
     engine::validate(&spec, &geo)?;
-    let threads = engine::run(&*target, &spec, clock, false)?;
+    let mut threads = engine::run(&*target, &spec, clock, false)?;
+    // fio's total_ios, and its IOPS, count the I/Os submitted after the
+    // ramp (backend.c, td_io_queue; the ramp's end zeroes the count with
+    // reset_all_stats): those in flight when it ended complete within the
+    // measured interval but are not counted.
+    for t in &mut threads {
+        t.read.ios = t.read.ios.saturating_sub(t.ramp_in_flight[0]);
+        t.write.ios = t.write.ios.saturating_sub(t.ramp_in_flight[1]);
+    }
     let mut summary = RunSummary::new(target.name(), target.describe(), &threads, clock.source());
     summary.interrupt_driven = Some(!target.polled());
     Ok((threads, summary, spec))

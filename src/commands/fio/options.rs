@@ -4,7 +4,7 @@
 //! the result. One parser for the command line's `--key=value`,
 //! `--key value` and bare booleans, and for job files' `key=value` lines.
 
-use crate::cli::parse::{parse_cpu_list, parse_duration};
+use crate::cli::parse::parse_cpu_list;
 use crate::engine::workload::Rw;
 use crate::error::Error;
 use std::time::Duration;
@@ -265,19 +265,56 @@ pub fn fio_size(s: &str) -> Result<u64, String> {
     n.checked_mul(m).ok_or_else(|| format!("'{s}' is too large"))
 }
 
-/// fio's times: a plain number is seconds; suffixes us, ms, s, m, h, d.
+/// fio's times, read as fio 3.33 reads a time option given in seconds
+/// (parse.c: `str_to_decimal` with `is_seconds`, then `get_mult_time`):
+/// the leading whole number (`strtoll`; base 16 when the text holds "0x"),
+/// times the unit that follows the digits: `us`/`usec`, `ms`/`msec`, or
+/// exactly `s`, `m`, `h` or `d` (any case); no unit is seconds, and any
+/// other letters are microseconds. A fraction is not read: the number ends
+/// at the '.', and what follows it is not a unit either, so `ramp_time=0.5`
+/// is no ramp at all and `runtime=1.5` (or `1.5s`) is one second, as in
+/// fio. fio's arithmetic form, `(...)`, is refused.
 pub fn fio_time(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    if let Some(d) = t.strip_suffix('d') {
-        return parse_duration(&format!("{}h", d.trim().parse::<f64>().map_err(|_| format!("'{s}' is not a time"))? * 24.0));
+    let err = || format!("'{s}' is not a time; write e.g. 10, 10s, 500ms, 2m");
+    if t.starts_with('(') {
+        return Err(format!("'{s}': fio's arithmetic expressions are not supported; write a whole number and a unit"));
     }
-    if let Some(sec) = t.strip_suffix("sec") {
-        return parse_duration(&format!("{sec}s"));
+    // strtoll: an optional sign, then digits of the base.
+    let hex = t.contains("0x") || t.contains("0X");
+    let mut rest = t;
+    let negative = rest.starts_with('-');
+    rest = rest.strip_prefix(['+', '-']).unwrap_or(rest);
+    if hex {
+        rest = rest.strip_prefix("0x").or_else(|| rest.strip_prefix("0X")).filter(|r| r.starts_with(|c: char| c.is_ascii_hexdigit())).unwrap_or(rest);
     }
-    if let Some(min) = t.strip_suffix("min") {
-        return parse_duration(&format!("{min}m"));
+    let radix = if hex { 16 } else { 10 };
+    let n = rest.find(|c: char| !c.is_digit(radix)).unwrap_or(rest.len());
+    if n == 0 {
+        return Err(err());
     }
-    parse_duration(t)
+    let val = u64::from_str_radix(&rest[..n], radix).map_err(|_| format!("'{s}' is too long a time"))?;
+    if negative && val != 0 {
+        return Err(format!("'{s}' is a negative time"));
+    }
+    // get_mult_time: the unit starts where the decimal digits and signs end.
+    let unit = t.trim_start_matches(|c: char| c.is_ascii_digit() || c == '+' || c == '-').to_ascii_lowercase();
+    let us: u64 = if !unit.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        1_000_000
+    } else if unit.starts_with("us") {
+        1
+    } else if unit.starts_with("ms") {
+        1_000
+    } else {
+        match unit.as_str() {
+            "s" => 1_000_000,
+            "m" => 60_000_000,
+            "h" => 3_600_000_000,
+            "d" => 86_400_000_000,
+            _ => 1,
+        }
+    };
+    val.checked_mul(us).map(Duration::from_micros).ok_or_else(|| format!("'{s}' is too long a time"))
 }
 
 fn boolean(key: &str, v: Option<&str>) -> Result<bool, Error> {
@@ -466,6 +503,26 @@ mod tests {
         assert_eq!(fio_time("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(fio_time("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(fio_time("1d"), Ok(Duration::from_secs(86400)));
+        assert_eq!(fio_time("250us"), Ok(Duration::from_micros(250)));
+        assert_eq!(fio_time("3MSEC"), Ok(Duration::from_millis(3)));
+        assert_eq!(fio_time("1h"), Ok(Duration::from_secs(3600)));
+        // fio reads no fraction: the number ends at the '.', and the unit
+        // is looked for there too. The test bed's seed jobs say
+        // ramp_time=0.5, which fio 3.33 runs as no ramp at all.
+        assert_eq!(fio_time("0.5"), Ok(Duration::ZERO));
+        assert_eq!(fio_time("1.5"), Ok(Duration::from_secs(1)));
+        assert_eq!(fio_time("1.5s"), Ok(Duration::from_secs(1)));
+        assert_eq!(fio_time("0.5ms"), Ok(Duration::ZERO));
+        // Only the exact one-letter units are s, m, h and d: other letters
+        // leave fio's multiplier at one microsecond.
+        assert_eq!(fio_time("10sec"), Ok(Duration::from_micros(10)));
+        assert_eq!(fio_time("2min"), Ok(Duration::from_micros(2)));
+        assert_eq!(fio_time("0x10"), Ok(Duration::from_micros(16)));
+        assert!(fio_time("").is_err());
+        assert!(fio_time("s").is_err());
+        assert!(fio_time("-1").is_err());
+        assert!(fio_time("(1+1)").is_err());
+        assert!(fio_time("99999999999999999999").is_err());
     }
 
     #[test]
