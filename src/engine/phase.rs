@@ -467,8 +467,6 @@ impl<'c> Phase<'c> {
         }
     }
 
-    /// Start of a pass at `t`: account the previous empty pass, end the
-    /// ramp, notice the end of the runtime or a stop.
     /// Ramp over: start counting from here, noting the reads and writes
     /// still in flight (the slots not on the free stack).
     #[cold]
@@ -488,6 +486,8 @@ impl<'c> Phase<'c> {
         debug_assert_eq!(self.slots.io.len() - self.slots.free.len(), self.in_flight, "slots off the free stack are the I/Os in flight");
     }
 
+    /// Start of a pass at `t`: account the previous empty pass, end the
+    /// ramp, notice the end of the runtime or a stop.
     #[inline(always)]
     fn begin_pass(&mut self, q: &dyn IoQueue, t: u64) {
         if let Some(e) = self.empty_since.take() {

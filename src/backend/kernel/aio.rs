@@ -146,27 +146,8 @@ impl AioContext {
     /// the owning thread, which never calls io_getevents concurrently.
     /// Returns None when the ring cannot be read this way.
     pub fn reap_user(&self, events: &mut [IoEvent]) -> Option<usize> {
-        if !self.user_ring {
-            return None;
-        }
+        let (nr, head_a, mut head, tail) = self.ring_indices()?;
         let hdr = self.header();
-        // SAFETY: the header is mapped while the context lives (Drop runs
-        // io_destroy). `head` and `tail` are u32s shared with the kernel:
-        // accessed only atomically. `nr` is constant after setup.
-        let (nr, head_a, tail_a) = unsafe {
-            (
-                std::ptr::addr_of!((*hdr).nr).read_volatile(),
-                std::sync::atomic::AtomicU32::from_ptr(std::ptr::addr_of_mut!((*hdr).head)),
-                std::sync::atomic::AtomicU32::from_ptr(std::ptr::addr_of_mut!((*hdr).tail)),
-            )
-        };
-        // Acquire pairs with the kernel's barrier before it moves `tail`:
-        // the events below `tail` are complete once we see it.
-        let tail = tail_a.load(std::sync::atomic::Ordering::Acquire);
-        let mut head = head_a.load(std::sync::atomic::Ordering::Relaxed);
-        if head >= nr || tail >= nr {
-            return None;
-        }
         let first = (hdr as *const u8).wrapping_add(std::mem::size_of::<AioRingHeader>()) as *const IoEvent;
         let mut n = 0;
         while n < events.len() && head != tail {
@@ -185,23 +166,37 @@ impl AioContext {
     /// Completions waiting in the ring, read without a system call; None
     /// when the ring cannot be read this way (see [`AioContext::reap_user`]).
     pub fn ready_user(&self) -> Option<usize> {
+        let (nr, _, head, tail) = self.ring_indices()?;
+        Some(if tail >= head { tail - head } else { nr - head + tail } as usize)
+    }
+
+    /// The ring's size, its `head` (ours to move) and that head's value,
+    /// and its `tail` as the kernel last published it; None when the ring
+    /// cannot be read in user memory or its indices are out of range.
+    fn ring_indices(&self) -> Option<(u32, &std::sync::atomic::AtomicU32, u32, u32)> {
         if !self.user_ring {
             return None;
         }
         let hdr = self.header();
-        // SAFETY: as in `reap_user`: the header is mapped while the context
-        // lives; `head` and `tail` are read atomically, `nr` is constant.
-        let (nr, head, tail) = unsafe {
+        // SAFETY: the header is mapped while the context lives (Drop runs
+        // io_destroy), so for as long as the borrow of `self`. `head` and
+        // `tail` are u32s shared with the kernel: accessed only
+        // atomically. `nr` is constant after setup.
+        let (nr, head_a, tail_a) = unsafe {
             (
                 std::ptr::addr_of!((*hdr).nr).read_volatile(),
-                std::sync::atomic::AtomicU32::from_ptr(std::ptr::addr_of_mut!((*hdr).head)).load(std::sync::atomic::Ordering::Relaxed),
-                std::sync::atomic::AtomicU32::from_ptr(std::ptr::addr_of_mut!((*hdr).tail)).load(std::sync::atomic::Ordering::Acquire),
+                std::sync::atomic::AtomicU32::from_ptr(std::ptr::addr_of_mut!((*hdr).head)),
+                std::sync::atomic::AtomicU32::from_ptr(std::ptr::addr_of_mut!((*hdr).tail)),
             )
         };
+        // Acquire pairs with the kernel's barrier before it moves `tail`:
+        // the events below `tail` are complete once we see it.
+        let tail = tail_a.load(std::sync::atomic::Ordering::Acquire);
+        let head = head_a.load(std::sync::atomic::Ordering::Relaxed);
         if head >= nr || tail >= nr {
             return None;
         }
-        Some(if tail >= head { tail - head } else { nr - head + tail } as usize)
+        Some((nr, head_a, head, tail))
     }
 
     /// `io_submit`: hand `iocbs` to the kernel. Returns how many were
