@@ -346,6 +346,17 @@ fn fractional_times_are_read_as_fio_reads_them() {
     let runtime = read["runtime"].as_u64().unwrap();
     assert!((900..1600).contains(&runtime), "runtime=1.9 is one second, as fio reads it: measured {runtime} ms");
     assert!(read["total_ios"].as_u64().unwrap() > 0);
+    // Run as fio runs it, and said aloud, with what to write instead.
+    assert!(err.contains("warning: job f: runtime=1.9: fio reads only the whole number before the '.', so this is 1 s; write 1900ms"), "{err}");
+    assert!(err.contains("warning: job f: ramp_time=0.9:") && err.contains("write 900ms"), "{err}");
+    // A runtime fio reads as none, with time_based, is refused, saying why.
+    let (code, _, err) = fio_in(&d, &["--name=z", "--ioengine=nvme-bypass-sim", "--rw=randread", "--size=16M", "--runtime=0.5", "--time_based"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("time_based needs runtime=") && err.contains("runtime=0.5: fio reads only the whole number") && err.contains("write 500ms"), "{err}");
+    // A unit fio does not know is microseconds in fio: run so, and said.
+    let (code, _, err) = fio_in(&d, &["--name=u", "--ioengine=nvme-bypass-sim", "--rw=randread", "--size=16M", "--runtime=5min", "--time_based", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("runtime=5min: 'min' is not one of fio's time units") && err.contains("5 us"), "{err}");
 }
 
 /// fio's total_ios (and IOPS) count the I/Os submitted after the ramp

@@ -90,8 +90,15 @@ fn plan(o: JobOpts, group: usize, readonly: bool) -> Result<Planned, Error> {
     if readonly && o.rw.writes() {
         return Err(Error::usage(format!("job {job}: rw={} writes, and --readonly was given", o.rw.as_str())));
     }
+    // Times read as fio reads them, said aloud where that is probably not
+    // what was meant (runtime=0.5 is no runtime in fio, runtime=5min 5 us).
+    let note = |key: &str| o.given.iter().find(|(k, _)| k == key).and_then(|(_, v)| options::fio_time_note(v).map(|n| format!("{key}={v}: {n}")));
     if o.time_based && o.runtime.is_none() {
-        return Err(Error::usage(format!("job {job}: time_based needs runtime= (how long to run)")));
+        let why = note("runtime").map(|n| format!("; {n}")).unwrap_or_default();
+        return Err(Error::usage(format!("job {job}: time_based needs runtime= (how long to run){why}")));
+    }
+    for n in ["runtime", "ramp_time"].into_iter().filter_map(note) {
+        eprintln!("nvme-bypass: warning: job {job}: {n}");
     }
     let batch_complete = o.batch_complete()?;
     let files: Vec<String> = o.filename.as_deref().map(options::split_filenames).unwrap_or_default();

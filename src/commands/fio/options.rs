@@ -317,6 +317,54 @@ pub fn fio_time(s: &str) -> Result<Duration, String> {
     val.checked_mul(us).map(Duration::from_micros).ok_or_else(|| format!("'{s}' is too long a time"))
 }
 
+/// Where fio's reading of a time differs from what the text seems to say,
+/// a sentence saying how fio reads it and what to write instead; None
+/// when the two agree. fio 3.33 reads only the whole number before a '.',
+/// and any unit other than us, ms, s, m, h or d as microseconds, without
+/// a word: `runtime=0.5` is no runtime and `runtime=5min` is 5 us.
+/// nvme-bypass reads times as fio does, so that a job runs as it did
+/// under fio, and says so when it is probably not what was meant.
+pub fn fio_time_note(s: &str) -> Option<String> {
+    let t = s.trim();
+    let read = fio_time(t).ok()?;
+    let shown = if read.is_zero() {
+        "0 (none)".to_string()
+    } else if read.subsec_nanos() == 0 {
+        format!("{} s", read.as_secs())
+    } else {
+        format!("{} us", read.as_micros())
+    };
+    let digits = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    if num.contains('.') {
+        // What the text seems to mean, in a unit fio reads whole.
+        let secs_per = match unit.to_ascii_lowercase().as_str() {
+            "" | "s" => Some(1.0),
+            "m" => Some(60.0),
+            "h" => Some(3600.0),
+            "d" => Some(86400.0),
+            "ms" | "msec" => Some(0.001),
+            _ => None,
+        };
+        let hint = match (num.parse::<f64>(), secs_per) {
+            (Ok(x), Some(k)) => {
+                let us = (x * k * 1e6).round() as u64;
+                if us % 1000 == 0 { format!("write {}ms", us / 1000) } else { format!("write {us}us") }
+            }
+            _ => "write a whole number with a unit, e.g. 500ms".to_string(),
+        };
+        return Some(format!("fio reads only the whole number before the '.', so this is {shown}; {hint}"));
+    }
+    let u = unit.to_ascii_lowercase();
+    let known = u.is_empty() || u.starts_with("us") || u.starts_with("ms") || ["s", "m", "h", "d"].contains(&u.as_str());
+    if !known && !t.contains("0x") && !t.contains("0X") {
+        return Some(format!(
+            "'{unit}' is not one of fio's time units (us, ms, s, m, h, d), so fio reads it as microseconds: {shown}; write e.g. {num}s or {num}m"
+        ));
+    }
+    None
+}
+
 fn boolean(key: &str, v: Option<&str>) -> Result<bool, Error> {
     match v.map(str::trim) {
         None | Some("1") | Some("true") | Some("on") | Some("yes") => Ok(true),
@@ -523,6 +571,18 @@ mod tests {
         assert!(fio_time("-1").is_err());
         assert!(fio_time("(1+1)").is_err());
         assert!(fio_time("99999999999999999999").is_err());
+        // Said aloud where fio's reading is probably not what was meant.
+        assert_eq!(fio_time_note("10"), None);
+        assert_eq!(fio_time_note("500ms"), None);
+        assert_eq!(fio_time_note("2m"), None);
+        assert_eq!(fio_time_note("0.5").unwrap(), "fio reads only the whole number before the '.', so this is 0 (none); write 500ms");
+        assert!(fio_time_note("1.5s").unwrap().contains("this is 1 s; write 1500ms"));
+        assert!(fio_time_note("0.25m").unwrap().ends_with("write 15000ms"));
+        assert_eq!(
+            fio_time_note("5min").unwrap(),
+            "'min' is not one of fio's time units (us, ms, s, m, h, d), so fio reads it as microseconds: 5 us; write e.g. 5s or 5m"
+        );
+        assert!(fio_time_note("10sec").unwrap().contains("10 us"));
     }
 
     #[test]
