@@ -131,8 +131,11 @@ pub struct VcpuCount {
     /// EMPTY markers run (one per empty pass).
     #[serde(default)]
     pub empty_marks: u64,
-    /// Empty passes left out: longer than a pass on one vCPU can be (the
-    /// thread moved or was preempted).
+    /// Empty passes left out: an interrupt came in them (its work is the
+    /// background's), or longer than a pass can be (the thread was
+    /// preempted). The plugin times passes and the kernel's polls on the
+    /// machine's timeline, every vCPU's instructions summed, and keeps
+    /// their tallies in vCPU 0's fields; the report sums the vCPUs.
     #[serde(default)]
     pub empty_discarded: u64,
     /// Polls of the kernel's IOPOLL loop started (`nvme_poll` entries;

@@ -151,7 +151,9 @@ const RUN: usize = MAX_SLOTS + 4;
 /// At the last PASS marker: RUN's two values, before the marker.
 const LAST: usize = MAX_SLOTS + 6;
 /// Bit 0: a PASS marker was seen in this window; bit 1: the pass since
-/// found nothing (an EMPTY marker ran).
+/// found nothing (an EMPTY marker ran); bit 2: an interrupt came in it.
+/// (LAST, PASS_STATE and the EMPTY_* tallies are the timeline's: vCPU 0's
+/// fields.)
 const PASS_STATE: usize = MAX_SLOTS + 8;
 /// Empty passes: user and kernel instructions, passes, EMPTY markers,
 /// passes discarded (longer than MAX_PASS: the thread left the vCPU).
@@ -496,14 +498,15 @@ fn entries() -> &'static [Box<[AtomicU64]>] {
     }
 }
 
-/// PASS and EMPTY: each pass of the engine's loop (PASS to the next PASS,
-/// on the thread's vCPU) that ran an EMPTY marker is added to the empty
-/// passes' instructions, user and kernel, exactly (the icount at a marker
-/// is the block's running count less the block's instructions after it).
-extern "C" fn pass_marker(vcpu: c_uint, udata: *mut c_void) {
-    let Some(c) = COUNTS.get().and_then(|c| c.get(vcpu as usize)) else {
-        return;
-    };
+/// PASS and EMPTY: each pass of the engine's loop (PASS to the next PASS)
+/// that ran an EMPTY marker is added to the empty passes' instructions,
+/// user and kernel, exactly (the count at a marker is the block's running
+/// count less the block's instructions after it). Passes are timed on the
+/// machine's timeline, as the kernel's polls are (see [`timeline`]); one
+/// with an interrupt in it is left out (`empty_discarded`), as such a
+/// kernel poll is: the interrupt's work is the background's.
+extern "C" fn pass_marker(_vcpu: c_uint, udata: *mut c_void) {
+    let Some(c) = timeline() else { return };
     let (kind, after) = (udata as usize & 0xff, (udata as usize >> 8) as u64);
     let get = |i: usize| c[i].load(Ordering::Relaxed);
     let set = |i: usize, v: u64| c[i].store(v, Ordering::Relaxed);
@@ -513,37 +516,37 @@ extern "C" fn pass_marker(vcpu: c_uint, udata: *mut c_void) {
         set(PASS_STATE, state | 2);
         return;
     }
-    let now = [get(RUN).wrapping_sub(after), get(RUN + 1)];
-    close_pass(c, now);
+    let now = timeline_now(after);
+    close_pass(now);
     set(LAST, now[0]);
     set(LAST + 1, now[1]);
     set(PASS_STATE, 1);
 }
 
-/// The pass since the last PASS marker ends at `now` (user, kernel): add
-/// it to the empty passes if it found nothing. The kernel's empty polls
-/// inside it then leave the kernel's tally (the pass holds them).
-fn close_pass(c: &[AtomicU64], now: [u64; 2]) {
+/// The pass since the last PASS marker ends at `now` (the timeline's user,
+/// kernel): add it to the empty passes if it found nothing and saw no
+/// interrupt. The kernel's empty polls inside it then leave the kernel's
+/// tally (the pass holds them).
+fn close_pass(now: [u64; 2]) {
+    let Some(c) = timeline() else { return };
     let get = |i: usize| c[i].load(Ordering::Relaxed);
     let set = |i: usize, v: u64| c[i].store(v, Ordering::Relaxed);
-    let Some(t) = timeline() else { return };
-    let tget = |i: usize| t[i].load(Ordering::Relaxed);
-    let tset = |i: usize, v: u64| t[i].store(v, Ordering::Relaxed);
-    let inner = [tget(KPASS), tget(KPASS + 1), tget(KPASS + 2)];
+    let inner = [get(KPASS), get(KPASS + 1), get(KPASS + 2)];
     for i in 0..3 {
-        tset(KPASS + i, 0);
+        set(KPASS + i, 0);
     }
-    if get(PASS_STATE) != 3 {
+    let state = get(PASS_STATE);
+    if state & 3 != 3 {
         return;
     }
-    for i in 0..2 {
-        tset(KEMPTY_INSNS + i, tget(KEMPTY_INSNS + i).wrapping_sub(inner[i]));
-    }
-    tset(KEMPTY_POLLS, tget(KEMPTY_POLLS).wrapping_sub(inner[2]));
     let (u, k) = (now[0].wrapping_sub(get(LAST)), now[1].wrapping_sub(get(LAST + 1)));
-    if u.saturating_add(k) > MAX_PASS {
+    if state & 4 != 0 || u.saturating_add(k) > MAX_PASS {
         set(EMPTY_DISCARDED, get(EMPTY_DISCARDED) + 1);
     } else {
+        for i in 0..2 {
+            set(KEMPTY_INSNS + i, get(KEMPTY_INSNS + i).wrapping_sub(inner[i]));
+        }
+        set(KEMPTY_POLLS, get(KEMPTY_POLLS).wrapping_sub(inner[2]));
         set(EMPTY_INSNS, get(EMPTY_INSNS) + u);
         set(EMPTY_INSNS + 1, get(EMPTY_INSNS + 1) + k);
         set(EMPTY_PASSES, get(EMPTY_PASSES) + 1);
@@ -595,7 +598,15 @@ fn kernel_event(kind: u8, now: [u64; 2]) {
             set(KPOLLS, get(KPOLLS) + 1);
         }
         K_FOUND if state & 1 != 0 => set(KSTATE, state | 2),
-        K_IRQ if state & 1 != 0 => set(KSTATE, state | 4),
+        K_IRQ => {
+            if state & 1 != 0 {
+                set(KSTATE, state | 4);
+            }
+            let pass = get(PASS_STATE);
+            if pass & 1 != 0 {
+                set(PASS_STATE, pass | 4);
+            }
+        }
         K_EXIT => close_kpoll(now),
         _ => {}
     }
@@ -649,7 +660,7 @@ extern "C" fn kernel_marker(_vcpu: c_uint, _udata: *mut c_void) {
     }
 }
 
-extern "C" fn marker(vcpu: c_uint, udata: *mut c_void) {
+extern "C" fn marker(_vcpu: c_uint, udata: *mut c_void) {
     let id = read_reg(REG_RAX.load(Ordering::Acquire)).unwrap_or(u64::MAX);
     let marker_fn = read_reg(REG_RDI.load(Ordering::Acquire)).unwrap_or(0);
     let (kind, after) = (udata as usize & 0xff, (udata as usize >> 8) as u64);
@@ -671,11 +682,9 @@ extern "C" fn marker(vcpu: c_uint, udata: *mut c_void) {
     } else {
         ACTIVE.store(false, Ordering::Relaxed);
         // A pass that found nothing and ran into the window's end ends here.
-        if let Some(c) = COUNTS.get().and_then(|c| c.get(vcpu as usize)) {
-            let now = [c[RUN].load(Ordering::Relaxed).wrapping_sub(after), c[RUN + 1].load(Ordering::Relaxed)];
-            close_pass(c, now);
-        }
-        close_kpoll(timeline_now(after));
+        let now = timeline_now(after);
+        close_pass(now);
+        close_kpoll(now);
         let Some(w) = WINDOW.lock().unwrap().take() else {
             say(&format!("STOP of window {id} without a START: ignored"));
             return;
