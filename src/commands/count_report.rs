@@ -267,7 +267,7 @@ pub fn build(i: &Inputs) -> CountReport {
                 }
                 if here.discarded > 0 {
                     notes.push(format!(
-                        "{}: {} empty passes left out of its empty-poll figure (longer than one pass on one vCPU: the thread moved or was preempted)",
+                        "{}: {} empty passes left out of its empty-poll figure (an interrupt came in them, whose work is the background's, or longer than one pass can be: the thread was preempted; left in the row)",
                         row.label, here.discarded
                     ));
                 }

@@ -178,7 +178,7 @@ const KDISCARDED: usize = MAX_SLOTS + 21;
 const KPASS: usize = MAX_SLOTS + 22;
 const ENTRY_U64S: usize = MAX_SLOTS + 25;
 /// A pass longer than this (user + kernel instructions) is not one pass of
-/// a polling loop on one vCPU: its thread moved or was preempted.
+/// a polling loop: its thread was preempted.
 const MAX_PASS: u64 = 1_000_000;
 /// In a TB's callback data: the block is in the kernel's half.
 const KERNEL_BIT: usize = 1 << 31;
