@@ -59,7 +59,7 @@ python3 scripts/check-compare.py "$OUT/compare.json"
 echo >&2
 echo "Counting instructions: the same comparison in a second boot under the counting plugin (measured, emulated)." >&2
 scripts/testbed/count.sh --results "$OUT/testbed-count" --bin "$RESULTS/bin/nvme-bypass" \
-  --ios "${NVB_COUNT_IOS:-8000}" --runtime 30 --ramp-time 0 --iodepth 32 ${COUNT_ARGS[@]+"${COUNT_ARGS[@]}"} > "$OUT/count.txt"
+  --ios "${NVB_COUNT_IOS:-32000}" --runtime 60 --ramp-time 0 --iodepth 32 ${COUNT_ARGS[@]+"${COUNT_ARGS[@]}"} > "$OUT/count.txt"
 cp "$OUT"/testbed-count/count/count.json "$OUT"/testbed-count/count/instructions_per_io_by_layer.svg "$OUT/"
 cp "$OUT"/testbed-count/results/count-compare/compare.json "$OUT/count-compare.json"
 cp "$OUT/instructions_per_io_by_layer.svg" "$OUT/sweep/"

@@ -157,12 +157,12 @@ else
   # machine's two cores): counts do not depend on timing, and what timing
   # does move (empty polls, the background's ticks) is what the 2% check
   # must survive anyway. Each boot's output is shown whole afterwards.
-  # Each row does the same 8000 I/Os from its start in both boots (the
+  # Each row does the same 32000 I/Os from its start in both boots (the
   # runtime only bounds it), so the boots count the same work.
   ( cd "$ROOT" && cargo build --release --quiet )   # count-report's host binary, once
   pids=()
   for n in 1 2; do
-    scripts/testbed/count.sh --results "$RES-count$n" --bin "$RES/bin/nvme-bypass" --ios 8000 --runtime 30 --ramp-time 0 --iodepth 32 > "$RES-count$n.log" 2>&1 &
+    scripts/testbed/count.sh --results "$RES-count$n" --bin "$RES/bin/nvme-bypass" --ios 32000 --runtime 60 --ramp-time 0 --iodepth 32 > "$RES-count$n.log" 2>&1 &
     pids+=($!)
   done
   failed=0
