@@ -17,7 +17,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Controller-side counters, readable while the controller runs.
+///
+/// Aligned to 128 bytes (two cache lines, as `nvme_driver::QueuePair`): a
+/// synchronous controller (`SimConfig::threaded` false) updates them at
+/// every step on the thread that rings its doorbell, and several such
+/// controllers (one per benchmark job) are created one after another on one
+/// thread, so without it two jobs' counters could share a line.
 #[derive(Default, Debug)]
+#[repr(align(128))]
 pub struct SimStats {
     /// Submission entries fetched.
     pub fetched: AtomicU64,
@@ -145,6 +152,9 @@ impl Faults {
     }
 }
 
+/// Aligned to 128 bytes, as [`Cq`] and [`Device`]: the head moves at every
+/// fetch, on the stepping thread (see [`SimStats`]).
+#[repr(align(128))]
 struct Sq {
     ring: SqRing,
     /// Entries, 2..=65536 (QSIZE + 1: a u16 would wrap at CAP.MQES = FFFFh).
@@ -156,6 +166,9 @@ struct Sq {
     slot: Slot,
 }
 
+/// Aligned to 128 bytes: the tail and phase move at every completion, on
+/// the stepping thread (see [`SimStats`]).
+#[repr(align(128))]
 struct Cq {
     ring: CqRing,
     /// Entries, 2..=65536.
@@ -290,6 +303,11 @@ enum State {
     Fatal,
 }
 
+/// Aligned to 128 bytes: a synchronous controller lives in an
+/// `Arc<Mutex<Device>>` whose count, lock and fields (`last_cc`, `posted`,
+/// `io_count`...) the stepping thread writes at every step (see
+/// [`SimStats`]).
+#[repr(align(128))]
 pub(crate) struct Device {
     cfg: SimConfig,
     regs: Arc<SimRegisters>,
@@ -331,6 +349,9 @@ pub(crate) struct Device {
 impl InlineController for Device {
     fn step(&mut self) -> usize {
         Device::step(self)
+    }
+    fn hot_memory(&self) -> Vec<crate::HotMemory> {
+        vec![crate::HotMemory::of("submission queue states", &self.sqs[..]), crate::HotMemory::of("completion queue states", &self.cqs[..])]
     }
 }
 

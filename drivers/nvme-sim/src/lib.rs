@@ -32,9 +32,45 @@ pub use event::SimEvent;
 pub use memory::{IovaMap, SimAllocator, SimMemory};
 pub use regs::SimRegisters;
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+
+/// Memory a synchronous controller's step writes, on the thread that rings
+/// its doorbells (see [`SimController::hot_memory`]).
+#[derive(Clone, Debug)]
+pub struct HotMemory {
+    /// What it is.
+    pub what: &'static str,
+    /// The bytes written, as addresses.
+    pub written: Range<usize>,
+    /// The object or allocation they lie in.
+    pub within: Range<usize>,
+}
+
+impl HotMemory {
+    /// The whole of `r`.
+    pub(crate) fn of<T: ?Sized>(what: &'static str, r: &T) -> Self {
+        let a = r as *const T as *const u8 as usize;
+        let range = a..a + std::mem::size_of_val(r);
+        HotMemory { what, written: range.clone(), within: range }
+    }
+
+    /// The 128-byte blocks (pairs of cache lines) the written bytes touch,
+    /// as block numbers.
+    pub fn blocks(&self) -> Range<usize> {
+        self.written.start / 128..self.written.end.div_ceil(128)
+    }
+
+    /// Every 128-byte block the written bytes touch lies inside `within`,
+    /// so no other object (of another controller, say) shares a line with
+    /// them, wherever the allocator put its neighbours.
+    pub fn owns_its_lines(&self) -> bool {
+        let b = self.blocks();
+        self.written.is_empty() || (b.start * 128 >= self.within.start && b.end * 128 <= self.within.end)
+    }
+}
 
 /// A running simulated controller. Dropping it stops the thread.
 pub struct SimController {
@@ -110,6 +146,18 @@ impl SimController {
     pub fn allocator(&self) -> Arc<dyn nvme_hal::DmaAllocator> {
         Arc::new(SimAllocator(self.mem.clone()))
     }
+    /// The memory a step of this controller writes when it runs
+    /// synchronously, on the thread that rings its doorbells: its register
+    /// window, its doorbells, the controller's own state and counters. Two
+    /// controllers stepped by two threads (`bench --sim-sync --numjobs 2`)
+    /// scale only if these share no cache line; each is aligned to 128
+    /// bytes for that, which [`HotMemory::owns_its_lines`] checks.
+    pub fn hot_memory(&self) -> Vec<HotMemory> {
+        let doorbells = nvme_spec::regs::offset::DOORBELL_BASE..nvme_spec::regs::cq_head_doorbell(self.config.max_io_queues, self.config.dstrd) + 4;
+        let mut v = self.regs.hot_memory(doorbells);
+        v.push(HotMemory::of("controller counters", &*self.stats));
+        v
+    }
     /// Controller-side counters.
     pub fn stats(&self) -> &SimStats {
         &self.stats
@@ -148,6 +196,32 @@ impl Drop for SimController {
         if let Some(t) = self.thread.take() {
             t.thread().unpark();
             let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two synchronous controllers made one after the other on one thread
+    /// (as `bench --sim-sync --numjobs 2` makes them) and stepped by two:
+    /// what a step writes owns its 128-byte blocks, so the two share no
+    /// cache line, wherever the allocator put them.
+    #[test]
+    fn synchronous_controllers_share_no_line_a_step_writes() {
+        let cfg = SimConfig { threaded: false, data: DataMode::Null, max_io_queues: 1, ..SimConfig::default() };
+        let (a, b) = (SimController::start(cfg.clone()).unwrap(), SimController::start(cfg).unwrap());
+        let (ha, hb) = (a.hot_memory(), b.hot_memory());
+        assert_eq!(ha.len(), 6, "{ha:#?}");
+        for h in ha.iter().chain(&hb) {
+            assert!(h.owns_its_lines(), "{} ({:#x?}) shares a 128-byte block with what lies around it ({:#x?})", h.what, h.written, h.within);
+        }
+        for x in &ha {
+            for y in &hb {
+                let (p, q) = (x.blocks(), y.blocks());
+                assert!(p.end <= q.start || q.end <= p.start, "{} of one controller and {} of the other share a 128-byte block", x.what, y.what);
+            }
         }
     }
 }

@@ -14,9 +14,19 @@ use std::thread::Thread;
 pub(crate) trait InlineController: Send {
     /// One pass of the controller; returns the work done.
     fn step(&mut self) -> usize;
+    /// The memory of its own a step writes, besides itself (see
+    /// [`crate::SimController::hot_memory`]).
+    fn hot_memory(&self) -> Vec<crate::HotMemory>;
 }
 
 /// Register window of a simulated controller.
+///
+/// Aligned to 128 bytes (two cache lines, as `nvme_driver::QueuePair`): in
+/// synchronous mode every doorbell write takes the `inline` lock (and may
+/// count the write) on the writing thread. One controller per benchmark
+/// job, all created one after another on one thread: without the alignment
+/// two jobs' windows could share a line.
+#[repr(align(128))]
 pub struct SimRegisters {
     mem: MemRegisters,
     /// Set by the controller thread before it parks.
@@ -59,6 +69,27 @@ impl SimRegisters {
     }
     pub(crate) fn dev_load64(&self, off: usize) -> u64 {
         self.dev_load(off) as u64 | (self.dev_load(off + 4) as u64) << 32
+    }
+    /// What a synchronous step writes, of the window and of the controller
+    /// it runs (see [`crate::SimController::hot_memory`]); `doorbells`:
+    /// the doorbell registers' offsets.
+    pub(crate) fn hot_memory(&self, doorbells: std::ops::Range<usize>) -> Vec<crate::HotMemory> {
+        let words = self.mem.word(0) as *const std::sync::atomic::AtomicU32 as usize;
+        let mut v = vec![
+            crate::HotMemory::of("register window (inline lock, write count)", self),
+            crate::HotMemory {
+                what: "doorbell registers",
+                written: words + doorbells.start..words + doorbells.end,
+                within: words..words + self.mem.len(),
+            },
+        ];
+        if let Some(dev) = self.inline.lock().unwrap().clone() {
+            // The controller's lock and fields; its Arc's counts (changed at
+            // every step) lie before them in the same allocation.
+            v.push(crate::HotMemory::of("synchronous controller (lock, fields)", &*dev));
+            v.extend(dev.lock().unwrap().hot_memory());
+        }
+        v
     }
     /// Number of register writes so far (when counting is enabled).
     pub fn write_count(&self) -> u64 {

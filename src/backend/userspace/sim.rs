@@ -212,3 +212,30 @@ impl crate::backend::Target for SimPerJob {
         d
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bench --sim-sync --numjobs 2`: the two controllers are opened one
+    /// after the other on the main thread, then each is stepped by its own
+    /// job's thread. What a step writes must share no cache line (nor the
+    /// adjacent line the prefetcher pairs it with) with the other
+    /// controller's, wherever the allocator put them: "no shared cache line
+    /// on the hot path" (the two-job scaling test, scripts/sim-scaling.py).
+    #[test]
+    fn per_job_controllers_share_no_line_a_step_writes() {
+        let o = SimOptions { null: true, threaded: false, shadow_doorbells: false, size: 1 << 24, ..SimOptions::default() };
+        let t = SimPerJob::open(&o, 2).unwrap();
+        let hot: Vec<Vec<nvme_sim::HotMemory>> = t.targets.iter().map(|s| s.sim.hot_memory()).collect();
+        for h in hot.iter().flatten() {
+            assert!(h.owns_its_lines(), "{} ({:#x?}) shares a 128-byte block with what lies around it ({:#x?})", h.what, h.written, h.within);
+        }
+        for x in &hot[0] {
+            for y in &hot[1] {
+                let (p, q) = (x.blocks(), y.blocks());
+                assert!(p.end <= q.start || q.end <= p.start, "job 0's {} and job 1's {} share a 128-byte block", x.what, y.what);
+            }
+        }
+    }
+}
