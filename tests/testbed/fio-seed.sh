@@ -30,14 +30,25 @@ seed_file() { # seed_file ENGINE FILENAME EXTRA...
   printf '[randrw]\nrw=randrw\n[randread]\nstonewall\nrw=randread\n[randwrite]\nstonewall\nrw=randwrite\n'
 }
 
+# The kernel's counters around each run (page faults, compaction, reclaim,
+# interrupts), so a run that read low can be told apart by what the
+# kernel did during it: vmstat.NAME.{before,after}, interrupts.NAME.*.
+snap() { # snap NAME before|after
+  cat /proc/vmstat > "vmstat.$1.$2" 2>/dev/null || true
+  cat /proc/interrupts > "interrupts.$1.$2" 2>/dev/null || true
+}
+run_snap() { # run_snap NAME CMD...: check_cmd NAME CMD..., between snapshots
+  n=$1; snap "$n" before; check_cmd "$@"; snap "$n" after
+}
+
 step seed-jobs
 seed_file libaio "$NS" direct=1 > seed.block.fio
 # (a character device has no O_DIRECT: fio refuses direct=1 on it)
 seed_file io_uring_cmd "$NG" cmd_type=nvme > seed.passthru.fio
 for round in 1 2 3; do
   for path in block passthru; do
-    check_cmd "seed-$path-fio-$round" fio --output-format=json --output="seed.$path.fio.$round.json" "seed.$path.fio"
-    check_cmd "seed-$path-ours-$round" nvme-bypass fio --output-format=json --output="seed.$path.ours.$round.json" "seed.$path.fio"
+    run_snap "seed-$path-fio-$round" fio --output-format=json --output="seed.$path.fio.$round.json" "seed.$path.fio"
+    run_snap "seed-$path-ours-$round" nvme-bypass fio --output-format=json --output="seed.$path.ours.$round.json" "seed.$path.fio"
   done
 done
 
@@ -46,7 +57,7 @@ bind_vfio "$BDF"
 ESC=$(echo "$BDF" | sed 's/:/\\:/g')
 seed_file nvme-bypass-vfio "$ESC" > seed.vfio.fio
 for round in 1 2 3; do
-  check_cmd "seed-vfio-ours-$round" nvme-bypass fio --output-format=json --output="seed.vfio.ours.$round.json" seed.vfio.fio
+  run_snap "seed-vfio-ours-$round" nvme-bypass fio --output-format=json --output="seed.vfio.ours.$round.json" seed.vfio.fio
 done
 bind_nvme "$BDF"
 info "fio-seed: all runs done"
