@@ -27,5 +27,5 @@ mod os;
 mod regs;
 
 pub use dma::{stream_fence, CqRing, DmaAllocator, DmaError, DmaRegion, DmaRing, DmaWord, HostMemory, RingCursor, RingEntry, RingView, SqRing};
-pub use os::{pin_current_thread, rdtsc, unpin_current_thread};
+pub use os::{current_thread_cpu, pin_current_thread, rdtsc, unpin_current_thread};
 pub use regs::{MemRegisters, RegisterWindow};

@@ -20,6 +20,24 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     }
 }
 
+/// The one CPU the calling thread may run on, if it is pinned to exactly
+/// one (`None` when it may run on several, or the affinity cannot be read).
+pub fn current_thread_cpu() -> Option<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most
+    // its size into it, and CPU_ISSET reads inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        let mut cpus = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set));
+        match (cpus.next(), cpus.next()) {
+            (Some(c), None) => Some(c),
+            _ => None,
+        }
+    }
+}
+
 /// Allow the calling thread on CPUs `0..ncpus` again.
 pub fn unpin_current_thread(ncpus: usize) -> std::io::Result<()> {
     // SAFETY: as for pin_current_thread; every index is below CPU_SETSIZE.

@@ -36,7 +36,7 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
     /// configured with `ControllerConfig::interrupts`).
     pub fn with_interrupts(mut self, irqs: IrqSource) -> Self {
         self.irqs = Some(irqs);
-        self.facts.push(("completions".into(), "interrupt driven: MSI-X vector qid, the thread sleeps on its eventfd when idle".into()));
+        self.facts.push(("completions".into(), "interrupt driven: MSI-X vector qid, the thread sleeps on its eventfd when idle; with --cpus the vector is steered to its thread's CPU".into()));
         self
     }
 

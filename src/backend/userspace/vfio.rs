@@ -88,7 +88,17 @@ impl VfioTarget {
         let ctrl = Controller::new(bar, mem, cfg)?;
         let mut target = UserspaceTarget::new(if o.interrupts { "vfio interrupts" } else { "vfio" }, ctrl, o.nsid)?;
         if let Some(m) = msix.clone() {
-            target = target.with_interrupts(Arc::new(move |qid| m.eventfd(qid as usize)));
+            // Called on the thread that will wait on the queue: if it is
+            // pinned to one CPU (--cpus), its vector is steered there.
+            target = target.with_interrupts(Arc::new(move |qid| {
+                let fd = m.eventfd(qid as usize)?;
+                if let Some(cpu) = nvme_hal::current_thread_cpu() {
+                    if let Err(e) = m.steer(qid as usize, cpu) {
+                        eprintln!("nvme-bypass: note: queue {qid}'s interrupt stays where the kernel put it (steering it to CPU {cpu}: {e})");
+                    }
+                }
+                Ok(fd)
+            }));
         }
         Ok(VfioTarget { target, _msix: msix, dma, dev, bar_len })
     }
