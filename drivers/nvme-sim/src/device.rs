@@ -350,8 +350,8 @@ impl InlineController for Device {
     fn step(&mut self) -> usize {
         Device::step(self)
     }
-    fn hot_memory(&self) -> Vec<crate::HotMemory> {
-        vec![crate::HotMemory::of("submission queue states", &self.sqs[..]), crate::HotMemory::of("completion queue states", &self.cqs[..])]
+    fn hot_memory(&self) -> Vec<crate::hot::HotMemory> {
+        vec![crate::hot::HotMemory::of("submission queue states", &self.sqs[..]), crate::hot::HotMemory::of("completion queue states", &self.cqs[..])]
     }
 }
 

@@ -16,7 +16,7 @@ pub(crate) trait InlineController: Send {
     fn step(&mut self) -> usize;
     /// The memory of its own a step writes, besides itself (see
     /// [`crate::SimController::hot_memory`]).
-    fn hot_memory(&self) -> Vec<crate::HotMemory>;
+    fn hot_memory(&self) -> Vec<crate::hot::HotMemory>;
 }
 
 /// Register window of a simulated controller.
@@ -73,11 +73,11 @@ impl SimRegisters {
     /// What a synchronous step writes, of the window and of the controller
     /// it runs (see [`crate::SimController::hot_memory`]); `doorbells`:
     /// the doorbell registers' offsets.
-    pub(crate) fn hot_memory(&self, doorbells: std::ops::Range<usize>) -> Vec<crate::HotMemory> {
+    pub(crate) fn hot_memory(&self, doorbells: std::ops::Range<usize>) -> Vec<crate::hot::HotMemory> {
         let words = self.mem.word(0) as *const std::sync::atomic::AtomicU32 as usize;
         let mut v = vec![
-            crate::HotMemory::of("register window (inline lock, write count)", self),
-            crate::HotMemory {
+            crate::hot::HotMemory::of("register window (inline lock, write count)", self),
+            crate::hot::HotMemory {
                 what: "doorbell registers",
                 written: words + doorbells.start..words + doorbells.end,
                 within: words..words + self.mem.len(),
@@ -86,7 +86,7 @@ impl SimRegisters {
         if let Some(dev) = self.inline.lock().unwrap().clone() {
             // The controller's lock and fields; its Arc's counts (changed at
             // every step) lie before them in the same allocation.
-            v.push(crate::HotMemory::of("synchronous controller (lock, fields)", &*dev));
+            v.push(crate::hot::HotMemory::of("synchronous controller (lock, fields)", &*dev));
             v.extend(dev.lock().unwrap().hot_memory());
         }
         v
