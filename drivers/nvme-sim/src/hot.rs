@@ -37,3 +37,22 @@ impl HotMemory {
         self.written.is_empty() || (b.start * 128 >= self.within.start && b.end * 128 <= self.within.end)
     }
 }
+
+/// Whether two controllers' step memory (`SimController::hot_memory` of
+/// each) shares a cache line: `Err` names the first piece that does not
+/// own its 128-byte blocks, or the first pair of pieces, one of each, that
+/// share one.
+pub fn check_no_shared_block(a: &[HotMemory], b: &[HotMemory]) -> Result<(), String> {
+    if let Some(h) = a.iter().chain(b).find(|h| !h.owns_its_lines()) {
+        return Err(format!("{} ({:#x?}) shares a 128-byte block with what lies around it ({:#x?})", h.what, h.written, h.within));
+    }
+    for x in a {
+        for y in b {
+            let (p, q) = (x.blocks(), y.blocks());
+            if !(p.end <= q.start || q.end <= p.start) {
+                return Err(format!("{} of one controller and {} of the other share a 128-byte block", x.what, y.what));
+            }
+        }
+    }
+    Ok(())
+}

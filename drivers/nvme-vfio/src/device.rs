@@ -555,9 +555,6 @@ impl Msix {
         // SAFETY: into_raw_fd hands over ownership of a valid, open descriptor.
         Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(dup.into_raw_fd()) })
     }
-}
-
-impl Msix {
     /// Steer vector `v`'s interrupt to `cpu` (`/proc/irq/N/smp_affinity_list`,
     /// N found by the name vfio-pci gives it in `/proc/interrupts`,
     /// `vfio-msix[v](BDF)`), so that a queue whose thread is pinned is
