@@ -8,7 +8,7 @@
 #    those two functions. The simulated controller runs synchronously
 #    between them and is not counted.
 # 2. loop: the whole I/O loop of `nvme-bypass bench` on the driver's thread
-#    (the engine: workload, slot bookkeeping, latency runs; and the driver),
+#    (the engine: workload, slot bookkeeping, latency groups; and the driver),
 #    with the controller stepped on the same thread (--sim-sync) and not
 #    counted (collection toggled off inside SimRegisters::step). Two runs of
 #    different lengths, so start-up and teardown cancel out.

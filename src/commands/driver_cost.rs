@@ -15,7 +15,7 @@ use crate::backend::userspace::sim::{SimOptions, SimTarget};
 use crate::backend::{Io, IoDone, IoQueue, Op, QueueParams, Target};
 use crate::error::{exit, Error};
 use crate::measure::clock::Clock;
-use crate::measure::stats::{new_histogram, LatencyRun};
+use crate::measure::stats::{new_histogram, LatencyGroups};
 use hdrhistogram::Histogram;
 
 /// Options of `driver-cost`.
@@ -53,8 +53,8 @@ pub fn host_complete_pass(q: &mut dyn IoQueue, done: &mut [IoDone], ts: &[u64], 
     if n > 0 {
         let t = clock.now();
         // I/Os submitted in one batch carry one timestamp and complete in one
-        // pass with another: record each run of equal latencies once.
-        let mut run = LatencyRun::default();
+        // pass with another: record each batch's latency once.
+        let mut run = LatencyGroups::default();
         for d in &done[..n] {
             run.add(hist, ts[d.tag as usize], |s| clock.to_ns(t.wrapping_sub(s)).max(1));
         }

@@ -17,7 +17,7 @@ use crate::engine::watchdog::{failed_io, Failed, Watchdog};
 use crate::engine::workload::{Rng, Workload};
 use crate::measure::clock::{mono_ns, Clock};
 use crate::measure::marker;
-use crate::measure::stats::{CpuTime, LatencyRun, SystemCpu};
+use crate::measure::stats::{CpuTime, LatencyGroups, SystemCpu};
 use std::sync::atomic::Ordering;
 
 /// Everything one worker needs.
@@ -225,7 +225,7 @@ fn take_run(slots: &mut Slots, ios: &mut Vec<Io>, wl: &mut Workload, left: &mut 
 
 /// One completion pass's measured I/Os, counted in locals and added to the
 /// results once: I/Os per direction (each the count its runs recorded),
-/// flushes, and each direction's run of equal latencies. (Bytes are I/Os x
+/// flushes, and each direction's latencies grouped by submit timestamp. (Bytes are I/Os x
 /// bs, filled in at the end of the phase.) Failed I/Os are counted apart,
 /// as fio does: not in the I/Os, the bytes or the latencies.
 #[derive(Default, Clone, Copy)]
@@ -233,8 +233,8 @@ struct PassTally {
     flushes: u64,
     read_errors: u64,
     write_errors: u64,
-    run_r: LatencyRun,
-    run_w: LatencyRun,
+    lat_r: LatencyGroups,
+    lat_w: LatencyGroups,
 }
 
 impl PassTally {
@@ -243,9 +243,9 @@ impl PassTally {
     fn add(&mut self, op: Op, submit_ts: u64, m: &mut Measured, lat: &impl Fn(u64) -> u64) {
         // Reads first: one compare for the most common operation.
         if op == Op::Read {
-            self.run_r.add(&mut m.read.lat, submit_ts, lat);
+            self.lat_r.add(&mut m.read.lat, submit_ts, lat);
         } else if op == Op::Write {
-            self.run_w.add(&mut m.write.lat, submit_ts, lat);
+            self.lat_w.add(&mut m.write.lat, submit_ts, lat);
         } else {
             self.flushes += 1;
         }
@@ -263,12 +263,12 @@ impl PassTally {
         }
     }
 
-    /// Record the pending runs and add the counts to the results.
+    /// Record the pending groups and add the counts to the results.
     fn finish(mut self, m: &mut Measured, lat: &impl Fn(u64) -> u64) {
-        self.run_r.flush(&mut m.read.lat, lat);
-        self.run_w.flush(&mut m.write.lat, lat);
-        m.read.ios += self.run_r.recorded();
-        m.write.ios += self.run_w.recorded();
+        self.lat_r.flush(&mut m.read.lat, lat);
+        self.lat_w.flush(&mut m.write.lat, lat);
+        m.read.ios += self.lat_r.recorded();
+        m.write.ios += self.lat_w.recorded();
         m.flushes += self.flushes;
         m.read.errors += self.read_errors;
         m.write.errors += self.write_errors;
@@ -598,7 +598,7 @@ impl<'c> Phase<'c> {
             let clock = self.ctx.clock;
             let tc = clock.now();
             // I/Os submitted in one batch share a submit timestamp and, reaped
-            // in one pass, a latency: record each run of them once.
+            // in one pass, a latency: record each batch's once, whatever the order.
             let lat = |s: u64| clock.to_ns(tc.wrapping_sub(s)).max(1);
             // A pattern of one operation (read, randread...: every I/O of
             // the phase is one): the tally's direction is decided once per
