@@ -159,7 +159,7 @@ else
   # must survive anyway. Each boot's output is shown whole afterwards.
   # Each row does the same 32000 I/Os from its start in both boots (the
   # runtime only bounds it), so the boots count the same work.
-  ( cd "$ROOT" && cargo build --release --quiet )   # count-report's host binary, once
+  # count-report runs on the host as NVB_HOST_BIN (the static build above).
   pids=()
   for n in 1 2; do
     scripts/testbed/count.sh --results "$RES-count$n" --bin "$RES/bin/nvme-bypass" --ios 32000 --runtime 60 --ramp-time 0 --iodepth 32 > "$RES-count$n.log" 2>&1 &

@@ -5,7 +5,15 @@
 # count.txt, count.json and instructions_per_io_by_layer.svg in
 # RESULTS/count, beside the guest's files.
 #
-#   scripts/testbed/count.sh [--results DIR] [--bin STATIC_BIN] [compare options...]
+#   scripts/testbed/count.sh [--results DIR] [--bin STATIC_BIN] [--aio threads|io_uring] [compare options...]
+#
+# The emulated controller reads its image through the host's io_uring
+# (run.sh --aio io_uring) when the host has one: a read of the image in the
+# host's page cache completes as QEMU submits it, so the controller posts
+# completions in the order it took the commands, in every boot. QEMU's
+# default thread pool completes them in any order, and which submit
+# batches a completion pass mixes (so how many latency groups our engine
+# records) then followed the boot (docs/methodology.md, "In-order device").
 #
 # Every figure is MEASURED on an EMULATED machine (QEMU TCG): instructions
 # of an emulated CPU, exact and repeatable, not time (docs/methodology.md).
@@ -13,19 +21,32 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 RESULTS=$ROOT/target/testbed/count-$(date +%Y%m%d-%H%M%S)
-BIN_ARGS=()
+BIN_ARGS=(); RUN_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --results) RESULTS=$2; shift 2;;
     --bin) BIN_ARGS=(--bin "$2"); shift 2;;
+    --aio) RUN_ARGS+=(--aio "$2"); shift 2;;
     *) break;;
   esac
 done
+if [ ${#RUN_ARGS[@]} -eq 0 ]; then
+  scripts/testbed/setup.sh   # qemu-io with QEMU (idempotent; run.sh calls it too)
+  probe=$(mktemp)
+  truncate -s 4096 "$probe"
+  if qemu-io -f raw --aio io_uring -c 'read 0 4096' "$probe" >/dev/null 2>&1; then
+    RUN_ARGS=(--aio io_uring)
+  else
+    echo "count: QEMU cannot use io_uring on this host (qemu-io --aio io_uring failed); the controller's host I/O uses QEMU's thread pool, which completes in any order (docs/methodology.md, \"In-order device\")" >&2
+    RUN_ARGS=(--aio threads)
+  fi
+  rm -f "$probe"
+fi
 # tsc=reliable: the guest's clock is read in user mode through the vDSO, as
 # on a real machine with an invariant TSC; the kernel's default under TCG
 # (no invariant TSC flag) is a clocksource read by a system call, which put
 # a system call in every clock read of a polling loop (docs/methodology.md).
-scripts/testbed/run.sh --count --multipath N --poll-queues 1 --timeout 1200 --quiet --results "$RESULTS" "${BIN_ARGS[@]}" \
+scripts/testbed/run.sh --count --multipath N --poll-queues 1 --timeout 1200 --quiet --results "$RESULTS" "${BIN_ARGS[@]}" "${RUN_ARGS[@]}" \
   --extra-append "tsc=reliable clocksource=tsc" \
   tests/testbed/count.sh "$@"
 HOSTBIN=${NVB_HOST_BIN:-$ROOT/target/release/nvme-bypass}

@@ -26,6 +26,12 @@
 #                         mixed batches for most of a second at times): a
 #                         device-bound guest, as a real SSD is to a tool
 #                         cheap enough
+#   --aio threads|io_uring
+#                         how QEMU reads and writes the images on the host
+#                         (the drives' aio=; default threads, QEMU's thread
+#                         pool, which completes requests in any order; with
+#                         io_uring a read of an image in the host's page
+#                         cache completes as it is submitted, in order)
 #   --poll-queues N       nvme.poll_queues=N (default: kernel default, 0)
 #   --multipath Y|N       nvme_core.multipath=... (default: kernel default, Y)
 #   --iommu-pt            vIOMMU, guest iommu=pt (default)
@@ -73,7 +79,7 @@ say() { echo "testbed: $*"; }
 # ---------------------------------------------------------------- options
 POLL_QUEUES=; MULTIPATH=; LBA_SIZE=512; NAMESPACES=1; CONTROLLERS=1
 DISK_SIZE=1G; NVME_OPTS=; IOMMU=pt; EXTRA_APPEND=; QEMU_EXTRA=
-COUNT=0; COUNT_ARGS=; IOPS_LIMIT=
+COUNT=0; COUNT_ARGS=; IOPS_LIMIT=; AIO=
 SMP=2; MEM=2G; TCG_THREAD=single; TIMEOUT=600; STEP_TIMEOUT=360; STALL_TIMEOUT=600; RETRIES=1; RESULTS=; BIN=; NO_BIN=0; KEEP_DISKS=0; QUIET=0; SHELL_AFTER=0
 
 CTRL_OPTS=(); CTRL_NS=()    # --ctrl: per controller, its options and its namespaces ('|' separated)
@@ -85,6 +91,7 @@ while [ $# -gt 0 ]; do
   case "$opt" in
     --poll-queues)  need_arg "$@"; POLL_QUEUES=$2; shift 2 ;;
     --iops-limit)   need_arg "$@"; IOPS_LIMIT=$2; shift 2 ;;
+    --aio)          need_arg "$@"; AIO=$2; shift 2 ;;
     --multipath)    need_arg "$@"; MULTIPATH=$2; shift 2 ;;
     --lba-size)     need_arg "$@"; LBA_SIZE=$2; shift 2 ;;
     --namespaces)   need_arg "$@"; NAMESPACES=$2; shift 2 ;;
@@ -130,7 +137,8 @@ case "$MULTIPATH" in ''|Y|N) ;; y|1) MULTIPATH=Y ;; n|0) MULTIPATH=N ;; *) die_u
 case "$LBA_SIZE" in 512|4096) ;; *) die_usage "--lba-size wants 512 or 4096" ;; esac
 in_range() { is_uint "$1" && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]; }
 [ -z "$IOPS_LIMIT" ] || in_range "$IOPS_LIMIT" 1 10000000 || die_usage "--iops-limit wants reads (and as many writes) per second (1..10000000)"
-DRIVE_OPTS=${IOPS_LIMIT:+,throttling.iops-read=$IOPS_LIMIT,throttling.iops-write=$IOPS_LIMIT}
+case "$AIO" in ''|threads|io_uring) ;; *) die_usage "--aio wants threads or io_uring" ;; esac
+DRIVE_OPTS=${IOPS_LIMIT:+,throttling.iops-read=$IOPS_LIMIT,throttling.iops-write=$IOPS_LIMIT}${AIO:+,aio=$AIO}
 in_range "$NAMESPACES" 1 256 || die_usage "--namespaces wants 1..256"
 in_range "$CONTROLLERS" 1 16 || die_usage "--controllers wants 1..16"
 in_range "$SMP" 1 64 || die_usage "--smp wants 1..64"
@@ -563,7 +571,7 @@ cat > "$RESULTS/run.json" <<JSON
   "kernel": $(js "$KVER"), "qemu": $(js "$QEMU_VERSION"), "tcg_thread": $(js "$TCG_THREAD"), "append": $(js "$APPEND"),
   "controllers": $CONTROLLERS, "namespaces": $NAMESPACES, "lba_size": $LBA_SIZE,
   "poll_queues": $(num "$POLL_QUEUES"), "multipath": $(js "${MULTIPATH:-default}"), "iommu": $(js "$IOMMU"),
-  "nvme_opts": $(js "$NVME_OPTS"), "iops_limit": $(num "$IOPS_LIMIT"), "smp": $SMP, "mem": $(js "$MEM"), "timeout_s": $TIMEOUT,
+  "nvme_opts": $(js "$NVME_OPTS"), "iops_limit": $(num "$IOPS_LIMIT"), "aio": $(js "${AIO:-threads}"), "smp": $SMP, "mem": $(js "$MEM"), "timeout_s": $TIMEOUT,
   "step_timeout_s": $STEP_TIMEOUT, "stall_timeout_s": $STALL_TIMEOUT
 }
 JSON
