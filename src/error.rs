@@ -14,6 +14,8 @@ pub mod exit {
     /// Not started: the state it was told to wait for did not come in time
     /// (`bench --wait-fast-c2c`).
     pub const NOT_STARTED: i32 = 3;
+    /// Stopped by a signal (`nvme-bypass fio`, as fio: 128).
+    pub const SIGNALLED: i32 = 128;
 }
 
 /// What went wrong, by kind; each kind has its exit code.

@@ -102,3 +102,19 @@ pub fn read_eventfd(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<u64> {
         Err(std::io::Error::last_os_error())
     }
 }
+
+/// The file offset alignment O_DIRECT needs on `path` (statx's
+/// STATX_DIOALIGN, Linux 6.1+), or None where the kernel or the filesystem
+/// does not say.
+pub fn dio_offset_align(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: statx reads the NUL-terminated path and writes one struct
+    // statx through a valid pointer; a zeroed statx is a valid value.
+    let (rc, st) = unsafe {
+        let rc = libc::statx(libc::AT_FDCWD, c.as_ptr(), 0, libc::STATX_DIOALIGN, st.as_mut_ptr());
+        (rc, st.assume_init())
+    };
+    (rc == 0 && st.stx_mask & libc::STATX_DIOALIGN != 0 && st.stx_dio_offset_align != 0).then_some(st.stx_dio_offset_align)
+}

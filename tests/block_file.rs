@@ -38,6 +38,13 @@ fn scratch(name: &str, size: u64) -> Option<String> {
     Some(p.to_str().unwrap().to_string())
 }
 
+/// The file's block size, as the run states it ("N blocks of B bytes").
+fn lba_size(j: &serde_json::Value) -> u64 {
+    let facts = j["nvme_bypass"]["target"].as_array().or(j["target"].as_array()).expect("the target's facts");
+    let cap = facts.iter().find(|f| f[0] == "capacity").and_then(|f| f[1].as_str()).expect("a capacity fact");
+    cap.split(" blocks of ").nth(1).and_then(|r| r.split(' ').next()).and_then(|b| b.parse().ok()).expect("N blocks of B bytes")
+}
+
 fn check_clean(j: &serde_json::Value, what: &str) -> u64 {
     let nb = &j["nvme_bypass"];
     assert_eq!(nb["mismatches"], 0, "{what}: {:?}", nb["first_mismatch"]);
@@ -162,7 +169,7 @@ fn data_written_by_one_engine_verifies_through_the_others() {
             seed,
         ]);
         let v = check_clean(&j, &format!("{engine} verify-only"));
-        assert_eq!(v, (8 << 20) / 4096, "{engine}: every block of the region is checked");
+        assert_eq!(v, (8 << 20) / lba_size(&j), "{engine}: every block of the region is checked");
     }
     // Another seed must not verify: the check is real.
     let (code, _, err) = bench(&[

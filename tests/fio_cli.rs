@@ -157,11 +157,67 @@ fn unsupported_options_are_refused_by_name() {
         (&["--name=x", "--filename=f", "--size=8M", "--iodepth_batch_complete_min=4", "--iodepth_batch_complete_max=8"][..], "set both to the same N"),
         (&["--name=x", "--filename=f", "--size=8M", "--output-format=terse"][..], "--output-format=terse is not supported"),
         (&["--bs=4k"][..], "no jobs"),
+        // Out of range or unusable here: refused before anything is laid out.
+        (&["--name=x", "--filename=f", "--size=8M", "--rw=randrw", "--rwmixread=150"][..], "rwmixread=150: a percentage from 0 to 100"),
+        (&["--name=x", "--filename=f", "--size=8M", "--cpus_allowed=1023"][..], "cpus_allowed names CPU 1023, which this process may not run on"),
+        (&["--name=x", "--filename=f", "--size=8M", "--bs=1000"][..], "bs=1000 is not a multiple of"),
     ] {
         let (code, _, err) = fio_in(&d, args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
     }
+    assert!(!d.join("f").exists(), "a refused job laid its file out");
+}
+
+#[test]
+fn files_as_fio_finds_them_read_only_sized_by_themselves_in_new_directories() {
+    let Some(d) = workdir("files") else { return };
+    // Directories a file name leads through are made, as fio makes them;
+    // a later job without size= finds the file an earlier one laid out.
+    let (code, out, err) = fio_in(&d, &["--name=w", "--filename=a/b/data", "--size=4M", "--rw=write", "--ioengine=psync", "--direct=1", "--name=r", "--stonewall", "--filename=a/b/data", "--rw=read", "--ioengine=psync", "--direct=1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("w: Laying out IO file (1 file / 4MiB)"), "{out}");
+    assert_eq!(std::fs::metadata(d.join("a/b/data")).unwrap().len(), 4 << 20);
+    // size=0 is fio's default: the file's own size. A read job opens its
+    // file read-only, so a file nobody may write serves it.
+    // (Root writes past a mode of 0444; an immutable file it cannot.)
+    let f = d.join("a/b/data");
+    let mut perm = std::fs::metadata(&f).unwrap().permissions();
+    perm.set_readonly(true);
+    std::fs::set_permissions(&f, perm).unwrap();
+    let immutable = Command::new("chattr").arg("+i").arg(&f).status().is_ok_and(|s| s.success());
+    if !immutable {
+        eprintln!("note: chattr +i did not work here; a run as root then shows nothing of the read-only open");
+    }
+    let (code, out, err) = fio_in(&d, &["--name=r", "--filename=a/b/data", "--size=0", "--rw=randread", "--ioengine=io_uring", "--direct=1", "--iodepth=4", "--bs=512"]);
+    if immutable {
+        let _ = Command::new("chattr").arg("-i").arg(&f).status();
+    }
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("(4096KiB/"), "the file's own 4 MiB: {out}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn a_signal_ends_the_run_as_fios_does() {
+    let Some(d) = workdir("signal") else { return };
+    let child = Command::new(env!("CARGO_BIN_EXE_nvme-bypass"))
+        .current_dir(&d)
+        .args(["fio", "--name=a", "--filename=data", "--size=8M", "--rw=randread", "--ioengine=psync", "--runtime=60", "--time_based", "--name=b", "--stonewall", "--filename=data", "--rw=read", "--runtime=60", "--time_based"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Well into job a (laying out 8 MiB takes a fraction of this).
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(128), "fio's exit status after a signal: {err}");
+    assert!(out.contains("nvme-bypass fio: terminating on signal 2") && out.contains("not run: b"), "{out}");
+    assert!(out.contains("a: (groupid=0") && out.contains("read: IOPS="), "the figures of what ran: {out}");
+    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]
@@ -385,6 +441,28 @@ fn total_ios_count_the_ios_submitted_after_the_ramp_as_fios_do() {
         let iops = read["iops"].as_f64().unwrap();
         assert!((iops - ios as f64 * 1000.0 / runtime).abs() <= iops * 0.01, "{ramp}: iops {iops} is total_ios over the runtime");
     }
+}
+
+#[test]
+fn group_reporting_gives_one_json_entry_per_job_and_elapsed_counts_the_ramp() {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let args = ["--name=g", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=4", "--size=16M", "--numjobs=2", "--ramp_time=1", "--runtime=1", "--time_based", "--output-format=json"];
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let (code, out, err) = fio_in(&d, &[&args[..], extra].concat());
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    let apart = run(&[]);
+    assert_eq!(apart["jobs"].as_array().unwrap().len(), 2, "one entry per clone without group_reporting, as fio");
+    let j = run(&["--group_reporting"]);
+    let jobs = j["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "group_reporting: one entry for the clones, as fio");
+    let ios = jobs[0]["read"]["total_ios"].as_u64().unwrap();
+    assert!(ios > 0);
+    assert_eq!(Some(ios), j["nvme_bypass"]["read"]["ios"].as_u64(), "the entry holds every clone's I/Os");
+    assert_eq!(jobs[0]["jobname"], "g");
+    // fio's `elapsed` is seconds since it started, the ramp included.
+    assert!(jobs[0]["elapsed"].as_u64().unwrap() >= 2, "{}", jobs[0]["elapsed"]);
 }
 
 #[test]

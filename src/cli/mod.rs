@@ -81,6 +81,7 @@ fn install_signal_handlers(stop: &crate::engine::Stop) {
         // A second signal while the first is being handled ends the process
         // at once (exit 1); VFIO's release of the device then resets it.
         let _ = signal_hook::flag::register_conditional_shutdown(sig, 1, stop.flag());
+        let _ = signal_hook::flag::register_usize(sig, stop.signal_slot(), sig as usize);
         let _ = signal_hook::flag::register(sig, stop.flag());
     }
 }

@@ -105,6 +105,8 @@ impl KernelArgs {
             buffered: self.buffered,
             defer_taskrun: self.defer_taskrun,
             register_ring: self.register_ring,
+            // bench opens read-write: its write guard is --allow-write.
+            read_only: false,
         }
     }
 }

@@ -5,7 +5,7 @@
 use crate::measure::stats::{new_histogram, CpuTime};
 use crate::engine::workload::Rw;
 use hdrhistogram::Histogram;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,8 +42,9 @@ impl Default for Reliability {
 /// handlers, a test) and the runs that obey it: every worker stops
 /// submitting, drains what is in flight, and the device is handed back.
 /// Clones share one flag; the default is a flag nobody else holds.
+/// The signal that asked, if one did, is kept beside the flag.
 #[derive(Clone, Debug, Default)]
-pub struct Stop(Arc<AtomicBool>);
+pub struct Stop(Arc<AtomicBool>, Arc<AtomicUsize>);
 
 impl Stop {
     /// A fresh handle, not requested.
@@ -62,6 +63,15 @@ impl Stop {
     /// The flag itself, for signal handlers (`signal_hook::flag`).
     pub fn flag(&self) -> Arc<AtomicBool> {
         self.0.clone()
+    }
+    /// Where a signal handler writes its signal's number
+    /// (`signal_hook::flag::register_usize`).
+    pub fn signal_slot(&self) -> Arc<AtomicUsize> {
+        self.1.clone()
+    }
+    /// The signal that requested the stop, if a signal did.
+    pub fn signal(&self) -> Option<i32> {
+        Some(self.1.load(Ordering::Relaxed) as i32).filter(|&s| s != 0)
     }
 }
 
@@ -229,6 +239,53 @@ impl ThreadResult {
     /// All I/Os of the measured interval.
     pub fn ios(&self) -> u64 {
         self.read.ios + self.write.ios + self.flushes
+    }
+
+    /// The threads of one job as one, for fio's `group_reporting`: I/Os,
+    /// bytes, latencies, errors and verify counts summed; the interval is
+    /// the longest thread's; the 500 ms samples summed interval by
+    /// interval (the job's bandwidth in each, as fio sums its clones'
+    /// bandwidth samples); CPU time the mean per thread, so that CPU
+    /// over the interval reads as fio's group `usr_cpu` (summed CPU time
+    /// over summed run time). The identity (thread, CPU, queue) is the
+    /// first thread's.
+    pub fn merged(threads: &[ThreadResult]) -> ThreadResult {
+        let Some((first, rest)) = threads.split_first() else { return ThreadResult::default() };
+        let mut m = first.clone();
+        for t in rest {
+            m.read.add(&t.read);
+            m.write.add(&t.write);
+            m.flushes += t.flushes;
+            m.elapsed_ns = m.elapsed_ns.max(t.elapsed_ns);
+            m.ramp_in_flight[0] += t.ramp_in_flight[0];
+            m.ramp_in_flight[1] += t.ramp_in_flight[1];
+            m.cpu_time.user_ns += t.cpu_time.user_ns;
+            m.cpu_time.sys_ns += t.cpu_time.sys_ns;
+            m.cpu_ns += t.cpu_ns;
+            m.verified_blocks += t.verified_blocks;
+            m.mismatches += t.mismatches;
+            m.errors += t.errors;
+            m.first_mismatch = m.first_mismatch.take().or_else(|| t.first_mismatch.clone());
+            m.first_error = m.first_error.take().or_else(|| t.first_error.clone());
+            m.interrupted |= t.interrupted;
+            m.start_mono_ns = m.start_mono_ns.min(t.start_mono_ns);
+            m.end_mono_ns = m.end_mono_ns.max(t.end_mono_ns);
+            for (i, x) in t.samples.iter().enumerate() {
+                match m.samples.get_mut(i) {
+                    Some(y) => {
+                        y.ns = y.ns.max(x.ns);
+                        y.ios += x.ios;
+                        y.bytes += x.bytes;
+                    }
+                    None => m.samples.push(*x),
+                }
+            }
+        }
+        let n = threads.len() as u64;
+        m.cpu_time.user_ns /= n;
+        m.cpu_time.sys_ns /= n;
+        m.cpu_ns /= n;
+        m
     }
 }
 

@@ -114,7 +114,7 @@ pub fn validate(spec: &JobSpec, geo: &Geometry) -> Result<(), BackendError> {
     let lba = geo.lba_size as usize;
     if spec.bs == 0 || spec.bs % lba != 0 {
         return Err(BackendError::Invalid(format!(
-            "--bs {} is not a multiple of the namespace's {lba}-byte logical block; use a multiple such as {}",
+            "--bs {} is not a multiple of the {lba}-byte logical block of the namespace (or, for a file, the filesystem's O_DIRECT alignment); use a multiple such as {}",
             spec.bs,
             lba.max(4096)
         )));

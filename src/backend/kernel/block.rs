@@ -13,9 +13,11 @@
 //!   refused (fio ignores it silently), --numjobs gives parallelism.
 //!
 //! Regular files (tests, or a filesystem's view): the logical block size
-//! is the file's st_blksize when it is a power of two between 512 and 4096
-//! (ext4 and xfs say 4096), else 4096 — a size O_DIRECT accepts on every
-//! common filesystem; the capacity is the file size rounded down to blocks.
+//! is the alignment O_DIRECT needs there, as the filesystem states it
+//! (statx STATX_DIOALIGN: 512 on ext4 and xfs over 512-byte sectors), else
+//! the file's st_blksize when it is a power of two between 512 and 4096,
+//! else 4096 — a size O_DIRECT accepts on every common filesystem; the
+//! capacity is the file size rounded down to blocks (`file_block_size`).
 
 use super::aio::{AioContext, IoEvent, Iocb, IOCB_CMD_FSYNC, IOCB_CMD_PREAD, IOCB_CMD_PWRITE};
 use super::nvme_ioctl;
@@ -45,6 +47,29 @@ pub struct BlockTarget {
     facts: Vec<(String, String)>,
 }
 
+/// The block size of I/O to a regular file (or, for a file not yet made,
+/// to its directory): the O_DIRECT alignment the filesystem states (statx
+/// STATX_DIOALIGN), else st_blksize when a power of two from 512 to 4096,
+/// else 4096; with where it came from. The same rule for a run and for the
+/// checks made before a file is laid out, so both agree.
+pub fn file_block_size(path: &std::path::Path, md: &std::fs::Metadata) -> (u32, &'static str) {
+    let fits = |b: &u64| b.is_power_of_two() && (512..=4096).contains(b);
+    if let Some(a) = crate::sys::dio_offset_align(path).map(u64::from).filter(fits) {
+        return (a as u32, "the filesystem's O_DIRECT alignment");
+    }
+    // A directory states no alignment of its own: its files' is the
+    // logical block of the device under the filesystem (ext4, xfs).
+    if md.is_dir() {
+        if let Some(b) = sysfs_block_dir_of(md.dev()).and_then(|d| read_sys_u64(d.join("queue/logical_block_size"))).filter(fits) {
+            return (b as u32, "the logical block of the device under the filesystem");
+        }
+    }
+    match md.blksize() {
+        b if fits(&b) => (b as u32, "st_blksize"),
+        _ => (4096, "a size O_DIRECT accepts on every common filesystem"),
+    }
+}
+
 /// Open the block device (or a regular file, for tests).
 pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
     o.check(false)?;
@@ -71,7 +96,7 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
         )?;
     }
     let flags = if o.buffered { 0 } else { libc::O_DIRECT };
-    let file = open_rw(&o.device, kind, flags)?;
+    let file = open_rw(&o.device, kind, flags, !o.read_only)?;
     let mut facts = vec![];
     let geometry = match kind {
         FileKind::Block => {
@@ -114,8 +139,7 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
             Geometry { nsid: nsid.unwrap_or(o.nsid), lba_size, blocks: bytes / lba_size as u64, max_transfer: max }
         }
         FileKind::Regular => {
-            let blksize = md.blksize() as u32;
-            let lba_size = if blksize.is_power_of_two() && (512..=4096).contains(&blksize) { blksize } else { 4096 };
+            let (lba_size, from) = file_block_size(std::path::Path::new(&o.device), &md);
             let blocks = md.len() / lba_size as u64;
             if blocks == 0 {
                 return Err(BackendError::Invalid(format!(
@@ -123,7 +147,7 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
                     o.device, o.device
                 )));
             }
-            facts.push(("device".into(), format!("{} (regular file, {lba_size}-byte blocks from st_blksize)", o.device)));
+            facts.push(("device".into(), format!("{} (regular file, {lba_size}-byte blocks: {from})", o.device)));
             if o.hipri {
                 // Polled direct I/O reaches the device under the filesystem;
                 // without poll queues there, recent kernels fail it (EOPNOTSUPP).
@@ -747,7 +771,8 @@ mod tests {
         for engine in [IoEngine::IoUring, IoEngine::Libaio, IoEngine::Psync] {
             let t = open(&opts(p.to_str().unwrap(), engine)).unwrap();
             let mut q = t.open_queue(QueueParams { depth: 1, buf_size: 4096, batch: 0 }).unwrap();
-            let e = q.submit(&[Io { op: Op::Read, lba: 0, blocks: 2, buf: 0, tag: 0 }]).unwrap_err();
+            let blocks = (2 * 4096 / t.geometry().lba_size) as _;
+            let e = q.submit(&[Io { op: Op::Read, lba: 0, blocks, buf: 0, tag: 0 }]).unwrap_err();
             assert!(e.to_string().contains("does not fit"), "{e}");
             assert_eq!(q.in_flight(), 0);
         }

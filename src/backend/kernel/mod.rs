@@ -71,6 +71,9 @@ pub struct KernelOptions {
     pub defer_taskrun: bool,
     /// Register the ring fd (IORING_REGISTER_RING_FDS).
     pub register_ring: bool,
+    /// Open the device or file read-only: the workload only reads (fio
+    /// opens a read job's file O_RDONLY, so a read-only file serves it).
+    pub read_only: bool,
 }
 
 impl KernelOptions {
@@ -187,11 +190,12 @@ pub fn stat_device(path: &str) -> Result<(FileKind, std::fs::Metadata), BackendE
     Ok((kind, md))
 }
 
-/// Open `path` read-write with `flags` (O_DIRECT...). Errors name the cause
-/// and the fix: permissions (ng devices are root-only), O_DIRECT on a
-/// filesystem without it, exclusive holders.
-pub fn open_rw(path: &str, kind: FileKind, flags: i32) -> Result<File, BackendError> {
-    std::fs::OpenOptions::new().read(true).write(true).custom_flags(flags).open(path).map_err(|e| {
+/// Open `path` read-write (read-only when `write` is false) with `flags`
+/// (O_DIRECT...). Errors name the cause and the fix: permissions (ng
+/// devices are root-only), O_DIRECT on a filesystem without it, exclusive
+/// holders.
+pub fn open_rw(path: &str, kind: FileKind, flags: i32, write: bool) -> Result<File, BackendError> {
+    std::fs::OpenOptions::new().read(true).write(write).custom_flags(flags).open(path).map_err(|e| {
         let ng = is_generic_name(&file_name(path));
         let hint = match (e.raw_os_error(), kind) {
             (Some(libc::EACCES | libc::EPERM), FileKind::Char) if ng => {

@@ -112,7 +112,7 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
         _ => return Err(not_generic(&o.device, kind, &name)),
     };
     probe()?;
-    let file = open_rw(&o.device, kind, 0)?;
+    let file = open_rw(&o.device, kind, 0, true)?;
     let nsid = nvme_ioctl::namespace_id(file.as_fd()).map_err(|e| {
         BackendError::os(format!("NVME_IOCTL_ID on {}", o.device), "is it an NVMe namespace's generic device (/dev/ngXnY)?", e)
     })?;

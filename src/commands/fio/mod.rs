@@ -81,8 +81,29 @@ fn mounted_at(dev: &Path) -> Option<String> {
     None
 }
 
+/// A job's bs and offset against the block size of I/O to a regular file
+/// (or to the directory a missing one will be laid out in), checked before
+/// anything is laid out or opened.
+fn file_blocks_fit(o: &JobOpts, at: &Path, md: &std::fs::Metadata) -> Result<(), Error> {
+    let (blk, from) = crate::backend::kernel::block::file_block_size(at, md);
+    let blk = u64::from(blk);
+    let what = if md.is_dir() { format!("files in {}", at.display()) } else { at.display().to_string() };
+    if o.bs == 0 || o.bs % blk != 0 {
+        return Err(Error::usage(format!(
+            "job {}: bs={} is not a multiple of {blk} bytes, the block size of I/O to {what} ({from}); use bs={} or another multiple of {blk}",
+            o.name, o.bs, blk.max(4096)
+        )));
+    }
+    if o.offset % blk != 0 {
+        return Err(Error::usage(format!("job {}: offset={} is not a multiple of {blk} bytes, the block size of I/O to {what} ({from})", o.name, o.offset)));
+    }
+    Ok(())
+}
+
 /// Check one job and decide its path(s), as fio's engine and filename say.
-fn plan(o: JobOpts, group: usize, readonly: bool) -> Result<Planned, Error> {
+/// `earlier`: the files earlier jobs lay out (path, bytes), which this
+/// job finds in place as fio's later jobs find them.
+fn plan(o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]) -> Result<Planned, Error> {
     let job = &o.name;
     if o.numjobs == 0 || o.iodepth == 0 {
         return Err(Error::usage(format!("job {job}: numjobs and iodepth must be at least 1")));
@@ -101,6 +122,17 @@ fn plan(o: JobOpts, group: usize, readonly: bool) -> Result<Planned, Error> {
         eprintln!("nvme-bypass: warning: job {job}: {n}");
     }
     let batch_complete = o.batch_complete()?;
+    // cpus_allowed against the CPUs this process may run on, before
+    // anything is laid out or opened (fio refuses a CPU it cannot use).
+    let allowed = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+        let l = s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?.trim().to_string();
+        crate::cli::parse::parse_cpu_list(&l).ok().map(|v| (l, v))
+    });
+    if let Some((list, ok)) = allowed {
+        if let Some(bad) = o.cpus.iter().find(|c| !ok.contains(c)) {
+            return Err(Error::usage(format!("job {job}: cpus_allowed names CPU {bad}, which this process may not run on (it may run on {list}); use CPUs from that list")));
+        }
+    }
     let files: Vec<String> = o.filename.as_deref().map(options::split_filenames).unwrap_or_default();
     let with_dir = |f: &str| match &o.directory {
         Some(d) if !f.starts_with('/') => format!("{d}/{f}"),
@@ -116,6 +148,8 @@ fn plan(o: JobOpts, group: usize, readonly: bool) -> Result<Planned, Error> {
         sqthread_poll: o.sqthread_poll,
         sqthread_poll_cpu: o.sqthread_poll_cpu,
         buffered: !passthru && !o.direct,
+        // fio opens a read job's file O_RDONLY (a read-only file serves it).
+        read_only: !passthru && !o.rw.writes(),
         ..Default::default()
     };
     let mut layout = vec![];
@@ -158,6 +192,7 @@ fn plan(o: JobOpts, group: usize, readonly: bool) -> Result<Planned, Error> {
                         return Err(Error::usage(format!("job {job}: {f} is a character device; for /dev/ngXnY use ioengine=io_uring_cmd with cmd_type=nvme")));
                     }
                     Ok(md) if md.is_file() => {
+                        file_blocks_fit(&o, Path::new(&f), &md)?;
                         let need = o.offset + o.size.unwrap_or(0);
                         if md.len() < need {
                             layout.push((PathBuf::from(&f), need));
@@ -165,10 +200,23 @@ fn plan(o: JobOpts, group: usize, readonly: bool) -> Result<Planned, Error> {
                         context = "measured on a regular file of the host's filesystem (not emulated, not simulated)".into();
                     }
                     Ok(_) => return Err(Error::usage(format!("job {job}: {f} is neither a device nor a regular file"))),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && earlier.iter().any(|(p, _)| p == Path::new(&f)) => {
+                        let made = earlier.iter().filter(|(p, _)| p == Path::new(&f)).map(|(_, b)| *b).max().unwrap_or(0);
+                        let need = o.offset + o.size.unwrap_or(0);
+                        if need > made {
+                            layout.push((PathBuf::from(&f), need));
+                        }
+                        context = "measured on a regular file of the host's filesystem (not emulated, not simulated)".into();
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                         let Some(size) = o.size else {
                             return Err(Error::usage(format!("job {job}: {f} does not exist; give size= so it can be laid out (fio needs it too)")));
                         };
+                        // Checked before anything is laid out: the nearest
+                        // directory that exists (fio makes the missing ones).
+                        let dir = Path::new(&f).ancestors().skip(1).map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d }).find(|d| d.is_dir()).unwrap_or(Path::new("."));
+                        let md = std::fs::metadata(dir).map_err(|e| Error::io(format!("job {job}: cannot stat {}", dir.display()), e))?;
+                        file_blocks_fit(&o, dir, &md)?;
                         layout.push((PathBuf::from(&f), o.offset + size));
                         context = "measured on a regular file of the host's filesystem (not emulated, not simulated)".into();
                     }
@@ -243,6 +291,7 @@ fn in_fio_words(msg: &str) -> String {
         ("sqthread-poll", "sqthread_poll"),
         ("buffered", "direct=0"),
         ("allow-write", "a write pattern"),
+        ("cpus", "cpus_allowed"),
     ] {
         let pat = format!("--{ours}");
         let mut out = String::new();
@@ -266,12 +315,21 @@ fn in_fio_words(msg: &str) -> String {
 
 /// Lay a regular file out to `size` bytes as fio does: write it (never
 /// over what is there: only past its end), so reads hit real blocks.
-fn lay_out(path: &Path, size: u64) -> Result<(), Error> {
+fn lay_out(path: &Path, size: u64, stop: &Stop) -> Result<(), Error> {
+    // fio makes the directories a file name leads through.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("cannot create the directory {}", dir.display()), e))?;
+    }
     let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path).map_err(|e| Error::io(format!("cannot create {}", path.display()), e))?;
     let mut at = f.metadata().map_err(|e| Error::io(format!("stat {}", path.display()), e))?.len();
     let mut buf = vec![0u8; 1 << 20];
     let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ at;
     while at < size {
+        if stop.requested() {
+            // What was written stays (a later run lays out the rest).
+            let _ = f.sync_all();
+            return Err(Error::usage(format!("interrupted while laying out {} ({} of {} MiB written; the next run lays out the rest)", path.display(), at >> 20, size >> 20)));
+        }
         for c in buf.chunks_mut(8) {
             x ^= x << 13;
             x ^= x >> 7;
@@ -292,7 +350,8 @@ struct Ran {
     summary: RunSummary,
     spec: JobSpec,
     rusage: Rusage,
-    started: i64,
+    /// When the job started, ms since the epoch (fio's `job_start`).
+    started_ms: u64,
 }
 
 fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>, RunSummary, JobSpec), Error> {
@@ -365,6 +424,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         println!("nvme-bypass-{} (fio drop-in)", env!("CARGO_PKG_VERSION"));
         return Ok(exit::OK);
     }
+    let genesis = std::time::Instant::now();
     let (run, defs) = jobfile::parse_command_line(args, &|k| std::env::var(k).ok())?;
     let mut plans = vec![];
     let mut group = 0;
@@ -376,7 +436,8 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         if i > 0 && o.stonewall {
             group += 1;
         }
-        let mut p = plan(o, group, run.readonly)?;
+        let earlier: Vec<(PathBuf, u64)> = plans.iter().flat_map(|p: &Planned| p.layout.iter().cloned()).collect();
+        let mut p = plan(o, group, run.readonly, &earlier)?;
         // fio lists the options given with a value (a bare `stonewall` or
         // `norandommap` is not listed).
         let as_json = |o: &[jobfile::Opt]| o.iter().filter_map(|(k, v)| Some((k.clone(), serde_json::Value::from(v.clone()?)))).collect::<serde_json::Map<_, _>>();
@@ -432,6 +493,20 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         w(&mut out, &head)?;
         out.flush().ok();
     }
+    // Files are laid out before the disks are watched, so that the disk
+    // under a file made here is found and its counters cover the jobs only.
+    for p in &plans {
+        for (f, size) in &p.layout {
+            if stop.requested() {
+                break;
+            }
+            if normal {
+                w(&mut out, &format!("{}: Laying out IO file (1 file / {}MiB)\n", p.opts.name, size >> 20))?;
+                out.flush().ok();
+            }
+            lay_out(f, *size, stop)?;
+        }
+    }
     let clock = Clock::calibrate();
     // fio's disk_util: the block devices under the jobs' files, over the run.
     let devices: Vec<String> = plans.iter().flat_map(|p| p.paths.iter()).filter_map(|ps| match ps {
@@ -449,16 +524,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         let g = plans[first].group;
         let end = plans[first..].iter().position(|p| p.group != g).map_or(plans.len(), |k| first + k);
         let members = &plans[first..end];
-        for p in members {
-            for (f, size) in &p.layout {
-                if normal {
-                    w(&mut out, &format!("{}: Laying out IO file (1 file / {}MiB)\n", p.opts.name, size >> 20))?;
-                    out.flush().ok();
-                }
-                lay_out(f, *size)?;
-            }
-        }
-        let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        let started_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
         let before = Rusage::now();
         let results: Vec<_> = if members.len() == 1 {
             vec![run_one(&members[0], clock, stop)]
@@ -474,11 +540,27 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             let p = &plans[first + k];
             let (threads, mut summary, spec) = r.map_err(|e| Error::usage(format!("job {}: {}", p.opts.name, in_fio_words(&crate::error::chain(&e)))))?;
             summary.emulated = !p.context.contains("not emulated");
-            ran.push(Ran { plan_idx: first + k, threads, summary, spec, rusage, started });
+            ran.push(Ran { plan_idx: first + k, threads, summary, spec, rusage, started_ms });
         }
         first = end;
     }
     let disk_util = diskutil::finish(&disks, run_start.elapsed().as_millis() as u64);
+    // As fio: a signal ends the jobs running (their figures cover the time
+    // run), no later group starts, the line below says so, and the exit
+    // status is 128.
+    let signalled = stop.requested();
+    if signalled {
+        let sig = stop.signal().unwrap_or(libc::SIGINT);
+        let mut note = format!("\nnvme-bypass fio: terminating on signal {sig}\n");
+        let skipped: Vec<&str> = plans.iter().enumerate().filter(|(i, _)| !ran.iter().any(|r| r.plan_idx == *i)).map(|(_, p)| p.opts.name.as_str()).collect();
+        if !skipped.is_empty() {
+            note.push_str(&format!("nvme-bypass fio: not run: {}\n", skipped.join(", ")));
+        }
+        w(&mut out, &note)?;
+        if run.output.is_some() {
+            eprint!("{note}");
+        }
+    }
     let mut failed = false;
     if normal {
         // Each job's block (group_reporting or one thread: one block; else
@@ -487,11 +569,11 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         for r in &ran {
             let p = &plans[r.plan_idx];
             if p.opts.group_reporting || r.threads.len() == 1 {
-                blocks_owned.push((r.plan_idx, r.threads.clone(), r.summary.clone(), r.rusage, r.started));
+                blocks_owned.push((r.plan_idx, r.threads.clone(), r.summary.clone(), r.rusage, (r.started_ms / 1000) as i64));
             } else {
                 for t in &r.threads {
                     let s = RunSummary::new(r.summary.backend.clone(), vec![], std::slice::from_ref(t), &r.summary.clock);
-                    blocks_owned.push((r.plan_idx, vec![t.clone()], s, r.rusage, r.started));
+                    blocks_owned.push((r.plan_idx, vec![t.clone()], s, r.rusage, (r.started_ms / 1000) as i64));
                 }
             }
         }
@@ -529,9 +611,18 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         let plus = run.output_format.iter().any(|f| f == "json+");
         for r in &ran {
             let p = &plans[r.plan_idx];
-            let mut v = crate::report::fio_json(&r.summary, &r.spec, &r.threads);
+            // group_reporting: one entry for the job's clones, as fio's
+            // JSON has one per reporting group.
+            let merged;
+            let threads: &[ThreadResult] = if p.opts.group_reporting && r.threads.len() > 1 {
+                merged = [ThreadResult::merged(&r.threads)];
+                &merged
+            } else {
+                &r.threads
+            };
+            let mut v = crate::report::fio_json(&r.summary, &r.spec, threads);
             if let Some(jobs) = v["jobs"].as_array_mut() {
-                for (j, t) in jobs.iter_mut().zip(&r.threads) {
+                for (j, t) in jobs.iter_mut().zip(threads) {
                     // fio's latency_ns / _us / _ms: percent of I/Os per bucket.
                     let mut all = crate::measure::stats::new_histogram();
                     all.add(&t.read.lat).expect("same bounds");
@@ -551,6 +642,11 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     j["majf"] = r.rusage.majf.into();
                     j["minf"] = r.rusage.minf.into();
                     j["jobname"] = p.opts.name.clone().into();
+                    // fio's `elapsed`: whole seconds since it started
+                    // (ramp and layout included), rounded up; `job_start`:
+                    // when the job started, ms since the epoch.
+                    j["elapsed"] = (genesis.elapsed().as_millis().div_ceil(1000).max(1) as u64).into();
+                    j["job_start"] = r.started_ms.into();
                     j["groupid"] = p.group.into();
                     // fio lists the options the job was given, as given
                     // (its name too), apart from the inherited globals.
@@ -600,7 +696,13 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             }
         }
     }
-    Ok(if failed { exit::RUN_FAILED } else { exit::OK })
+    Ok(if signalled {
+        exit::SIGNALLED
+    } else if failed {
+        exit::RUN_FAILED
+    } else {
+        exit::OK
+    })
 }
 
 const HELP: &str = "nvme-bypass fio: run fio command lines and job files unchanged, with `fio` replaced by `nvme-bypass fio`.
@@ -664,7 +766,7 @@ mod tests {
             o.set(k, Some(v)).unwrap();
         }
         // plan() only stats the device; the run would open it.
-        let e = plan(o, 0, false).err().expect("refused").to_string();
+        let e = plan(o, 0, false, &[]).err().expect("refused").to_string();
         assert!(e.contains("mounted at") && e.contains("allow_mounted_write=1"), "{e}");
     }
 }

@@ -373,6 +373,14 @@ fn boolean(key: &str, v: Option<&str>) -> Result<bool, Error> {
     }
 }
 
+/// A percentage, 0 to 100, refused outside that as fio refuses it.
+fn percent(key: &str, v: &str) -> Result<u8, Error> {
+    match num::<u8>(key, v) {
+        Ok(p) if p <= 100 => Ok(p),
+        _ => Err(Error::usage(format!("{key}={v}: a percentage from 0 to 100"))),
+    }
+}
+
 fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, Error> {
     v.trim().parse().map_err(|_| Error::usage(format!("{key}={v}: expected a whole number")))
 }
@@ -434,10 +442,11 @@ impl JobOpts {
                 }
             }
             "iodepth" => self.iodepth = num(name, need()?)?,
-            "rwmixread" => self.rwmixread = num::<u8>(name, need()?)?.min(100),
-            "rwmixwrite" => self.rwmixread = 100 - num::<u8>(name, need()?)?.min(100),
-            "size" => self.size = Some(fio_size(need()?).map_err(bad)?),
-            "io_size" => self.io_size = Some(fio_size(need()?).map_err(bad)?),
+            "rwmixread" => self.rwmixread = percent(name, need()?)?,
+            "rwmixwrite" => self.rwmixread = 100 - percent(name, need()?)?,
+            // 0 is fio's default: the file's or the device's size.
+            "size" => self.size = Some(fio_size(need()?).map_err(bad)?).filter(|&b| b > 0),
+            "io_size" => self.io_size = Some(fio_size(need()?).map_err(bad)?).filter(|&b| b > 0),
             "offset" => self.offset = fio_size(need()?).map_err(bad)?,
             "runtime" => self.runtime = Some(fio_time(need()?).map_err(bad)?).filter(|d| !d.is_zero()),
             "time_based" => self.time_based = boolean(name, v)?,
