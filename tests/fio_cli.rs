@@ -241,7 +241,10 @@ fn job_files_with_globals_includes_env_stonewall_and_section() {
     assert!(o.contains("writer: (g=0): rw=randwrite") && o.contains("reader: (g=1): rw=randread"), "{o}");
     assert!(o.contains("ioengine=libaio, iodepth=8") && o.contains("ioengine=libaio, iodepth=4"), "{o}");
     assert!(o.contains("Run status group 0 (all jobs):") && o.contains("Run status group 1 (all jobs):"), "{o}");
-    let json: serde_json::Value = serde_json::from_str(&o[o.find("\n{").unwrap()..]).unwrap();
+    // fio writes the JSON report before the text's results.
+    let at = o.find("\n{").unwrap();
+    assert!(at < o.find("Run status group 0").unwrap(), "{o}");
+    let json: serde_json::Value = serde_json::Deserializer::from_str(&o[at..]).into_iter().next().unwrap().unwrap();
     let jobs = json["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 2);
     assert_eq!((jobs[0]["jobname"].as_str(), jobs[0]["groupid"].as_u64()), (Some("writer"), Some(0)));

@@ -561,6 +561,9 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             eprint!("{note}");
         }
     }
+    // fio buffers each format's report and writes them in its order of
+    // formats (terse, json, json+, normal): with both, the JSON comes first.
+    let mut normal_text = String::new();
     let mut failed = false;
     if normal {
         // Each job's block (group_reporting or one thread: one block; else
@@ -604,7 +607,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                 ));
             }
         }
-        w(&mut out, &text)?;
+        normal_text = text;
     }
     if json {
         let mut all: Option<serde_json::Value> = None;
@@ -681,6 +684,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             w(&mut out, &format!("{}\n", serde_json::to_string_pretty(&a).unwrap()))?;
         }
     }
+    w(&mut out, &normal_text)?;
     out.flush().ok();
     for r in &ran {
         if let Some(x) = engine::recovery_summary(&r.threads) {
