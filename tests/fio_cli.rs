@@ -199,6 +199,32 @@ fn files_as_fio_finds_them_read_only_sized_by_themselves_in_new_directories() {
 }
 
 #[test]
+fn a_write_jobs_verify_phase_is_its_read_line_and_a_mismatch_is_fios_err_84() {
+    let Some(d) = workdir("verify") else { return };
+    let job = ["--name=v", "--filename=data", "--size=4M", "--bs=4k", "--ioengine=libaio", "--iodepth=8", "--direct=1"];
+    let (code, out, err) = fio_in(&d, &[&job[..], &["--rw=write", "--verify=crc32c"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("err= 0"), "{out}");
+    // Sequential writes cover every block once: the verify phase reads
+    // all 1024 back, and fio shows it as the job's read direction.
+    assert!(out.contains("  read: IOPS=") && out.contains("(4096KiB/"), "{out}");
+    assert!(out.contains("issued rwts: total=1024,1024,0,0"), "{out}");
+    assert!(out.contains("verify read back 1024 I/Os after the job") && out.contains(" 0 mismatching"), "{out}");
+    assert!(out.contains("   READ: bw="), "{out}");
+    // One block changed behind its back: a read job verifying the stamps
+    // finds it, and the job line says err=84 (EILSEQ) as fio's does.
+    let f = d.join("data");
+    let mut bytes = std::fs::read(&f).unwrap();
+    bytes[3 * 4096 + 100] ^= 0xff;
+    std::fs::write(&f, &bytes).unwrap();
+    let (code, out, err) = fio_in(&d, &[&job[..], &["--rw=read", "--verify=crc32c"]].concat());
+    assert_eq!(code, 1, "{err}");
+    assert!(out.contains("err=84"), "{out}");
+    assert!(err.contains("verify found 1 mismatching blocks"), "{err}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
 fn a_signal_ends_the_run_as_fios_does() {
     let Some(d) = workdir("signal") else { return };
     let child = Command::new(env!("CARGO_BIN_EXE_nvme-bypass"))

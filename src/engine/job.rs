@@ -201,6 +201,11 @@ pub struct ThreadResult {
     pub counters: crate::backend::QueueCounters,
     /// Verification prefill / read-back I/Os (not in the figures).
     pub verify_ios: u64,
+    /// Of those, the read-back's: the reads after the main phase that
+    /// check what it wrote (fio's verify phase), and how long it took, ns.
+    pub readback_ios: u64,
+    /// Wall time of the read-back, ns.
+    pub readback_ns: u64,
     /// Stopped early by a signal.
     pub interrupted: bool,
     /// Start and end of the measured interval, CLOCK_MONOTONIC ns from
@@ -263,6 +268,9 @@ impl ThreadResult {
             m.cpu_time.sys_ns += t.cpu_time.sys_ns;
             m.cpu_ns += t.cpu_ns;
             m.verified_blocks += t.verified_blocks;
+            m.verify_ios += t.verify_ios;
+            m.readback_ios += t.readback_ios;
+            m.readback_ns = m.readback_ns.max(t.readback_ns);
             m.mismatches += t.mismatches;
             m.errors += t.errors;
             m.first_mismatch = m.first_mismatch.take().or_else(|| t.first_mismatch.clone());

@@ -98,7 +98,10 @@ pub(crate) fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<Th
                 i += 1;
                 Some((Op::Read, u))
             };
+            let (ios0, t0) = (res.verify_ios, mono_ns());
             run_phase::<true, _>(ctx, q, &mut wl, Some(v), &mut res, PhaseKind::ReadBack, &mut Source::List(src))?;
+            res.readback_ios = res.verify_ios - ios0;
+            res.readback_ns = mono_ns() - t0;
         }
     }
     // Under the test bed's instruction counter (markers on), thread 0 polls

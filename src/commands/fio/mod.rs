@@ -644,6 +644,20 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     j["ctx"] = r.rusage.ctx.into();
                     j["majf"] = r.rusage.majf.into();
                     j["minf"] = r.rusage.minf.into();
+                    // A write job's verify phase, as fio reports it: the
+                    // read direction (no latency recorded for it).
+                    if t.readback_ios > 0 && t.read.ios == 0 && t.read.errors == 0 {
+                        let (ios, ms) = (t.readback_ios, (t.readback_ns / 1_000_000).max(1));
+                        let bytes = ios * p.opts.bs;
+                        let r = &mut j["read"];
+                        r["io_bytes"] = bytes.into();
+                        r["io_kbytes"] = (bytes / 1024).into();
+                        r["total_ios"] = ios.into();
+                        r["runtime"] = ms.into();
+                        r["iops"] = (ios as f64 * 1000.0 / ms as f64).into();
+                        r["bw_bytes"] = (bytes * 1000 / ms).into();
+                        r["bw"] = (bytes * 1000 / ms / 1024).into();
+                    }
                     j["jobname"] = p.opts.name.clone().into();
                     // fio's `elapsed`: whole seconds since it started
                     // (ramp and layout included), rounded up; `job_start`:

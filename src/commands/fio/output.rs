@@ -262,23 +262,49 @@ impl Block<'_> {
     pub fn runtime_ms(&self) -> u64 {
         self.threads.iter().map(|t| t.elapsed_ns).max().unwrap_or(0) / 1_000_000
     }
+
+    /// fio's verify phase of a job that only writes (verify=, do_verify's
+    /// default): the reads that check what it wrote, which fio reports as
+    /// the job's `read:` direction. (I/Os, bytes, runtime ms), measured
+    /// (no latency is recorded for them); None when there were none, or
+    /// when the job's own reads fill that line (then the read-back has a
+    /// line of ours).
+    pub fn read_back(&self) -> Option<(u64, u64, u64)> {
+        let ios: u64 = self.threads.iter().map(|t| t.readback_ios).sum();
+        let ms = self.threads.iter().map(|t| t.readback_ns).max().unwrap_or(0) / 1_000_000;
+        (ios > 0 && self.summary.read.ios == 0 && self.summary.read.errors == 0).then_some((ios, ios * self.opts.bs, ms.max(1)))
+    }
 }
 
 /// One job's block of fio's normal output.
 pub fn job_block(b: &Block) -> String {
     let s = b.summary;
     let errors: u64 = b.threads.iter().map(|t| t.errors).sum();
+    let mismatches: u64 = b.threads.iter().map(|t| t.mismatches).sum();
+    // fio's error numbers: EILSEQ (84) for a verify failure, EIO (5) for
+    // a failed I/O.
     let mut o = format!(
         "{}: (groupid={}, jobs={}): err={:>2}: pid={}: {}\n",
         b.opts.name,
         b.group,
         b.threads.len(),
-        if errors > 0 { 5 } else { 0 },
+        if mismatches > 0 {
+            84
+        } else if errors > 0 {
+            5
+        } else {
+            0
+        },
         std::process::id(),
         fio_date(b.started)
     );
     let runt = b.runtime_ms();
+    let read_back = b.read_back();
     for (name, d) in [("read", &s.read), ("write", &s.write)] {
+        if let (Some((ios, bytes, ms)), "read") = (read_back, name) {
+            o.push_str(&dir_line(name, ios, bytes, ms, 0));
+            continue;
+        }
         if d.ios == 0 && d.errors == 0 {
             continue;
         }
@@ -308,7 +334,7 @@ pub fn job_block(b: &Block) -> String {
         b.rusage.minf
     ));
     o.push_str(&format!("  IO depths    : not measured by nvme-bypass (iodepth={} is the most in flight per thread)\n", b.opts.iodepth));
-    let r: u64 = b.threads.iter().map(|t| t.read.ios + t.read.errors).sum();
+    let r: u64 = b.threads.iter().map(|t| t.read.ios + t.read.errors).sum::<u64>() + read_back.map_or(0, |r| r.0);
     let w: u64 = b.threads.iter().map(|t| t.write.ios + t.write.errors).sum();
     o.push_str(&format!("     issued rwts: total={r},{w},0,0 short=0,0,0,0 dropped=0,0,0,0\n"));
     o.push_str(&format!("     latency   : target=0, window=0, percentile=100.00%, depth={}\n", b.opts.iodepth));
@@ -323,6 +349,14 @@ pub fn job_block(b: &Block) -> String {
         o.push_str(&format!(
             "  nvme-bypass  : per I/O {:.3} SQ doorbells, {:.3} CQ doorbells, {:.3} MMIO writes, {:.3} syscalls (measured)\n",
             s.sq_doorbells_per_io, s.cq_doorbells_per_io, s.mmio_writes_per_io, s.syscalls_per_io
+        ));
+    }
+    let checked: u64 = b.threads.iter().map(|t| t.readback_ios).sum();
+    if checked > 0 {
+        let place = if read_back.is_some() { "the read: line above, as fio reports its verify phase" } else { "not in the read: line (fio counts them there)" };
+        o.push_str(&format!(
+            "  nvme-bypass  : verify read back {checked} I/Os after the job, {} blocks checked, {mismatches} mismatching; {place}; no latency recorded for them (measured)\n",
+            b.threads.iter().map(|t| t.verified_blocks).sum::<u64>()
         ));
     }
     if let Some(sy) = &s.system {
@@ -340,7 +374,11 @@ pub fn group_block(group: usize, blocks: &[Block]) -> String {
     for (label, pick) in [("   READ", 0usize), ("  WRITE", 1)] {
         let per: Vec<(u64, u64)> = blocks
             .iter()
-            .map(|b| (if pick == 0 { b.summary.read.bytes } else { b.summary.write.bytes }, b.runtime_ms().max(1)))
+            .map(|b| match (pick, b.read_back()) {
+                (0, Some((_, bytes, ms))) => (bytes, ms),
+                (0, None) => (b.summary.read.bytes, b.runtime_ms().max(1)),
+                _ => (b.summary.write.bytes, b.runtime_ms().max(1)),
+            })
             .collect();
         let total: u64 = per.iter().map(|p| p.0).sum();
         if total == 0 {
