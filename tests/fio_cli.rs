@@ -211,6 +211,15 @@ fn a_write_jobs_verify_phase_is_its_read_line_and_a_mismatch_is_fios_err_84() {
     assert!(out.contains("issued rwts: total=1024,1024,0,0"), "{out}");
     assert!(out.contains("verify read back 1024 I/Os after the job") && out.contains(" 0 mismatching"), "{out}");
     assert!(out.contains("   READ: bw="), "{out}");
+    // Random writes cover every block once, as fio's random map has them;
+    // with norandommap blocks repeat, and fewer distinct ones are read back.
+    let (code, out, err) = fio_in(&d, &[&job[..], &["--rw=randwrite", "--verify=crc32c"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("verify read back 1024 I/Os after the job"), "{out}");
+    let (code, out, err) = fio_in(&d, &[&job[..], &["--rw=randwrite", "--verify=crc32c", "--norandommap"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let back: u64 = out.split("verify read back ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).expect("a read-back line");
+    assert!(back < 1024, "norandommap: {back} distinct blocks of 1024 written");
     // One block changed behind its back: a read job verifying the stamps
     // finds it, and the job line says err=84 (EILSEQ) as fio's does.
     let f = d.join("data");

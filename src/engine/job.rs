@@ -113,6 +113,10 @@ pub struct JobSpec {
     pub continue_on_error: bool,
     /// Random seed of the offset generator.
     pub seed: u64,
+    /// Random offsets from fio's random map: every block once per pass
+    /// (`nvme-bypass fio` without `norandommap`). Off (`bench`, the
+    /// sweeps): each offset drawn on its own, as fio's `norandommap`.
+    pub random_map: bool,
     /// The watchdog's I/O timeout and retry limit.
     pub reliability: Reliability,
     /// Stop early when this is requested (Ctrl-C).

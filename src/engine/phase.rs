@@ -54,6 +54,9 @@ pub(crate) fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<Th
     };
     let start_unit = if spec.verify.is_some() { 0 } else { units / spec.numjobs as u64 * thread as u64 };
     let mut wl = Workload::new(spec.rw, first_lba, blocks, units, spec.rwmixread, spec.seed.wrapping_add(thread as u64), start_unit);
+    if spec.random_map && spec.rw.random() {
+        wl = wl.with_random_map(spec.seed.wrapping_add(thread as u64));
+    }
     let mut verifier = spec.verify.map(|v| Verifier::new(v, units, spec.bs, lba_size, q.depth()));
     // Without verification, write buffers hold a fixed non-zero pattern
     // (written once, as fio does), so compressing devices see real data.

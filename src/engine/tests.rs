@@ -172,6 +172,7 @@ fn spec(rw: Rw, ios: u64) -> JobSpec {
         cpus: vec![],
         continue_on_error: false,
         seed: 1,
+        random_map: false,
         reliability: Reliability::default(),
         stop: Stop::new(),
     }

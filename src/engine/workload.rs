@@ -70,6 +70,54 @@ impl Rng {
     }
 }
 
+/// fio's random map, without a map: random units that cover every unit
+/// once per pass, as fio's default (no `norandommap`) does. A counter
+/// runs through 0..2^k (the smallest power of two not below the unit
+/// count) and is put through a bijection of k-bit numbers drawn from the
+/// seed (xor with a key, multiply by odd numbers, xor-shift: each step
+/// one-to-one); values past the last unit are skipped, so each pass
+/// yields every unit exactly once, about two tries per unit at most on
+/// average, with no memory per unit.
+#[derive(Clone, Copy, Debug)]
+pub struct RandomOrder {
+    i: u64,
+    mask: u64,
+    shift: u32,
+    key: u64,
+    m1: u64,
+    m2: u64,
+}
+
+impl RandomOrder {
+    /// The order of `units` units drawn from `seed`.
+    pub fn new(units: u64, seed: u64) -> Self {
+        let bits = 64 - (units.max(2) - 1).leading_zeros();
+        let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let mut r = Rng::new(seed ^ 0x7261_6e64_6d61_70);
+        RandomOrder { i: 0, mask, shift: (bits / 2).max(1), key: r.next_u64() & mask, m1: r.next_u64() | 1, m2: r.next_u64() | 1 }
+    }
+
+    #[inline]
+    fn permute(&self, x: u64) -> u64 {
+        let mut x = ((x ^ self.key).wrapping_mul(self.m1)) & self.mask;
+        x ^= x >> self.shift;
+        x = x.wrapping_mul(self.m2) & self.mask;
+        x ^ (x >> self.shift)
+    }
+
+    /// The next unit below `units`.
+    #[inline]
+    pub fn next(&mut self, units: u64) -> u64 {
+        loop {
+            let u = self.permute(self.i);
+            self.i = (self.i + 1) & self.mask;
+            if u < units {
+                return u;
+            }
+        }
+    }
+}
+
 /// The offsets and operations of one thread.
 #[derive(Clone, Debug)]
 pub struct Workload {
@@ -83,6 +131,9 @@ pub struct Workload {
     rwmixread: u8,
     next_unit: u64,
     rng: Rng,
+    /// Random units from fio's random map (each once per pass), or None:
+    /// drawn independently, as `norandommap`.
+    order: Option<RandomOrder>,
 }
 
 impl Workload {
@@ -91,7 +142,14 @@ impl Workload {
     /// spread out).
     pub fn new(rw: Rw, first_lba: u64, blocks: u32, units: u64, rwmixread: u8, seed: u64, start_unit: u64) -> Self {
         assert!(units > 0 && blocks > 0);
-        Workload { rw, first_lba, blocks, units, rwmixread, next_unit: start_unit % units, rng: Rng::new(seed) }
+        Workload { rw, first_lba, blocks, units, rwmixread, next_unit: start_unit % units, rng: Rng::new(seed), order: None }
+    }
+
+    /// Random units as fio's random map gives them: every unit once per
+    /// pass (fio's default; `norandommap` is the workload without this).
+    pub fn with_random_map(mut self, seed: u64) -> Self {
+        self.order = Some(RandomOrder::new(self.units, seed));
+        self
     }
 
     /// LBA of unit `u`.
@@ -120,7 +178,7 @@ impl Workload {
     pub fn next(&mut self) -> (Op, u64) {
         let op = self.op();
         let unit = if self.rw.random() {
-            self.random_unit()
+            self.mapped_or_random_unit()
         } else {
             let u = self.next_unit;
             self.next_unit = if u + 1 == self.units { 0 } else { u + 1 };
@@ -136,7 +194,7 @@ impl Workload {
     #[inline]
     pub fn single_random_op(&self) -> Option<Op> {
         match self.rw {
-            Rw::Randread | Rw::Randwrite => self.single_op(),
+            Rw::Randread | Rw::Randwrite if self.order.is_none() => self.single_op(),
             _ => None,
         }
     }
@@ -152,17 +210,28 @@ impl Workload {
         }
     }
 
-    /// A random unit (what `next` draws for a random pattern).
+    /// A random unit drawn without a map (what `next` draws for a random
+    /// pattern when there is no random map; `single_random_op` is None
+    /// with one, so the submit loop then takes `next`).
     #[inline(always)]
     pub fn random_unit(&mut self) -> u64 {
         self.rng.below(self.units)
+    }
+
+    /// A random unit: the random map's next, or one drawn without a map.
+    #[inline]
+    fn mapped_or_random_unit(&mut self) -> u64 {
+        match &mut self.order {
+            Some(o) => o.next(self.units),
+            None => self.random_unit(),
+        }
     }
 
     /// Another unit for the same operation (when the first is busy).
     #[inline]
     pub fn another_unit(&mut self) -> u64 {
         if self.rw.random() {
-            self.random_unit()
+            self.mapped_or_random_unit()
         } else {
             self.next().1
         }
@@ -202,6 +271,31 @@ mod tests {
         assert_eq!(Workload::new(Rw::Randwrite, 0, 1, 10, 100, 1, 0).single_random_op(), Some(Op::Write));
         assert_eq!(Workload::new(Rw::Randrw, 0, 1, 10, 100, 1, 0).single_random_op(), None);
         assert_eq!(Workload::new(Rw::Read, 0, 1, 10, 100, 1, 0).single_random_op(), None);
+    }
+
+    #[test]
+    fn the_random_map_covers_every_unit_once_per_pass() {
+        for units in [1u64, 2, 3, 7, 8, 9, 1000, 4096, 5000, 65_537] {
+            for seed in [1u64, 2, 99] {
+                let mut w = Workload::new(Rw::Randread, 0, 1, units, 100, seed, 0).with_random_map(seed);
+                for pass in 0..2 {
+                    let mut seen = vec![false; units as usize];
+                    for _ in 0..units {
+                        let u = w.next().1 as usize;
+                        assert!(!seen[u], "units {units} seed {seed} pass {pass}: {u} twice");
+                        seen[u] = true;
+                    }
+                }
+            }
+        }
+        // Not in order: a shuffle, not a sweep.
+        let mut w = Workload::new(Rw::Randwrite, 0, 8, 1 << 16, 100, 5, 0).with_random_map(5);
+        let first: Vec<u64> = (0..64).map(|_| w.next().1).collect();
+        assert!(first.windows(2).filter(|p| p[1] == p[0] + 1).count() < 4, "{first:?}");
+        // Without the map, draws repeat (as fio's norandommap).
+        let mut w = Workload::new(Rw::Randread, 0, 1, 1000, 100, 5, 0);
+        let mut seen = std::collections::HashSet::new();
+        assert!((0..1000).any(|_| !seen.insert(w.next().1)));
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("kb_base", Kind::Value),
     ("nsid", Kind::Value),
     ("randrepeat", Kind::Ignored("offsets are always from a fixed seed (--randseed), so every run repeats")),
-    ("norandommap", Kind::Ignored("nvme-bypass draws random offsets without a map: what norandommap asks for")),
+    ("norandommap", Kind::Bool),
     ("description", Kind::Ignored("a comment")),
     ("invalidate", Kind::Ignored("drops the page cache before buffered runs; O_DIRECT runs do not use it, and buffered runs here start without dropping it (see docs/fio.md)")),
     ("eta", Kind::Ignored("progress display")),
@@ -191,6 +191,9 @@ pub struct JobOpts {
     pub verify: bool,
     pub thread: bool,
     pub seed: u64,
+    /// fio's `norandommap`: random offsets drawn on their own (blocks may
+    /// repeat) instead of every block once per pass.
+    pub norandommap: bool,
     pub stonewall: bool,
     pub continue_on_error: bool,
     pub allow_mounted_write: bool,
@@ -234,6 +237,7 @@ impl Default for JobOpts {
             verify: false,
             thread: false,
             seed: 1,
+            norandommap: false,
             stonewall: false,
             continue_on_error: false,
             allow_mounted_write: false,
@@ -481,6 +485,7 @@ impl JobOpts {
             }
             "thread" => self.thread = boolean(name, v)?,
             "randseed" => self.seed = num(name, need()?)?,
+            "norandommap" => self.norandommap = boolean(name, v)?,
             "stonewall" | "new_group" => self.stonewall = boolean(name, v)?,
             "continue_on_error" => {
                 self.continue_on_error = match need()?.trim() {

@@ -258,6 +258,7 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop)
         cpus,
         continue_on_error: false,
         seed: 1,
+        random_map: false,
         reliability: Default::default(),
         stop: stop.clone(),
     }
