@@ -288,6 +288,19 @@ pub fn nvme_poll_queues_param() -> Option<u64> {
 pub fn require_poll_queues(queue_dir: Option<&Path>, what: &str) -> Result<String, BackendError> {
     let io_poll = queue_dir.and_then(|d| read_sys(d.join("io_poll")));
     let param = nvme_poll_queues_param();
+    // A device of another driver (virtio, SCSI...) has its own poll
+    // queues or none; the nvme module's parameter says nothing of it.
+    let other = queue_dir.and_then(|d| std::fs::canonicalize(d).ok()).and_then(|d| {
+        let disk = d.parent()?.file_name()?.to_string_lossy().into_owned();
+        (!disk.starts_with("nvme")).then_some(disk)
+    });
+    if let (Some(disk), Some(v)) = (&other, io_poll.as_deref()) {
+        if v != "1" {
+            return Err(BackendError::Unsupported(format!(
+                "--hipri needs a device with poll queues, and {what} is on {disk}, which is not an NVMe namespace and polls no queue here (queue/io_poll = {v}); drop --hipri"
+            )));
+        }
+    }
     let fix = "load the nvme driver with poll queues (`modprobe -r nvme && modprobe nvme poll_queues=1`, or `nvme.poll_queues=1` on the kernel command line), or drop --hipri";
     match (io_poll.as_deref(), param) {
         (Some("1"), _) => Ok(format!("yes (queue/io_poll = 1, nvme poll_queues = {})", param.map(|p| p.to_string()).unwrap_or("?".into()))),

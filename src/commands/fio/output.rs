@@ -345,7 +345,9 @@ pub fn job_block(b: &Block) -> String {
         "  nvme-bypass  : cpu per I/O {:.1} ns (usr {:.1}, sys {:.1}), useful {:.1} ns = less the {:.1}% of the time in empty polls (measured)\n",
         c.cpu_ns_per_io, c.user_ns_per_io, c.sys_ns_per_io, c.useful_cpu_ns_per_io, c.empty_poll_pct
     ));
-    if s.sq_doorbells_per_io > 0.0 || s.syscalls_per_io > 0.0 {
+    // Always: none is a figure too (sqthread_poll's system calls, a
+    // path without doorbells of ours).
+    {
         o.push_str(&format!(
             "  nvme-bypass  : per I/O {:.3} SQ doorbells, {:.3} CQ doorbells, {:.3} MMIO writes, {:.3} syscalls (measured)\n",
             s.sq_doorbells_per_io, s.cq_doorbells_per_io, s.mmio_writes_per_io, s.syscalls_per_io
