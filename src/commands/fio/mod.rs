@@ -155,6 +155,18 @@ fn plan(o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]) ->
     let mut layout = vec![];
     let mut cpus = o.cpus.clone();
     let mut context = String::new();
+    // A regular file of `have` bytes (0: not there yet): bs and offset
+    // checked against the block size of I/O at `at` (the file, or the
+    // directory it will be made in), and laid out to offset + size if it
+    // is shorter.
+    let regular_file = |layout: &mut Vec<(PathBuf, u64)>, f: &Path, have: u64, at: &Path, md: &std::fs::Metadata| -> Result<(), Error> {
+        file_blocks_fit(&o, at, md)?;
+        let need = o.offset + o.size.unwrap_or(0);
+        if have < need {
+            layout.push((f.to_path_buf(), need));
+        }
+        Ok(())
+    };
     let paths: Vec<PathSpec> = match o.ioengine.as_str() {
         "io_uring" | "libaio" | "psync" => {
             let engine = match o.ioengine.as_str() {
@@ -192,32 +204,22 @@ fn plan(o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]) ->
                         return Err(Error::usage(format!("job {job}: {f} is a character device; for /dev/ngXnY use ioengine=io_uring_cmd with cmd_type=nvme")));
                     }
                     Ok(md) if md.is_file() => {
-                        file_blocks_fit(&o, Path::new(&f), &md)?;
-                        let need = o.offset + o.size.unwrap_or(0);
-                        if md.len() < need {
-                            layout.push((PathBuf::from(&f), need));
-                        }
+                        regular_file(&mut layout, Path::new(&f), md.len(), Path::new(&f), &md)?;
                         context = "measured on a regular file of the host's filesystem (not emulated, not simulated)".into();
                     }
                     Ok(_) => return Err(Error::usage(format!("job {job}: {f} is neither a device nor a regular file"))),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && earlier.iter().any(|(p, _)| p == Path::new(&f)) => {
-                        let made = earlier.iter().filter(|(p, _)| p == Path::new(&f)).map(|(_, b)| *b).max().unwrap_or(0);
-                        let need = o.offset + o.size.unwrap_or(0);
-                        if need > made {
-                            layout.push((PathBuf::from(&f), need));
-                        }
-                        context = "measured on a regular file of the host's filesystem (not emulated, not simulated)".into();
-                    }
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        let Some(size) = o.size else {
+                        // An earlier job lays it out (fio's later jobs find
+                        // it there), or this one does: then size= says how big.
+                        let made = earlier.iter().filter(|(p, _)| p == Path::new(&f)).map(|(_, b)| *b).max();
+                        if made.is_none() && o.size.is_none() {
                             return Err(Error::usage(format!("job {job}: {f} does not exist; give size= so it can be laid out (fio needs it too)")));
-                        };
+                        }
                         // Checked before anything is laid out: the nearest
                         // directory that exists (fio makes the missing ones).
                         let dir = Path::new(&f).ancestors().skip(1).map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d }).find(|d| d.is_dir()).unwrap_or(Path::new("."));
                         let md = std::fs::metadata(dir).map_err(|e| Error::io(format!("job {job}: cannot stat {}", dir.display()), e))?;
-                        file_blocks_fit(&o, dir, &md)?;
-                        layout.push((PathBuf::from(&f), o.offset + size));
+                        regular_file(&mut layout, Path::new(&f), made.unwrap_or(0), dir, &md)?;
                         context = "measured on a regular file of the host's filesystem (not emulated, not simulated)".into();
                     }
                     Err(e) => return Err(Error::io(format!("job {job}: cannot stat {f}"), e)),
@@ -613,6 +615,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     if json {
         let mut all: Option<serde_json::Value> = None;
         let plus = run.output_format.iter().any(|f| f == "json+");
+        let elapsed_s = genesis.elapsed().as_millis().div_ceil(1000).max(1) as u64;
         for r in &ran {
             let p = &plans[r.plan_idx];
             // group_reporting: one entry for the job's clones, as fio's
@@ -647,9 +650,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     j["minf"] = r.rusage.minf.into();
                     // A write job's verify phase, as fio reports it: the
                     // read direction (no latency recorded for it).
-                    if t.readback_ios > 0 && t.read.ios == 0 && t.read.errors == 0 {
-                        let (ios, ms) = (t.readback_ios, (t.readback_ns / 1_000_000).max(1));
-                        let bytes = ios * p.opts.bs;
+                    if let Some((ios, bytes, ms)) = output::read_back(std::slice::from_ref(t), p.opts.bs) {
                         let r = &mut j["read"];
                         r["io_bytes"] = bytes.into();
                         r["io_kbytes"] = (bytes / 1024).into();
@@ -663,7 +664,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     // fio's `elapsed`: whole seconds since it started
                     // (ramp and layout included), rounded up; `job_start`:
                     // when the job started, ms since the epoch.
-                    j["elapsed"] = (genesis.elapsed().as_millis().div_ceil(1000).max(1) as u64).into();
+                    j["elapsed"] = elapsed_s.into();
                     j["job_start"] = r.started_ms.into();
                     j["groupid"] = p.group.into();
                     // fio lists the options the job was given, as given

@@ -270,10 +270,19 @@ impl Block<'_> {
     /// when the job's own reads fill that line (then the read-back has a
     /// line of ours).
     pub fn read_back(&self) -> Option<(u64, u64, u64)> {
-        let ios: u64 = self.threads.iter().map(|t| t.readback_ios).sum();
-        let ms = self.threads.iter().map(|t| t.readback_ns).max().unwrap_or(0) / 1_000_000;
-        (ios > 0 && self.summary.read.ios == 0 && self.summary.read.errors == 0).then_some((ios, ios * self.opts.bs, ms.max(1)))
+        read_back(self.threads, self.opts.bs)
     }
+}
+
+/// The verify read-back of threads that did no reads of their own, as fio
+/// reports its verify phase: (I/Os, bytes, runtime ms); see
+/// [`Block::read_back`]. The text's block and the JSON's entries both
+/// take it from here.
+pub fn read_back(threads: &[ThreadResult], bs: u64) -> Option<(u64, u64, u64)> {
+    let ios: u64 = threads.iter().map(|t| t.readback_ios).sum();
+    let own_reads: u64 = threads.iter().map(|t| t.read.ios + t.read.errors).sum();
+    let ms = threads.iter().map(|t| t.readback_ns).max().unwrap_or(0) / 1_000_000;
+    (ios > 0 && own_reads == 0).then_some((ios, ios * bs, ms.max(1)))
 }
 
 /// One job's block of fio's normal output.
@@ -347,12 +356,10 @@ pub fn job_block(b: &Block) -> String {
     ));
     // Always: none is a figure too (sqthread_poll's system calls, a
     // path without doorbells of ours).
-    {
-        o.push_str(&format!(
-            "  nvme-bypass  : per I/O {:.3} SQ doorbells, {:.3} CQ doorbells, {:.3} MMIO writes, {:.3} syscalls (measured)\n",
-            s.sq_doorbells_per_io, s.cq_doorbells_per_io, s.mmio_writes_per_io, s.syscalls_per_io
-        ));
-    }
+    o.push_str(&format!(
+        "  nvme-bypass  : per I/O {:.3} SQ doorbells, {:.3} CQ doorbells, {:.3} MMIO writes, {:.3} syscalls (measured)\n",
+        s.sq_doorbells_per_io, s.cq_doorbells_per_io, s.mmio_writes_per_io, s.syscalls_per_io
+    ));
     let checked: u64 = b.threads.iter().map(|t| t.readback_ios).sum();
     if checked > 0 {
         let place = if read_back.is_some() { "the read: line above, as fio reports its verify phase" } else { "not in the read: line (fio counts them there)" };
