@@ -65,8 +65,14 @@ export NVB_HOST_BIN=$BIN
 step "bench smoke on the simulator (JSON shape, verify)"
 python3 scripts/check-bench.py "$BIN"
 
-step "fuzzing (bounded: completion/identify parsing, option parsing, the driver against a hostile controller)"
-scripts/fuzz.sh
+# Fuzzing runs beside the test bed's two boots that measure nothing timed
+# (two controllers, geometries), on the core their single-threaded QEMU
+# leaves; without the test bed it runs here.
+FUZZ_STEP="fuzzing (bounded: completion/identify parsing, option parsing, the driver against a hostile controller)"
+if [ "${NVB_SKIP_TESTBED:-0}" = 1 ]; then
+  step "$FUZZ_STEP"
+  scripts/fuzz.sh
+fi
 
 step "driver instructions per I/O (callgrind, against the record)"
 scripts/callgrind-driver.sh "$BIN"
@@ -128,8 +134,6 @@ else
   scripts/testbed/run.sh --multipath N --poll-queues 1 --timeout 1500 --quiet --bin "$BIN" --results "$RES" tests/testbed/all.sh
   python3 scripts/check-compare.py "$RES/results/compare/compare.json"
   python3 scripts/check-threads.py "$RES/results/threads"
-  # A second, short boot with two controllers: one thread driving both.
-  scripts/testbed/run.sh --controllers 2 --timeout 600 --quiet --bin "$RES/bin/nvme-bypass" --results "$RES-multi" tests/testbed/multi.sh
   # fio and ours side by side from the first boot (fio-compare.sh), run
   # alike: the same batching, ramp and measured interval; IOPS, CPU and
   # system calls per I/O, with a note for each pair off the goal.
@@ -144,11 +148,29 @@ else
   # ours on each path, IOPS against fio's (the 10% goal printed, met or not).
   scripts/testbed/run.sh --iops-limit 2000 --timeout 600 --quiet --bin "$RES/bin/nvme-bypass" --results "$RES-seed" tests/testbed/fio-seed.sh
   python3 scripts/fio-seed-table.py "$RES-seed/results/fio-seed"
-  # A third boot, about 1.5 min: controllers shaped unlike QEMU's default
+  # The fuzzers start here, beside the two boots that follow: neither
+  # times anything (the seed boot above and the counting boots below run
+  # alone), and each leaves a core of the two free.
+  FUZZ_LOG=$(mktemp)
+  setsid scripts/fuzz.sh >"$FUZZ_LOG" 2>&1 &
+  fuzz_pid=$!
+  # A boot that fails ends the script: the fuzzers end with it.
+  trap 'kill -- -$fuzz_pid 2>/dev/null' EXIT
+  # A second, short boot with two controllers: one thread driving both.
+  scripts/testbed/run.sh --controllers 2 --timeout 600 --quiet --bin "$RES/bin/nvme-bypass" --results "$RES-multi" tests/testbed/multi.sh
+  # A further boot, about 1.5 min: controllers shaped unlike QEMU's default
   # (smallest queues and transfers, few vectors, one queue pair, NSID gaps,
   # metadata, PI, zoned, CMB); our driver works or refuses each before any
   # I/O. Writes the geometry table (geometry.md).
   scripts/testbed/geometry.sh --bin "$RES/bin/nvme-bypass" --results "$RES-geometry"
+  fuzz_rc=0
+  wait "$fuzz_pid" || fuzz_rc=$?
+  trap - EXIT
+  step "$FUZZ_STEP (beside the boots above)"
+  cat "$FUZZ_LOG"
+  rm -f "$FUZZ_LOG"
+  [ "$fuzz_rc" = 0 ] || { echo "FAIL: fuzzing (above)" >&2; exit 1; }
+  step "tier 3: emulated test bed, exact instruction counts"
   # Exact instruction counts (measured, emulated): two boots of the same
   # build under the counting plugin, each running every compare row. The
   # report must hold every figure with layers that add up; how far the two

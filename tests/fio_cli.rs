@@ -256,6 +256,47 @@ fn a_signal_ends_the_run_as_fios_does() {
 }
 
 #[test]
+fn a_signal_while_a_file_is_laid_out_ends_the_run_as_any_signal_and_keeps_what_was_written() {
+    use std::io::BufRead;
+    let Some(d) = workdir("signal-layout") else { return };
+    // 8 GiB: seconds of writing, stopped within a fraction of one.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nvme-bypass"))
+        .current_dir(&d)
+        .args(["fio", "--name=a", "--filename=big", "--size=8G", "--rw=randread", "--ioengine=psync", "--runtime=1", "--name=b", "--stonewall", "--filename=data", "--size=1M", "--rw=read"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut out = String::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        out.push_str(&l);
+        out.push('\n');
+        if l.contains("Laying out IO file") {
+            break;
+        }
+    }
+    assert!(out.contains("a: Laying out IO file (1 file / 8192MiB)"), "{out}");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    for l in lines {
+        out.push_str(&l.unwrap());
+        out.push('\n');
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(128), "the exit status of any signal, as fio's: {err}");
+    assert!(out.contains("nvme-bypass fio: terminating on signal 2") && out.contains("not run: a, b"), "{out}");
+    assert!(!out.contains("b: Laying out"), "nothing is laid out after the signal: {out}");
+    assert!(err.contains("laying out big stopped at") && err.contains("of 8192 MiB; the next run lays out the rest"), "{err}");
+    let kept = std::fs::metadata(d.join("big")).unwrap().len();
+    assert!(kept > 0 && kept < 8 << 30, "what was written stays: {kept} bytes");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
 fn job_files_with_globals_includes_env_stonewall_and_section() {
     let Some(d) = workdir("jobs") else { return };
     std::fs::write(d.join("common.fio"), "ioengine=libaio\ndirect=1\n").unwrap();

@@ -317,7 +317,9 @@ fn in_fio_words(msg: &str) -> String {
 
 /// Lay a regular file out to `size` bytes as fio does: write it (never
 /// over what is there: only past its end), so reads hit real blocks.
-fn lay_out(path: &Path, size: u64, stop: &Stop) -> Result<(), Error> {
+/// A signal stops it with what was written kept: `Ok(false)`, the run then
+/// ends as after any signal (no job starts, exit 128).
+fn lay_out(path: &Path, size: u64, stop: &Stop) -> Result<bool, Error> {
     // fio makes the directories a file name leads through.
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("cannot create the directory {}", dir.display()), e))?;
@@ -330,7 +332,8 @@ fn lay_out(path: &Path, size: u64, stop: &Stop) -> Result<(), Error> {
         if stop.requested() {
             // What was written stays (a later run lays out the rest).
             let _ = f.sync_all();
-            return Err(Error::usage(format!("interrupted while laying out {} ({} of {} MiB written; the next run lays out the rest)", path.display(), at >> 20, size >> 20)));
+            eprintln!("nvme-bypass fio: laying out {} stopped at {} of {} MiB; the next run lays out the rest", path.display(), at >> 20, size >> 20);
+            return Ok(false);
         }
         for c in buf.chunks_mut(8) {
             x ^= x << 13;
@@ -342,7 +345,8 @@ fn lay_out(path: &Path, size: u64, stop: &Stop) -> Result<(), Error> {
         f.write_all_at(&buf[..n], at).map_err(|e| Error::io(format!("laying out {}", path.display()), e))?;
         at += n as u64;
     }
-    f.sync_all().map_err(|e| Error::io(format!("fsync {}", path.display()), e))
+    f.sync_all().map_err(|e| Error::io(format!("fsync {}", path.display()), e))?;
+    Ok(true)
 }
 
 /// What one job's run gave.
@@ -498,16 +502,18 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     }
     // Files are laid out before the disks are watched, so that the disk
     // under a file made here is found and its counters cover the jobs only.
-    for p in &plans {
+    'layout: for p in &plans {
         for (f, size) in &p.layout {
             if stop.requested() {
-                break;
+                break 'layout;
             }
             if normal {
                 w(&mut out, &format!("{}: Laying out IO file (1 file / {}MiB)\n", p.opts.name, size >> 20))?;
                 out.flush().ok();
             }
-            lay_out(f, *size, stop)?;
+            if !lay_out(f, *size, stop)? {
+                break 'layout;
+            }
         }
     }
     let clock = Clock::calibrate();
