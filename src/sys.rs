@@ -64,6 +64,13 @@ pub fn isatty(fd: i32) -> bool {
     unsafe { libc::isatty(fd) == 1 }
 }
 
+/// The calling thread's id (gettid(2)): what fio's `pid=` shows for a job
+/// run as a thread.
+pub fn gettid() -> u32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::gettid() as u32 }
+}
+
 /// Effective user id.
 pub fn geteuid() -> u32 {
     // SAFETY: geteuid has no arguments and cannot fail.

@@ -542,6 +542,55 @@ fn group_reporting_gives_one_json_entry_per_job_and_elapsed_counts_the_ramp() {
     assert_eq!(jobs[0]["jobname"], "g");
     // fio's `elapsed` is seconds since it started, the ramp included.
     assert!(jobs[0]["elapsed"].as_u64().unwrap() >= 2, "{}", jobs[0]["elapsed"]);
+    // The text prints a block per clone, each with its own pid= (each
+    // clone is a thread: its thread id, as fio prints for `thread`).
+    let (code, out, err) = fio_in(&d, &["--name=g", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=4", "--size=16M", "--numjobs=2", "--runtime=200ms", "--time_based"]);
+    assert_eq!(code, 0, "{err}");
+    let pids: Vec<&str> = out.lines().filter_map(|l| l.split(" pid=").nth(1)).map(|r| r.split(':').next().unwrap()).collect();
+    assert_eq!(pids.len(), 2, "{out}");
+    assert_ne!(pids[0], pids[1], "{pids:?}");
+}
+
+#[test]
+fn bandwidth_and_iops_samples_per_direction_in_the_text_and_the_json() {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    // A 75/25 mix, as the seed's randrw job, with gtod_reduce: fio still
+    // takes these samples then.
+    let (code, out, err) = fio_in(&d, &["--name=m", "--ioengine=nvme-bypass-sim", "--rw=randrw", "--rwmixread=75", "--gtod_reduce=1", "--iodepth=8", "--size=16M", "--runtime=1700ms", "--time_based", "--output-format=json,normal"]);
+    assert_eq!(code, 0, "{err}");
+    let at = out.find("\n{").unwrap();
+    let j: serde_json::Value = serde_json::Deserializer::from_str(&out[at..]).into_iter().next().unwrap().unwrap();
+    let text = &out[out.find("m: (groupid=0").unwrap()..];
+    for dir in ["read", "write"] {
+        let x = &j["jobs"][0][dir];
+        let n = x["bw_samples"].as_u64().unwrap();
+        assert!((2..=4).contains(&n), "{dir}: 500 ms samples in 1.7 s: {n}");
+        assert_eq!(x["iops_samples"].as_u64(), Some(n));
+        // The text's lines hold the JSON's figures in fio's layout (KiB/s;
+        // MiB/s past 1 GiB/s, min and max truncated).
+        let f = |k: &str| x[k].as_f64().unwrap();
+        let (unit, div) = if f("bw_mean") > 1048576.0 { ("MiB", 1024.0) } else { ("KiB", 1.0) };
+        let bw = format!(
+            "   bw (  {unit}/s): min={:5}, max={:5}, per={:.2}%, avg={:.2}, stdev={:.2}, samples={n}",
+            (f("bw_min") / div) as u64,
+            (f("bw_max") / div) as u64,
+            f("bw_agg"),
+            f("bw_mean") / div,
+            f("bw_dev") / div
+        );
+        assert!(text.lines().any(|l| l == bw), "{dir}: no line {bw}: {text}");
+        let iops = format!("   iops        : min={:5}, max={:5}, avg={:.2}", x["iops_min"].as_u64().unwrap(), x["iops_max"].as_u64().unwrap(), f("iops_mean"));
+        assert!(text.contains(&iops), "{dir}: no {iops}: {text}");
+    }
+    // Each direction's own I/Os, not a share of both: reads about 3x the
+    // writes, and each direction's mean IOPS near its own IOPS.
+    let (r, w) = (&j["jobs"][0]["read"], &j["jobs"][0]["write"]);
+    let ratio = r["iops_mean"].as_f64().unwrap() / w["iops_mean"].as_f64().unwrap();
+    assert!((2.7..3.3).contains(&ratio), "reads over writes {ratio}");
+    for x in [r, w] {
+        let (mean, iops) = (x["iops_mean"].as_f64().unwrap(), x["iops"].as_f64().unwrap());
+        assert!((mean - iops).abs() < 0.25 * iops, "mean sample {mean} against {iops}");
+    }
 }
 
 #[test]

@@ -159,6 +159,8 @@ impl DirResult {
 pub struct ThreadResult {
     /// Thread index.
     pub thread: usize,
+    /// The thread's id (gettid), fio's `pid=` of a job run as a thread.
+    pub tid: u32,
     /// CPU it was pinned to.
     pub cpu: Option<usize>,
     /// Reads.
@@ -238,10 +240,25 @@ pub struct ThreadResult {
 pub struct Sample {
     /// Length of the interval, ns.
     pub ns: u64,
-    /// I/Os completed in it.
+    /// I/Os completed in it (reads, writes and flushes).
     pub ios: u64,
     /// Bytes moved in it.
     pub bytes: u64,
+    /// Of `ios`, the writes.
+    pub writes: u64,
+    /// Of `ios`, the flushes (no bytes).
+    pub flushes: u64,
+}
+
+impl Sample {
+    /// The interval's I/Os in one direction (`write` false: reads).
+    pub fn dir_ios(&self, write: bool) -> u64 {
+        if write {
+            self.writes
+        } else {
+            self.ios - self.writes - self.flushes
+        }
+    }
 }
 
 impl ThreadResult {
@@ -288,6 +305,8 @@ impl ThreadResult {
                         y.ns = y.ns.max(x.ns);
                         y.ios += x.ios;
                         y.bytes += x.bytes;
+                        y.writes += x.writes;
+                        y.flushes += x.flushes;
                     }
                     None => m.samples.push(*x),
                 }
@@ -347,4 +366,9 @@ pub struct Progress {
     pub ios: AtomicU64,
     /// Bytes moved so far.
     pub bytes: AtomicU64,
+    /// Of `ios`, the writes counted in the measured interval (a pass that
+    /// does not measure counts none: its I/Os are in `ios` alone).
+    pub writes: AtomicU64,
+    /// Of `ios`, the flushes counted in the measured interval.
+    pub flushes: AtomicU64,
 }

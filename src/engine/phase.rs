@@ -70,7 +70,7 @@ pub(crate) fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<Th
             q.buf_write(b, 0, &pattern);
         }
     }
-    let mut res = ThreadResult { thread, queue: q.describe(), ..Default::default() };
+    let mut res = ThreadResult { thread, tid: crate::sys::gettid(), queue: q.describe(), ..Default::default() };
 
     if let Some(v) = verifier.as_mut() {
         if !v.only() && spec.rw.reads() {
@@ -269,8 +269,9 @@ impl PassTally {
         }
     }
 
-    /// Record the pending groups and add the counts to the results.
-    fn finish(mut self, m: &mut Measured, lat: &impl Fn(u64) -> u64) {
+    /// Record the pending groups and add the counts to the results;
+    /// returns the pass's writes and flushes (for the progress counters).
+    fn finish(mut self, m: &mut Measured, lat: &impl Fn(u64) -> u64) -> (u64, u64) {
         self.lat_r.flush(&mut m.read.lat, lat);
         self.lat_w.flush(&mut m.write.lat, lat);
         m.read.ios += self.lat_r.recorded();
@@ -278,6 +279,7 @@ impl PassTally {
         m.flushes += self.flushes;
         m.read.errors += self.read_errors;
         m.write.errors += self.write_errors;
+        (self.lat_w.recorded(), self.flushes)
     }
 }
 
@@ -616,12 +618,18 @@ impl<'c> Phase<'c> {
                 (true, _) => self.complete::<VERIFY, true, MIXED>(q, wl, verifier, res, n, &lat),
                 (false, _) => self.complete::<VERIFY, false, MIXED>(q, wl, verifier, res, n, &lat),
             };
-            tally.finish(&mut self.m, &lat);
+            let (writes, flushes) = tally.finish(&mut self.m, &lat);
             self.in_flight -= n;
             self.total_ios += n as u64;
+            // The sampler's counters (fio's bandwidth and IOPS samples, per
+            // direction): a read-only pass stores two.
             let (progress, bs) = (self.ctx.progress, self.ctx.spec.bs as u64);
             progress.ios.store(progress.ios.load(Ordering::Relaxed) + n as u64, Ordering::Relaxed);
-            progress.bytes.store(progress.bytes.load(Ordering::Relaxed) + n as u64 * bs, Ordering::Relaxed);
+            progress.bytes.store(progress.bytes.load(Ordering::Relaxed) + (n as u64 - flushes) * bs, Ordering::Relaxed);
+            if writes | flushes != 0 {
+                progress.writes.store(progress.writes.load(Ordering::Relaxed) + writes, Ordering::Relaxed);
+                progress.flushes.store(progress.flushes.load(Ordering::Relaxed) + flushes, Ordering::Relaxed);
+            }
         } else if submitted == 0 && !(batch > 1 && self.ctx.polled) {
             // Nothing submitted, nothing completed: an empty poll. Its time
             // is the spinning a faster device would not need. (A polled

@@ -44,15 +44,27 @@ impl Finished {
     }
 }
 
+/// One reading of a thread's progress counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Reading {
+    /// CLOCK_MONOTONIC ns from `clock::mono_ns`'s origin.
+    pub t: u64,
+    pub ios: u64,
+    pub bytes: u64,
+    pub writes: u64,
+    pub flushes: u64,
+}
+
 /// Every thread's progress counters read every [`SAMPLE_NS`] until every
-/// worker has finished: per thread, (CLOCK_MONOTONIC ns from `clock::mono_ns`'s
-/// origin, I/Os, bytes). The workers only store their counters, as they
-/// did for the status line: the reading costs them nothing.
-pub fn sample_loop(spec: &JobSpec, progress: &[Progress], finished: &Finished, status_line: bool) -> Vec<Vec<(u64, u64, u64)>> {
-    let read = |out: &mut Vec<Vec<(u64, u64, u64)>>| {
+/// worker has finished, per thread. The workers only store their
+/// counters, as they did for the status line: the reading costs them
+/// nothing.
+pub fn sample_loop(spec: &JobSpec, progress: &[Progress], finished: &Finished, status_line: bool) -> Vec<Vec<Reading>> {
+    let read = |out: &mut Vec<Vec<Reading>>| {
         let t = crate::measure::clock::mono_ns();
         for (o, p) in out.iter_mut().zip(progress) {
-            o.push((t, p.ios.load(Ordering::Relaxed), p.bytes.load(Ordering::Relaxed)));
+            let l = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+            o.push(Reading { t, ios: l(&p.ios), bytes: l(&p.bytes), writes: l(&p.writes), flushes: l(&p.flushes) });
         }
     };
     let mut out = vec![vec![]; progress.len()];
@@ -78,11 +90,17 @@ pub fn sample_loop(spec: &JobSpec, progress: &[Progress], finished: &Finished, s
 /// The intervals between consecutive readings of one thread's counters
 /// (`sample_loop`) that lie wholly inside [start, end] (its measured
 /// interval), as samples.
-pub fn samples_within(readings: &[(u64, u64, u64)], start: u64, end: u64) -> Vec<crate::engine::job::Sample> {
+pub fn samples_within(readings: &[Reading], start: u64, end: u64) -> Vec<crate::engine::job::Sample> {
     readings
         .windows(2)
-        .filter(|w| w[0].0 >= start && w[1].0 <= end)
-        .map(|w| crate::engine::job::Sample { ns: w[1].0 - w[0].0, ios: w[1].1 - w[0].1, bytes: w[1].2 - w[0].2 })
+        .filter(|w| w[0].t >= start && w[1].t <= end)
+        .map(|w| crate::engine::job::Sample {
+            ns: w[1].t - w[0].t,
+            ios: w[1].ios - w[0].ios,
+            bytes: w[1].bytes - w[0].bytes,
+            writes: w[1].writes - w[0].writes,
+            flushes: w[1].flushes - w[0].flushes,
+        })
         .collect()
 }
 
@@ -146,11 +164,12 @@ mod tests {
 
     #[test]
     fn samples_are_the_intervals_inside_the_measured_one() {
-        let r = [(0, 0, 0), (500, 10, 40), (1000, 30, 120), (1500, 60, 240), (2000, 70, 280)];
+        let r = [(0, 0, 0, 0), (500, 10, 40, 2), (1000, 30, 120, 5), (1500, 60, 240, 15), (2000, 70, 280, 16)]
+            .map(|(t, ios, bytes, writes)| Reading { t, ios, bytes, writes, flushes: 0 });
         let s = samples_within(&r, 400, 1600);
         assert_eq!(s.len(), 2, "{s:?}");
-        assert_eq!((s[0].ns, s[0].ios, s[0].bytes), (500, 20, 80));
-        assert_eq!((s[1].ns, s[1].ios, s[1].bytes), (500, 30, 120));
+        assert_eq!((s[0].ns, s[0].ios, s[0].bytes, s[0].dir_ios(false), s[0].dir_ios(true)), (500, 20, 80, 17, 3));
+        assert_eq!((s[1].ns, s[1].ios, s[1].bytes, s[1].dir_ios(false), s[1].dir_ios(true)), (500, 30, 120, 20, 10));
         assert!(samples_within(&r, 100, 900).is_empty(), "no whole interval inside");
     }
 }

@@ -28,9 +28,9 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                 "eta": 0,
                 "elapsed": (t.elapsed_ns / 1_000_000_000).max(1),
                 "job options": job_options(spec, &s.backend),
-                "read": dir_json(&ts.read, t, s.read.bw_bytes),
-                "write": dir_json(&ts.write, t, s.write.bw_bytes),
-                "trim": dir_json(&DirSummary::default(), t, 0.0),
+                "read": dir_json(&ts.read, t, s.read.bw_bytes, false),
+                "write": dir_json(&ts.write, t, s.write.bw_bytes, true),
+                "trim": dir_json(&DirSummary::default(), t, 0.0, true),
                 "job_runtime": t.elapsed_ns / 1_000_000,
                 "usr_cpu": 100.0 * t.cpu_time.user_ns as f64 / el,
                 "sys_cpu": 100.0 * t.cpu_time.sys_ns as f64 / el,
@@ -122,7 +122,7 @@ fn depth_slot(d: usize) -> Option<usize> {
 
 /// min, max, mean, sample standard deviation of `v` (all 0 when empty,
 /// as fio reports a direction with no samples).
-fn sample_stats(v: &[f64]) -> (f64, f64, f64, f64) {
+pub fn sample_stats(v: &[f64]) -> (f64, f64, f64, f64) {
     if v.is_empty() {
         return (0.0, 0.0, 0.0, 0.0);
     }
@@ -132,21 +132,48 @@ fn sample_stats(v: &[f64]) -> (f64, f64, f64, f64) {
     (v.iter().cloned().fold(f64::INFINITY, f64::min), v.iter().cloned().fold(0.0, f64::max), mean, var.sqrt())
 }
 
+/// One direction's bandwidth (KiB/s) and IOPS samples, as fio takes them:
+/// the thread's 500 ms intervals (`ThreadResult::samples`), each that
+/// direction's I/Os in it over the interval's whole milliseconds, in
+/// integers as fio's `__add_samples` computes them; an interval without
+/// I/Os in the direction is no sample (fio: "no entries for interval").
+/// `write` false: reads.
+pub fn dir_samples(d: &DirSummary, t: &ThreadResult, write: bool) -> (Vec<f64>, Vec<f64>) {
+    if d.ios == 0 {
+        return (vec![], vec![]);
+    }
+    let bs = d.bytes / d.ios;
+    t.samples
+        .iter()
+        .filter(|x| x.ns >= 1_000_000 && x.dir_ios(write) > 0)
+        .map(|x| {
+            let (ios, ms) = (x.dir_ios(write), x.ns / 1_000_000);
+            ((ios * bs * 1000 / ms / 1024) as f64, (ios * 1000 / ms) as f64)
+        })
+        .unzip()
+}
+
+/// fio's `per=` and `bw_agg`: a mean bandwidth sample (KiB/s, taken as a
+/// whole number as fio passes it) as a percentage of the group's aggregate
+/// bandwidth in that direction (bytes/s), at most 100; 100 when that is
+/// 1 KiB/s or less.
+pub fn percent_of_agg(mean_kib: f64, agg_bytes: f64) -> f64 {
+    if agg_bytes > 1024.0 {
+        (mean_kib.trunc() * 100.0 / (agg_bytes / 1024.0)).min(100.0)
+    } else {
+        100.0
+    }
+}
+
 /// One direction's block (`read`, `write`, `trim`) of a fio job. The
-/// bandwidth (KiB/s) and IOPS samples are the thread's 500 ms intervals
-/// (`ThreadResult::samples`), each given this direction's share of the
-/// thread's I/Os (exact for a one-direction job, apportioned for a mix);
+/// bandwidth and IOPS sample statistics are fio's over [`dir_samples`];
 /// `bw_agg` is the mean as a percentage of `group_bw` (bytes/s, the run's
 /// bandwidth in this direction).
-fn dir_json(d: &DirSummary, t: &ThreadResult, group_bw: f64) -> Value {
-    let all = (t.read.ios + t.write.ios).max(1) as f64;
-    let share = d.ios as f64 / all;
-    let live: Vec<_> = if d.ios > 0 { t.samples.iter().filter(|x| x.ns > 0).collect() } else { vec![] };
-    let bw: Vec<f64> = live.iter().map(|x| share * x.bytes as f64 / 1024.0 / (x.ns as f64 / 1e9)).collect();
-    let iops: Vec<f64> = live.iter().map(|x| share * x.ios as f64 / (x.ns as f64 / 1e9)).collect();
+fn dir_json(d: &DirSummary, t: &ThreadResult, group_bw: f64, write: bool) -> Value {
+    let (bw, iops) = dir_samples(d, t, write);
     let (bmin, bmax, bmean, bdev) = sample_stats(&bw);
     let (imin, imax, imean, idev) = sample_stats(&iops);
-    let agg = if group_bw > 0.0 { (100.0 * bmean * 1024.0 / group_bw).min(100.0) } else { 0.0 };
+    let agg = if bw.is_empty() { 0.0 } else { percent_of_agg(bmean, group_bw) };
     // fio gives percentiles of the completion latency (clat_percentiles=1)
     // and not of the total (lat_percentiles=0), and none for a direction
     // without samples.

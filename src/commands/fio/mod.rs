@@ -570,6 +570,18 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             eprint!("{note}");
         }
     }
+    // Each group's aggregate bandwidth per direction (fio's `rs->agg`), the
+    // base of a job's `per=` and `bw_agg`.
+    let group_aggs: Vec<[f64; 2]> = (0..=group)
+        .map(|g| {
+            let per: Vec<[(u64, u64); 2]> = ran
+                .iter()
+                .filter(|r| plans[r.plan_idx].group == g)
+                .map(|r| [0, 1].map(|pick| output::dir_bytes_ms(&r.threads, &r.summary, plans[r.plan_idx].opts.bs, pick)))
+                .collect();
+            output::group_agg(&per)
+        })
+        .collect();
     // fio buffers each format's report and writes them in its order of
     // formats (terse, json, json+, normal): with both, the JSON comes first.
     let mut normal_text = String::new();
@@ -598,7 +610,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             if i > 0 {
                 text.push('\n');
             }
-            text.push_str(&output::job_block(b));
+            text.push_str(&output::job_block(b, group_aggs[b.group]));
         }
         for g in 0..=group {
             let gb: Vec<Block> = blocks.iter().filter(|b| b.group == g).map(|b| Block { ..*b }).collect();
@@ -665,6 +677,12 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                         r["iops"] = (ios as f64 * 1000.0 / ms as f64).into();
                         r["bw_bytes"] = (bytes * 1000 / ms).into();
                         r["bw"] = (bytes * 1000 / ms / 1024).into();
+                    }
+                    // `bw_agg` against the group's aggregate, as the text's `per=`.
+                    for (dir, pick) in [("read", 0), ("write", 1)] {
+                        if j[dir]["bw_samples"].as_u64().unwrap_or(0) > 0 {
+                            j[dir]["bw_agg"] = crate::report::fio_json::percent_of_agg(j[dir]["bw_mean"].as_f64().unwrap_or(0.0), group_aggs[p.group][pick]).into();
+                        }
                     }
                     j["jobname"] = p.opts.name.clone().into();
                     // fio's `elapsed`: whole seconds since it started

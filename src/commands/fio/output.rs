@@ -263,6 +263,10 @@ impl Block<'_> {
         self.threads.iter().map(|t| t.elapsed_ns).max().unwrap_or(0) / 1_000_000
     }
 
+    fn dir_bytes_ms(&self, pick: usize) -> (u64, u64) {
+        dir_bytes_ms(self.threads, self.summary, self.opts.bs, pick)
+    }
+
     /// fio's verify phase of a job that only writes (verify=, do_verify's
     /// default): the reads that check what it wrote, which fio reports as
     /// the job's `read:` direction. (I/Os, bytes, runtime ms), measured
@@ -285,8 +289,56 @@ pub fn read_back(threads: &[ThreadResult], bs: u64) -> Option<(u64, u64, u64)> {
     (ios > 0 && own_reads == 0).then_some((ios, ios * bs, ms.max(1)))
 }
 
-/// One job's block of fio's normal output.
-pub fn job_block(b: &Block) -> String {
+/// fio's `bw` and `iops` sample lines of one direction (`show_ddir_status`):
+/// min, max, share of the group's aggregate (`agg`, bytes/s), mean and
+/// standard deviation of the 500 ms samples; bandwidth in MiB/s once its
+/// mean passes 1 GiB/s; nothing without samples.
+fn sample_lines(bw: &[f64], iops: &[f64], agg: f64) -> String {
+    let mut o = String::new();
+    if !bw.is_empty() {
+        let (mut min, mut max, mut mean, mut dev) = crate::report::fio_json::sample_stats(bw);
+        let per = crate::report::fio_json::percent_of_agg(mean, agg);
+        let mut unit = "KiB";
+        if mean > 1024.0 * 1024.0 {
+            (min, max, mean, dev) = ((min / 1024.0).trunc(), (max / 1024.0).trunc(), mean / 1024.0, dev / 1024.0);
+            unit = "MiB";
+        }
+        o.push_str(&format!("   bw ({unit:>5}/s): min={:5}, max={:5}, per={per:3.2}%, avg={mean:5.02}, stdev={dev:5.02}, samples={}\n", min as u64, max as u64, bw.len()));
+    }
+    if !iops.is_empty() {
+        let (min, max, mean, dev) = crate::report::fio_json::sample_stats(iops);
+        o.push_str(&format!("   iops        : min={:5}, max={:5}, avg={mean:5.02}, stdev={dev:5.02}, samples={}\n", min as u64, max as u64, iops.len()));
+    }
+    o
+}
+
+/// Bytes and runtime (ms, at least 1) of one direction (`pick` 0: read,
+/// 1: write) of a job's threads as the `Run status group` lines count
+/// them: a write job's verify phase is its read direction.
+pub fn dir_bytes_ms(threads: &[ThreadResult], summary: &RunSummary, bs: u64, pick: usize) -> (u64, u64) {
+    let runtime = threads.iter().map(|t| t.elapsed_ns).max().unwrap_or(0) / 1_000_000;
+    match (pick, read_back(threads, bs)) {
+        (0, Some((_, bytes, ms))) => (bytes, ms),
+        (0, None) => (summary.read.bytes, runtime.max(1)),
+        _ => (summary.write.bytes, runtime.max(1)),
+    }
+}
+
+/// A group's aggregate bandwidth (bytes/s) in each direction (read,
+/// write), fio's `rs->agg`, as its `Run status group` line gives it: the
+/// bytes of its jobs (`per`: each job's bytes and runtime in ms, from
+/// [`dir_bytes_ms`]) over the longest runtime.
+pub fn group_agg(per: &[[(u64, u64); 2]]) -> [f64; 2] {
+    [0, 1].map(|pick| {
+        let total: u64 = per.iter().map(|p| p[pick].0).sum();
+        let max_run = per.iter().map(|p| p[pick].1).max().unwrap_or(1);
+        (total * 1000 / max_run) as f64
+    })
+}
+
+/// One job's block of fio's normal output; `agg`: its group's aggregate
+/// bandwidth per direction ([`group_agg`]), for the bandwidth line's `per=`.
+pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
     let s = b.summary;
     let errors: u64 = b.threads.iter().map(|t| t.errors).sum();
     let mismatches: u64 = b.threads.iter().map(|t| t.mismatches).sum();
@@ -304,11 +356,14 @@ pub fn job_block(b: &Block) -> String {
         } else {
             0
         },
-        std::process::id(),
+        b.threads.first().map_or(std::process::id(), |t| t.tid),
         fio_date(b.started)
     );
     let runt = b.runtime_ms();
     let read_back = b.read_back();
+    // The clones of a group_reporting block as one (samples summed
+    // interval by interval).
+    let merged = ThreadResult::merged(b.threads);
     for (name, d) in [("read", &s.read), ("write", &s.write)] {
         if let (Some((ios, bytes, ms)), "read") = (read_back, name) {
             o.push_str(&dir_line(name, ios, bytes, ms, 0));
@@ -322,6 +377,10 @@ pub fn job_block(b: &Block) -> String {
             o.push_str(&lat_line(" lat", &d.lat_ns));
             o.push_str(&percentile_lines("lat", &d.lat_ns));
         }
+        // fio takes these samples whatever gtod_reduce says.
+        let write = name == "write";
+        let (bw, iops) = crate::report::fio_json::dir_samples(d, &merged, write);
+        o.push_str(&sample_lines(&bw, &iops, agg[write as usize]));
     }
     if !b.opts.gtod_reduce {
         let mut all = crate::measure::stats::new_histogram();
@@ -381,14 +440,7 @@ pub fn job_block(b: &Block) -> String {
 pub fn group_block(group: usize, blocks: &[Block]) -> String {
     let mut o = format!("\nRun status group {group} (all jobs):\n");
     for (label, pick) in [("   READ", 0usize), ("  WRITE", 1)] {
-        let per: Vec<(u64, u64)> = blocks
-            .iter()
-            .map(|b| match (pick, b.read_back()) {
-                (0, Some((_, bytes, ms))) => (bytes, ms),
-                (0, None) => (b.summary.read.bytes, b.runtime_ms().max(1)),
-                _ => (b.summary.write.bytes, b.runtime_ms().max(1)),
-            })
-            .collect();
+        let per: Vec<(u64, u64)> = blocks.iter().map(|b| b.dir_bytes_ms(pick)).collect();
         let total: u64 = per.iter().map(|p| p.0).sum();
         if total == 0 {
             continue;
@@ -431,6 +483,21 @@ mod tests {
         assert_eq!(num2str(8 << 20, 4, 1, true, Unit::Byte), "8192KiB");
         assert_eq!(num2str(8 << 20, 4, 1, false, Unit::Byte), "8389kB");
         assert!(dir_line("write", 1, 4096, 10, 0).ends_with("; 0 zone resets\n"));
+    }
+
+    #[test]
+    fn bandwidth_and_iops_sample_lines_as_fio_prints_them() {
+        // fio 3.25, one job: "bw (  KiB/s): min=18952, max=19424, per=99.91%,
+        // avg=19188.00, stdev=333.75, samples=2".
+        let o = sample_lines(&[18952.0, 19424.0], &[4738.0, 4856.0], 19205.0 * 1024.0);
+        assert_eq!(
+            o,
+            "   bw (  KiB/s): min=18952, max=19424, per=99.91%, avg=19188.00, stdev=333.75, samples=2\n   iops        : min= 4738, max= 4856, avg=4797.00, stdev=83.44, samples=2\n"
+        );
+        // Past 1 GiB/s the bandwidth is in MiB/s, min and max truncated.
+        let o = sample_lines(&[2_000_000.0, 2_100_000.0], &[500_000.0], 4.0e9);
+        assert!(o.starts_with("   bw (  MiB/s): min= 1953, max= 2050, per=52.48%, avg=2001.95,"), "{o}");
+        assert_eq!(sample_lines(&[], &[], 1.0), "", "no samples, no lines");
     }
 
     #[test]
