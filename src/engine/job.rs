@@ -228,11 +228,85 @@ pub struct ThreadResult {
     pub system_end: Option<crate::measure::stats::SystemCpu>,
     /// Timeouts, Aborts, resets and retries (all phases).
     pub recovery: RecoveryCounters,
+    /// fio's I/O depth distributions over the measured interval.
+    pub depths: IoDepths,
     /// The I/Os and bytes this thread completed in each 500 ms interval
     /// that lies wholly inside its measured interval, read from its
     /// [`Progress`] counters by the reporting thread (fio's bandwidth and
     /// IOPS samples, `log_avg_msec`'s default).
     pub samples: Vec<Sample>,
+}
+
+/// fio's I/O depth distributions (`IO depths`, `submit`, `complete`;
+/// JSON `iodepth_level`, `iodepth_submit`, `iodepth_complete`), counted as
+/// fio counts them: per submission (a system call or doorbell: a chunk of
+/// at most `iodepth_batch_submit` I/Os), its I/Os in the slot of the
+/// queue's depth with them in flight (`level`) and one in the slot of how
+/// many it submitted (`submit`); per reap that took completions, one in the
+/// slot of how many (`complete`). Counted per submission, not per I/O.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct IoDepths {
+    /// Depth slots 1, 2, 4, 8, 16, 32, >=64: I/Os submitted at that depth.
+    pub level: [u64; 7],
+    /// Batch slots 0, 4, 8, 16, 32, 64, >=64 (each the largest batch it
+    /// holds, fio's keys): submission calls.
+    pub submit: [u64; 7],
+    /// The same slots: reaps.
+    pub complete: [u64; 7],
+}
+
+impl IoDepths {
+    /// fio's slot of a queue depth (1, 2-3, 4-7, ..., 32-63, >=64).
+    #[inline(always)]
+    pub fn depth_slot(depth: usize) -> usize {
+        ((usize::BITS - 1 - (depth | 1).leading_zeros()) as usize).min(6)
+    }
+
+    /// fio's slot of a batch size (0, 1-4, 5-8, 9-16, 17-32, 33-64, >64).
+    #[inline(always)]
+    pub fn batch_slot(n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            ((usize::BITS - (n - 1).leading_zeros()) as usize).saturating_sub(1).clamp(1, 6)
+        }
+    }
+
+    /// `n` I/Os submitted in chunks of at most `batch` (0: all in one),
+    /// leaving `depth` in flight: each chunk a submission of its own, at
+    /// the depth it reached, as the backends make them.
+    #[inline(always)]
+    pub fn submitted(&mut self, n: usize, depth: usize, batch: usize) {
+        let b = if batch == 0 { n } else { batch.min(n) };
+        let (mut at, mut left) = (depth - n, n);
+        while left > 0 {
+            let c = left.min(b);
+            at += c;
+            self.level[Self::depth_slot(at)] += c as u64;
+            self.submit[Self::batch_slot(c)] += 1;
+            left -= c;
+        }
+    }
+
+    /// A reap that took `n` completions.
+    #[inline(always)]
+    pub fn completed(&mut self, n: usize) {
+        self.complete[Self::batch_slot(n)] += 1;
+    }
+
+    /// Another thread's, added (group_reporting).
+    pub fn add(&mut self, o: &IoDepths) {
+        for (a, b) in [(&mut self.level, &o.level), (&mut self.submit, &o.submit), (&mut self.complete, &o.complete)] {
+            a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+        }
+    }
+
+    /// fio's `stat_calc_dist`: each slot as a percentage of the map's
+    /// total, at least 0.1 for a slot with any; all 0 when empty.
+    pub fn percentages(map: &[u64; 7]) -> [f64; 7] {
+        let total: u64 = map.iter().sum();
+        map.map(|x| if total == 0 { 0.0 } else { (100.0 * x as f64 / total as f64).max(if x > 0 { 0.1 } else { 0.0 }) })
+    }
 }
 
 /// One interval's completions (see `ThreadResult::samples`).
@@ -297,6 +371,7 @@ impl ThreadResult {
             m.first_mismatch = m.first_mismatch.take().or_else(|| t.first_mismatch.clone());
             m.first_error = m.first_error.take().or_else(|| t.first_error.clone());
             m.interrupted |= t.interrupted;
+            m.depths.add(&t.depths);
             m.start_mono_ns = m.start_mono_ns.min(t.start_mono_ns);
             m.end_mono_ns = m.end_mono_ns.max(t.end_mono_ns);
             for (i, x) in t.samples.iter().enumerate() {
@@ -371,4 +446,45 @@ pub struct Progress {
     pub writes: AtomicU64,
     /// Of `ios`, the flushes counted in the measured interval.
     pub flushes: AtomicU64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IoDepths;
+
+    #[test]
+    fn depth_and_batch_slots_are_fios() {
+        // io_u_mark_depth: 1, 2-3, 4-7, 8-15, 16-31, 32-63, >=64.
+        let d: Vec<usize> = [0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64, 1000].iter().map(|&x| IoDepths::depth_slot(x)).collect();
+        assert_eq!(d, [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]);
+        // __io_u_mark_map: 0, 1-4, 5-8, 9-16, 17-32, 33-64, >64.
+        let b: Vec<usize> = [0, 1, 2, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65, 1000].iter().map(|&x| IoDepths::batch_slot(x)).collect();
+        assert_eq!(b, [0, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]);
+    }
+
+    #[test]
+    fn submissions_are_counted_per_chunk_at_the_depth_each_reached() {
+        let mut d = IoDepths::default();
+        // 64 I/Os one per system call (fio's default batch) from empty:
+        // depths 1..=64, each its own submission of one.
+        d.submitted(64, 64, 1);
+        assert_eq!(d.level, [1, 2, 4, 8, 16, 32, 1]);
+        assert_eq!(d.submit, [0, 64, 0, 0, 0, 0, 0]);
+        // 8 more in one call (batch 0: all at once), depth 56 -> 64.
+        let mut d = IoDepths::default();
+        d.submitted(8, 64, 0);
+        assert_eq!((d.level[6], d.submit[2]), (8, 1));
+        // 20 in chunks of 8, depth 0 -> 20: 8 at 8, 8 at 16, 4 at 20.
+        let mut d = IoDepths::default();
+        d.submitted(20, 20, 8);
+        assert_eq!(d.level, [0, 0, 0, 8, 12, 0, 0]);
+        assert_eq!(d.submit, [0, 1, 2, 0, 0, 0, 0]);
+        d.completed(3);
+        d.completed(64);
+        assert_eq!(d.complete, [0, 1, 0, 0, 0, 1, 0]);
+        // fio's stat_calc_dist: a slot with any is at least 0.1%.
+        let p = IoDepths::percentages(&[1, 0, 0, 0, 0, 0, 9999]);
+        assert_eq!((p[0], p[6]), (0.1, 99.99));
+        assert_eq!(IoDepths::percentages(&[0; 7]), [0.0; 7]);
+    }
 }

@@ -10,7 +10,7 @@
 //! free slots taken from the workload in one run per pass.
 
 use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, Op, QueueCounters};
-use crate::engine::job::{DirResult, JobSpec, Progress, ThreadResult};
+use crate::engine::job::{DirResult, IoDepths, JobSpec, Progress, ThreadResult};
 use crate::engine::slots::{fill_one, op_name, SlotIo, Slots};
 use crate::engine::verify::Verifier;
 use crate::engine::watchdog::{failed_io, Failed, Watchdog};
@@ -305,6 +305,7 @@ struct Measured {
     flushes: u64,
     /// Reads and writes in flight when the ramp ended.
     ramp_in_flight: [u64; 2],
+    depths: IoDepths,
 }
 
 impl Measured {
@@ -330,6 +331,7 @@ impl Measured {
             write: DirResult::default(),
             flushes: 0,
             ramp_in_flight: [0; 2],
+            depths: IoDepths::default(),
         }
     }
 
@@ -369,6 +371,7 @@ impl Measured {
         res.write = write;
         res.flushes = self.flushes;
         res.ramp_in_flight = self.ramp_in_flight;
+        res.depths = self.depths;
     }
 }
 
@@ -574,6 +577,9 @@ impl<'c> Phase<'c> {
             }
         }
         self.in_flight += submitted;
+        if self.m.on && submitted > 0 {
+            self.m.depths.submitted(submitted, self.in_flight, self.ctx.spec.batch);
+        }
         Ok(submitted)
     }
 
@@ -619,6 +625,9 @@ impl<'c> Phase<'c> {
                 (false, _) => self.complete::<VERIFY, false, MIXED>(q, wl, verifier, res, n, &lat),
             };
             let (writes, flushes) = tally.finish(&mut self.m, &lat);
+            if self.m.on {
+                self.m.depths.completed(n);
+            }
             self.in_flight -= n;
             self.total_ios += n as u64;
             // The sampler's counters (fio's bandwidth and IOPS samples, per

@@ -37,9 +37,9 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                 "ctx": 0,
                 "majf": 0,
                 "minf": 0,
-                "iodepth_level": depth_map(&["1", "2", "4", "8", "16", "32", ">=64"], depth_slot(spec.iodepth)),
-                "iodepth_submit": depth_map(&["0", "4", "8", "16", "32", "64", ">=64"], None),
-                "iodepth_complete": depth_map(&["0", "4", "8", "16", "32", "64", ">=64"], None),
+                "iodepth_level": depth_map(&DEPTH_KEYS, &t.depths.level),
+                "iodepth_submit": depth_map(&BATCH_KEYS, &t.depths.submit),
+                "iodepth_complete": depth_map(&BATCH_KEYS, &t.depths.complete),
                 "job_start": now_ms.saturating_sub(t.elapsed_ns / 1_000_000),
                 // fio's latency target (latency_target= not supported: its
                 // defaults, as fio prints them for a job without one).
@@ -97,27 +97,15 @@ fn job_options(spec: &JobSpec, backend: &str) -> Value {
     })
 }
 
-/// fio's I/O depth maps (`iodepth_level`, `_submit`, `_complete`): the
-/// share in percent of the time at each depth. We keep the queue at
-/// `iodepth` and do not record the depth over time, so `iodepth_level`
-/// puts 100% at the configured depth's slot and the submit/complete maps
-/// are all zero (not measured).
-fn depth_map(keys: &[&str], full: Option<usize>) -> Value {
-    keys.iter().enumerate().map(|(i, k)| (k.to_string(), Value::from(if Some(i) == full { 100.0 } else { 0.0 }))).collect::<serde_json::Map<_, _>>().into()
-}
+/// fio's keys of `iodepth_level` and of `iodepth_submit` / `_complete`.
+pub const DEPTH_KEYS: [&str; 7] = ["1", "2", "4", "8", "16", "32", ">=64"];
+pub const BATCH_KEYS: [&str; 7] = ["0", "4", "8", "16", "32", "64", ">=64"];
 
-/// The `iodepth_level` slot of depth `d` (1, 2, 4, 8, 16, 32, >=64; fio
-/// counts a depth in the slot of the largest key not above it).
-fn depth_slot(d: usize) -> Option<usize> {
-    Some(match d {
-        0 | 1 => 0,
-        2..=3 => 1,
-        4..=7 => 2,
-        8..=15 => 3,
-        16..=31 => 4,
-        32..=63 => 5,
-        _ => 6,
-    })
+/// One of fio's I/O depth maps (`iodepth_level`, `_submit`, `_complete`):
+/// each slot's share in percent ([`IoDepths`](crate::engine::job::IoDepths)).
+fn depth_map(keys: &[&str; 7], map: &[u64; 7]) -> Value {
+    let pct = crate::engine::job::IoDepths::percentages(map);
+    keys.iter().zip(pct).map(|(k, p)| (k.to_string(), Value::from(p))).collect::<serde_json::Map<_, _>>().into()
 }
 
 /// min, max, mean, sample standard deviation of `v` (all 0 when empty,

@@ -336,6 +336,15 @@ pub fn group_agg(per: &[[(u64, u64); 2]]) -> [f64; 2] {
     })
 }
 
+/// fio's `IO depths`, `submit` and `complete` lines.
+fn depth_lines(d: &crate::engine::job::IoDepths) -> String {
+    let p = |m: &[u64; 7]| crate::engine::job::IoDepths::percentages(m);
+    let (l, s, c) = (p(&d.level), p(&d.submit), p(&d.complete));
+    let row = |keys: &[&str; 7], v: [f64; 7]| keys.iter().zip(v).map(|(k, x)| format!("{k}={x:3.1}%")).collect::<Vec<_>>().join(", ");
+    use crate::report::fio_json::{BATCH_KEYS, DEPTH_KEYS};
+    format!("  IO depths    : {}\n     submit    : {}\n     complete  : {}\n", row(&DEPTH_KEYS, l), row(&BATCH_KEYS, s), row(&BATCH_KEYS, c))
+}
+
 /// One job's block of fio's normal output; `agg`: its group's aggregate
 /// bandwidth per direction ([`group_agg`]), for the bandwidth line's `per=`.
 pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
@@ -401,7 +410,7 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
         b.rusage.majf,
         b.rusage.minf
     ));
-    o.push_str(&format!("  IO depths    : not measured by nvme-bypass (iodepth={} is the most in flight per thread)\n", b.opts.iodepth));
+    o.push_str(&depth_lines(&merged.depths));
     let r: u64 = b.threads.iter().map(|t| t.read.ios + t.read.errors).sum::<u64>() + read_back.map_or(0, |r| r.0);
     let w: u64 = b.threads.iter().map(|t| t.write.ios + t.write.errors).sum();
     o.push_str(&format!("     issued rwts: total={r},{w},0,0 short=0,0,0,0 dropped=0,0,0,0\n"));
