@@ -74,7 +74,7 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
         "fio version": concat!("nvme-bypass-", env!("CARGO_PKG_VERSION")),
         "timestamp": now.as_secs(),
         "timestamp_ms": now_ms,
-        "time": crate::commands::fio::output::fio_date(now.as_secs() as i64),
+        "time": super::fmt::fio_date(now.as_secs() as i64),
         "global options": job_options(spec, &s.backend),
         "jobs": jobs,
         "nvme_bypass": s.to_json(),

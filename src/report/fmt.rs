@@ -59,6 +59,15 @@ pub fn join<T: ToString>(v: &[T]) -> String {
     v.iter().map(T::to_string).collect::<Vec<_>>().join(",")
 }
 
+/// The local time as fio prints it (ctime without the newline):
+/// `Wed Dec  2 04:35:13 2026`.
+pub fn fio_date(secs: i64) -> String {
+    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (wday, mon, mday, h, m, s, y) = crate::sys::localtime(secs);
+    format!("{} {} {mday:>2} {h:02}:{m:02}:{s:02} {y}", DAYS[wday], MONTHS[mon])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -235,15 +235,6 @@ impl Rusage {
     }
 }
 
-/// The local time as fio prints it (ctime without the newline):
-/// `Wed Dec  2 04:35:13 2026`.
-pub fn fio_date(secs: i64) -> String {
-    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    let (wday, mon, mday, h, m, s, y) = crate::sys::localtime(secs);
-    format!("{} {} {mday:>2} {h:02}:{m:02}:{s:02} {y}", DAYS[wday], MONTHS[mon])
-}
-
 /// One reported block: a job (group_reporting: all its threads), or one
 /// thread of it (fio's clones).
 pub struct Block<'a> {
@@ -366,7 +357,7 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
             0
         },
         b.threads.first().map_or(std::process::id(), |t| t.tid),
-        fio_date(b.started)
+        crate::report::fmt::fio_date(b.started)
     );
     let runt = b.runtime_ms();
     let read_back = b.read_back();
@@ -545,7 +536,7 @@ mod tests {
 
     #[test]
     fn dates_as_ctime() {
-        let d = fio_date(0);
+        let d = crate::report::fmt::fio_date(0);
         assert!(d.len() == 24 && (d.ends_with("1970") || d.ends_with("1969")), "{d}");
     }
 }
