@@ -545,6 +545,11 @@ fn group_reporting_gives_one_json_entry_per_job_and_elapsed_counts_the_ramp() {
     let ios = jobs[0]["read"]["total_ios"].as_u64().unwrap();
     assert!(ios > 0);
     assert_eq!(Some(ios), j["nvme_bypass"]["read"]["ios"].as_u64(), "the entry holds every clone's I/Os");
+    // fio sums its clones' sample statistics: the counts add up, and the
+    // mean is the clones' means summed.
+    let clones = apart["jobs"].as_array().unwrap();
+    let n: u64 = clones.iter().map(|c| c["read"]["iops_samples"].as_u64().unwrap()).sum();
+    assert_eq!(jobs[0]["read"]["iops_samples"].as_u64(), Some(n), "group_reporting's samples are its clones' together, as fio's");
     assert_eq!(jobs[0]["jobname"], "g");
     // fio's `elapsed` is seconds since it started, the ramp included.
     assert!(jobs[0]["elapsed"].as_u64().unwrap() >= 2, "{}", jobs[0]["elapsed"]);
@@ -588,6 +593,12 @@ fn bandwidth_and_iops_samples_per_direction_in_the_text_and_the_json() {
         let iops = format!("   iops        : min={:5}, max={:5}, avg={:.2}", x["iops_min"].as_u64().unwrap(), x["iops_max"].as_u64().unwrap(), f("iops_mean"));
         assert!(text.contains(&iops), "{dir}: no {iops}: {text}");
     }
+    // gtod_reduce: fio records no latency, so its JSON has none either.
+    for dir in ["read", "write"] {
+        assert_eq!(j["jobs"][0][dir]["clat_ns"]["N"].as_u64(), Some(0), "{}", j["jobs"][0][dir]["clat_ns"]);
+        assert!(j["jobs"][0][dir]["clat_ns"]["percentile"].is_null());
+    }
+    assert!(j["jobs"][0]["latency_us"].as_object().unwrap().values().all(|v| v.as_f64() == Some(0.0)));
     // Each direction's own I/Os, not a share of both: reads about 3x the
     // writes, and each direction's mean IOPS near its own IOPS.
     let (r, w) = (&j["jobs"][0]["read"], &j["jobs"][0]["write"]);

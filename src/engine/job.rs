@@ -235,6 +235,10 @@ pub struct ThreadResult {
     /// [`Progress`] counters by the reporting thread (fio's bandwidth and
     /// IOPS samples, `log_avg_msec`'s default).
     pub samples: Vec<Sample>,
+    /// A group_reporting entry's clones' own samples, one list per clone
+    /// ([`ThreadResult::merged`]; empty for one thread): fio sums their
+    /// statistics, not their intervals.
+    pub clone_samples: Vec<Vec<Sample>>,
 }
 
 /// fio's I/O depth distributions (`IO depths`, `submit`, `complete`;
@@ -344,8 +348,8 @@ impl ThreadResult {
     /// The threads of one job as one, for fio's `group_reporting`: I/Os,
     /// bytes, latencies, errors and verify counts summed; the interval is
     /// the longest thread's; the 500 ms samples summed interval by
-    /// interval (the job's bandwidth in each, as fio sums its clones'
-    /// bandwidth samples); CPU time the mean per thread, so that CPU
+    /// interval (the job's bandwidth in each), and each clone's kept apart
+    /// (`clone_samples`: fio's group statistics sum the clones'); CPU time the mean per thread, so that CPU
     /// over the interval reads as fio's group `usr_cpu` (summed CPU time
     /// over summed run time). The identity (thread, CPU, queue) is the
     /// first thread's.
@@ -386,6 +390,9 @@ impl ThreadResult {
                     None => m.samples.push(*x),
                 }
             }
+        }
+        if threads.len() > 1 {
+            m.clone_samples = threads.iter().map(|t| t.samples.clone()).collect();
         }
         let n = threads.len() as u64;
         m.cpu_time.user_ns /= n;

@@ -126,12 +126,12 @@ pub fn sample_stats(v: &[f64]) -> (f64, f64, f64, f64) {
 /// integers as fio's `__add_samples` computes them; an interval without
 /// I/Os in the direction is no sample (fio: "no entries for interval").
 /// `write` false: reads.
-pub fn dir_samples(d: &DirSummary, t: &ThreadResult, write: bool) -> (Vec<f64>, Vec<f64>) {
+fn dir_samples(d: &DirSummary, samples: &[crate::engine::job::Sample], write: bool) -> (Vec<f64>, Vec<f64>) {
     if d.ios == 0 {
         return (vec![], vec![]);
     }
     let bs = d.bytes / d.ios;
-    t.samples
+    samples
         .iter()
         .filter(|x| x.ns >= 1_000_000 && x.dir_ios(write) > 0)
         .map(|x| {
@@ -139,6 +139,60 @@ pub fn dir_samples(d: &DirSummary, t: &ThreadResult, write: bool) -> (Vec<f64>, 
             ((ios * bs * 1000 / ms / 1024) as f64, (ios * 1000 / ms) as f64)
         })
         .unzip()
+}
+
+/// The statistics of a set of samples as fio keeps them (`struct io_stat`):
+/// min, max, mean, standard deviation, count.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SampleStats {
+    pub min: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub dev: f64,
+    pub n: usize,
+}
+
+impl SampleStats {
+    pub fn of(v: &[f64]) -> SampleStats {
+        let (min, max, mean, dev) = sample_stats(v);
+        SampleStats { min, max, mean, dev, n: v.len() }
+    }
+
+    /// Clones' statistics as fio's group_reporting sums them
+    /// (`sum_stat(.., pure_sum = true)` for bandwidth and IOPS): min, max,
+    /// mean and the sums of squared deviations added, the counts added.
+    fn pure_sum(all: &[SampleStats]) -> SampleStats {
+        let live: Vec<&SampleStats> = all.iter().filter(|s| s.n > 0).collect();
+        let n: usize = live.iter().map(|s| s.n).sum();
+        let s: f64 = live.iter().map(|s| s.dev * s.dev * (s.n as f64 - 1.0)).sum();
+        SampleStats {
+            min: live.iter().map(|s| s.min).sum(),
+            max: live.iter().map(|s| s.max).sum(),
+            mean: live.iter().map(|s| s.mean).sum(),
+            dev: if n > 1 { (s / (n as f64 - 1.0)).sqrt() } else { 0.0 },
+            n,
+        }
+    }
+}
+
+/// One direction's bandwidth (KiB/s) and IOPS sample statistics, fio's:
+/// over the thread's samples ([`dir_samples`]), or, for the clones of a
+/// group_reporting entry (`ThreadResult::clone_samples`), each clone's
+/// summed as fio sums them.
+pub fn dir_sample_stats(d: &DirSummary, t: &ThreadResult, write: bool) -> (SampleStats, SampleStats) {
+    if t.clone_samples.is_empty() {
+        let (bw, iops) = dir_samples(d, &t.samples, write);
+        return (SampleStats::of(&bw), SampleStats::of(&iops));
+    }
+    let (bw, iops): (Vec<_>, Vec<_>) = t
+        .clone_samples
+        .iter()
+        .map(|s| {
+            let (bw, iops) = dir_samples(d, s, write);
+            (SampleStats::of(&bw), SampleStats::of(&iops))
+        })
+        .unzip();
+    (SampleStats::pure_sum(&bw), SampleStats::pure_sum(&iops))
 }
 
 /// fio's `per=` and `bw_agg`: a mean bandwidth sample (KiB/s, taken as a
@@ -154,14 +208,14 @@ pub fn percent_of_agg(mean_kib: f64, agg_bytes: f64) -> f64 {
 }
 
 /// One direction's block (`read`, `write`, `trim`) of a fio job. The
-/// bandwidth and IOPS sample statistics are fio's over [`dir_samples`];
+/// bandwidth and IOPS sample statistics are fio's ([`dir_sample_stats`]);
 /// `bw_agg` is the mean as a percentage of `group_bw` (bytes/s, the run's
 /// bandwidth in this direction).
 fn dir_json(d: &DirSummary, t: &ThreadResult, group_bw: f64, write: bool) -> Value {
-    let (bw, iops) = dir_samples(d, t, write);
-    let (bmin, bmax, bmean, bdev) = sample_stats(&bw);
-    let (imin, imax, imean, idev) = sample_stats(&iops);
-    let agg = if bw.is_empty() { 0.0 } else { percent_of_agg(bmean, group_bw) };
+    let (bw, iops) = dir_sample_stats(d, t, write);
+    let SampleStats { min: bmin, max: bmax, mean: bmean, dev: bdev, .. } = bw;
+    let SampleStats { min: imin, max: imax, mean: imean, dev: idev, .. } = iops;
+    let agg = if bw.n == 0 { 0.0 } else { percent_of_agg(bmean, group_bw) };
     // fio gives percentiles of the completion latency (clat_percentiles=1)
     // and not of the total (lat_percentiles=0), and none for a direction
     // without samples.
@@ -193,11 +247,27 @@ fn dir_json(d: &DirSummary, t: &ThreadResult, group_bw: f64, write: bool) -> Val
         "bw_agg": agg,
         "bw_mean": bmean,
         "bw_dev": bdev,
-        "bw_samples": bw.len(),
+        "bw_samples": bw.n,
         "iops_min": imin as u64,
         "iops_max": imax as u64,
         "iops_mean": imean,
         "iops_stddev": idev,
-        "iops_samples": iops.len(),
+        "iops_samples": iops.n,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SampleStats;
+
+    #[test]
+    fn clones_statistics_are_summed_as_fios_group_reporting_sums_them() {
+        let a = SampleStats::of(&[100.0, 110.0, 120.0]);
+        let b = SampleStats::of(&[200.0, 220.0]);
+        let g = SampleStats::pure_sum(&[a, b]);
+        assert_eq!((g.min, g.max, g.mean, g.n), (300.0, 340.0, 320.0, 5));
+        // S = 200 (a: var 100 x 2) + 200 (b: var 200 x 1); sqrt(400 / 4).
+        assert!((g.dev - 10.0).abs() < 1e-9, "{}", g.dev);
+        assert_eq!(SampleStats::pure_sum(&[a, SampleStats::default()]), a, "a clone without samples adds nothing");
+    }
 }

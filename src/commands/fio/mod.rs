@@ -656,10 +656,26 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     for (key, base, n) in [("latency_ns", 0usize, 10usize), ("latency_us", 10, 10), ("latency_ms", 20, 12)] {
                         j[key] = (0..n).map(|i| (output::bucket_label(base == 20, i), serde_json::Value::from(b[base + i]))).collect::<serde_json::Map<_, _>>().into();
                     }
-                    if plus {
+                    if plus && !p.opts.gtod_reduce {
                         // json+: fio's latency bins, latency (ns) -> I/Os.
                         j["read"]["clat_ns"]["bins"] = bins(&t.read.lat);
                         j["write"]["clat_ns"]["bins"] = bins(&t.write.lat);
+                    }
+                    if p.opts.gtod_reduce {
+                        // fio records no latency under gtod_reduce: its
+                        // latency stats are empty (no percentiles) and its
+                        // latency buckets all 0, as the text leaves the
+                        // lines out.
+                        for dir in ["read", "write", "trim"] {
+                            for k in ["clat_ns", "lat_ns"] {
+                                j[dir][k] = serde_json::json!({"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0});
+                            }
+                        }
+                        for key in ["latency_ns", "latency_us", "latency_ms"] {
+                            if let Some(m) = j[key].as_object_mut() {
+                                m.values_mut().for_each(|v| *v = 0.0.into());
+                            }
+                        }
                     }
                     // getrusage(RUSAGE_SELF) over the job: the process's, so
                     // each thread of a job shows the job's.

@@ -8,6 +8,7 @@
 use super::options::JobOpts;
 use crate::engine::ThreadResult;
 use crate::measure::stats::{LatSummary, PERCENTILES};
+use crate::report::fio_json::SampleStats;
 use crate::report::RunSummary;
 
 /// fio's `enum n2s_unit`.
@@ -284,21 +285,21 @@ pub fn read_back(threads: &[ThreadResult], bs: u64) -> Option<(u64, u64, u64)> {
 /// min, max, share of the group's aggregate (`agg`, bytes/s), mean and
 /// standard deviation of the 500 ms samples; bandwidth in MiB/s once its
 /// mean passes 1 GiB/s; nothing without samples.
-fn sample_lines(bw: &[f64], iops: &[f64], agg: f64) -> String {
+fn sample_lines(bw: SampleStats, iops: SampleStats, agg: f64) -> String {
     let mut o = String::new();
-    if !bw.is_empty() {
-        let (mut min, mut max, mut mean, mut dev) = crate::report::fio_json::sample_stats(bw);
+    if bw.n > 0 {
+        let SampleStats { mut min, mut max, mut mean, mut dev, .. } = bw;
         let per = crate::report::fio_json::percent_of_agg(mean, agg);
         let mut unit = "KiB";
         if mean > 1024.0 * 1024.0 {
             (min, max, mean, dev) = ((min / 1024.0).trunc(), (max / 1024.0).trunc(), mean / 1024.0, dev / 1024.0);
             unit = "MiB";
         }
-        o.push_str(&format!("   bw ({unit:>5}/s): min={:5}, max={:5}, per={per:3.2}%, avg={mean:5.02}, stdev={dev:5.02}, samples={}\n", min as u64, max as u64, bw.len()));
+        o.push_str(&format!("   bw ({unit:>5}/s): min={:5}, max={:5}, per={per:3.2}%, avg={mean:5.02}, stdev={dev:5.02}, samples={}\n", min as u64, max as u64, bw.n));
     }
-    if !iops.is_empty() {
-        let (min, max, mean, dev) = crate::report::fio_json::sample_stats(iops);
-        o.push_str(&format!("   iops        : min={:5}, max={:5}, avg={mean:5.02}, stdev={dev:5.02}, samples={}\n", min as u64, max as u64, iops.len()));
+    if iops.n > 0 {
+        let SampleStats { min, max, mean, dev, .. } = iops;
+        o.push_str(&format!("   iops        : min={:5}, max={:5}, avg={mean:5.02}, stdev={dev:5.02}, samples={}\n", min as u64, max as u64, iops.n));
     }
     o
 }
@@ -361,8 +362,8 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
     );
     let runt = b.runtime_ms();
     let read_back = b.read_back();
-    // The clones of a group_reporting block as one (samples summed
-    // interval by interval).
+    // The clones of a group_reporting block as one (their sample
+    // statistics summed as fio sums them: `dir_sample_stats`).
     let merged = ThreadResult::merged(b.threads);
     for (name, d) in [("read", &s.read), ("write", &s.write)] {
         if let (Some((ios, bytes, ms)), "read") = (read_back, name) {
@@ -379,8 +380,8 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
         }
         // fio takes these samples whatever gtod_reduce says.
         let write = name == "write";
-        let (bw, iops) = crate::report::fio_json::dir_samples(d, &merged, write);
-        o.push_str(&sample_lines(&bw, &iops, agg[write as usize]));
+        let (bw, iops) = crate::report::fio_json::dir_sample_stats(d, &merged, write);
+        o.push_str(&sample_lines(bw, iops, agg[write as usize]));
     }
     if !b.opts.gtod_reduce {
         let mut all = crate::measure::stats::new_histogram();
@@ -489,15 +490,16 @@ mod tests {
     fn bandwidth_and_iops_sample_lines_as_fio_prints_them() {
         // fio 3.25, one job: "bw (  KiB/s): min=18952, max=19424, per=99.91%,
         // avg=19188.00, stdev=333.75, samples=2".
-        let o = sample_lines(&[18952.0, 19424.0], &[4738.0, 4856.0], 19205.0 * 1024.0);
+        let s = SampleStats::of;
+        let o = sample_lines(s(&[18952.0, 19424.0]), s(&[4738.0, 4856.0]), 19205.0 * 1024.0);
         assert_eq!(
             o,
             "   bw (  KiB/s): min=18952, max=19424, per=99.91%, avg=19188.00, stdev=333.75, samples=2\n   iops        : min= 4738, max= 4856, avg=4797.00, stdev=83.44, samples=2\n"
         );
         // Past 1 GiB/s the bandwidth is in MiB/s, min and max truncated.
-        let o = sample_lines(&[2_000_000.0, 2_100_000.0], &[500_000.0], 4.0e9);
+        let o = sample_lines(s(&[2_000_000.0, 2_100_000.0]), s(&[500_000.0]), 4.0e9);
         assert!(o.starts_with("   bw (  MiB/s): min= 1953, max= 2050, per=52.48%, avg=2001.95,"), "{o}");
-        assert_eq!(sample_lines(&[], &[], 1.0), "", "no samples, no lines");
+        assert_eq!(sample_lines(s(&[]), s(&[]), 1.0), "", "no samples, no lines");
     }
 
     #[test]
