@@ -545,11 +545,10 @@ fn group_reporting_gives_one_json_entry_per_job_and_elapsed_counts_the_ramp() {
     let ios = jobs[0]["read"]["total_ios"].as_u64().unwrap();
     assert!(ios > 0);
     assert_eq!(Some(ios), j["nvme_bypass"]["read"]["ios"].as_u64(), "the entry holds every clone's I/Os");
-    // fio sums its clones' sample statistics: the counts add up, and the
-    // mean is the clones' means summed.
-    let clones = apart["jobs"].as_array().unwrap();
-    let n: u64 = clones.iter().map(|c| c["read"]["iops_samples"].as_u64().unwrap()).sum();
-    assert_eq!(jobs[0]["read"]["iops_samples"].as_u64(), Some(n), "group_reporting's samples are its clones' together, as fio's");
+    // fio sums its clones' sample statistics, counts included: each clone
+    // has at least one whole 500 ms interval in its 1 s, so two have at
+    // least two (the sums themselves: fio_json's unit test).
+    assert!(jobs[0]["read"]["iops_samples"].as_u64().unwrap() >= 2, "group_reporting's samples are its clones' together, as fio's: {}", jobs[0]["read"]);
     assert_eq!(jobs[0]["jobname"], "g");
     // fio's `elapsed` is seconds since it started, the ramp included.
     assert!(jobs[0]["elapsed"].as_u64().unwrap() >= 2, "{}", jobs[0]["elapsed"]);
