@@ -347,8 +347,7 @@ impl ThreadResult {
 
     /// The threads of one job as one, for fio's `group_reporting`: I/Os,
     /// bytes, latencies, errors and verify counts summed; the interval is
-    /// the longest thread's; the 500 ms samples summed interval by
-    /// interval (the job's bandwidth in each), and each clone's kept apart
+    /// the longest thread's; each clone's 500 ms samples kept apart
     /// (`clone_samples`: fio's group statistics sum the clones'); CPU time the mean per thread, so that CPU
     /// over the interval reads as fio's group `usr_cpu` (summed CPU time
     /// over summed run time). The identity (thread, CPU, queue) is the
@@ -378,21 +377,10 @@ impl ThreadResult {
             m.depths.add(&t.depths);
             m.start_mono_ns = m.start_mono_ns.min(t.start_mono_ns);
             m.end_mono_ns = m.end_mono_ns.max(t.end_mono_ns);
-            for (i, x) in t.samples.iter().enumerate() {
-                match m.samples.get_mut(i) {
-                    Some(y) => {
-                        y.ns = y.ns.max(x.ns);
-                        y.ios += x.ios;
-                        y.bytes += x.bytes;
-                        y.writes += x.writes;
-                        y.flushes += x.flushes;
-                    }
-                    None => m.samples.push(*x),
-                }
-            }
         }
         if threads.len() > 1 {
             m.clone_samples = threads.iter().map(|t| t.samples.clone()).collect();
+            m.samples = vec![];
         }
         let n = threads.len() as u64;
         m.cpu_time.user_ns /= n;
