@@ -577,11 +577,12 @@ fn bandwidth_and_iops_samples_per_direction_in_the_text_and_the_json() {
         assert!((2..=4).contains(&n), "{dir}: 500 ms samples in 1.7 s: {n}");
         assert_eq!(x["iops_samples"].as_u64(), Some(n));
         // The text's lines hold the JSON's figures in fio's layout (KiB/s;
-        // MiB/s past 1 GiB/s, min and max truncated).
+        // MiB/s past 1 GiB/s, min and max truncated; fio's %5.02f pads a
+        // small stdev).
         let f = |k: &str| x[k].as_f64().unwrap();
         let (unit, div) = if f("bw_mean") > 1048576.0 { ("MiB", 1024.0) } else { ("KiB", 1.0) };
         let bw = format!(
-            "   bw (  {unit}/s): min={:5}, max={:5}, per={:.2}%, avg={:.2}, stdev={:.2}, samples={n}",
+            "   bw (  {unit}/s): min={:5}, max={:5}, per={:.2}%, avg={:5.2}, stdev={:5.2}, samples={n}",
             (f("bw_min") / div) as u64,
             (f("bw_max") / div) as u64,
             f("bw_agg"),
@@ -589,7 +590,7 @@ fn bandwidth_and_iops_samples_per_direction_in_the_text_and_the_json() {
             f("bw_dev") / div
         );
         assert!(text.lines().any(|l| l == bw), "{dir}: no line {bw}: {text}");
-        let iops = format!("   iops        : min={:5}, max={:5}, avg={:.2}", x["iops_min"].as_u64().unwrap(), x["iops_max"].as_u64().unwrap(), f("iops_mean"));
+        let iops = format!("   iops        : min={:5}, max={:5}, avg={:5.2}", x["iops_min"].as_u64().unwrap(), x["iops_max"].as_u64().unwrap(), f("iops_mean"));
         assert!(text.contains(&iops), "{dir}: no {iops}: {text}");
     }
     // gtod_reduce: fio records no latency, so its JSON has none either.
@@ -724,4 +725,25 @@ fn two_jobs_of_a_group_on_one_vfio_controller_are_refused() {
     assert!(err.contains("numjobs=2") && err.contains("stonewall"), "{err}");
     let (code, _, err) = fio_in(&d, &["--ioengine=nvme-bypass-vfio", "--filename=0000\\:01\\:00.0", "--rw=randread", "--name=a", "--name=b", "--stonewall", "--parse-only"]);
     assert_eq!(code, 0, "one after the other is fine: {err}");
+}
+
+#[test]
+fn the_queue_stays_at_iodepth_as_fios_does_at_its_default_batching() {
+    // fio's defaults (iodepth_batch_submit = iodepth_batch_complete_max =
+    // 1): reap one when the queue is full, submit one. Its IO depths then
+    // show every submission at iodepth, and every reap of 1-4.
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let (code, out, err) = fio_in(&d, &["--name=q", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=16", "--size=16M", "--io_size=8M", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let job = &j["jobs"][0];
+    let pct = |k: &str, slot: &str| job[k][slot].as_f64().unwrap_or_else(|| panic!("{k}/{slot} in {}", job[k]));
+    assert!(pct("iodepth_level", "16") >= 99.0, "IO depths: {}", job["iodepth_level"]);
+    assert!(pct("iodepth_submit", "4") >= 99.0, "submit: {}", job["iodepth_submit"]);
+    assert!(pct("iodepth_complete", "4") >= 99.0, "complete: {}", job["iodepth_complete"]);
+    // min = max = 8: eight at a time.
+    let (code, out, err) = fio_in(&d, &["--name=q", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=16", "--size=16M", "--io_size=8M", "--iodepth_batch_complete_min=8", "--iodepth_batch_complete_max=8", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["jobs"][0]["iodepth_complete"]["8"].as_f64(), Some(100.0), "complete: {}", j["jobs"][0]["iodepth_complete"]);
 }

@@ -194,6 +194,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         random_map: false,
         batch: a.batch,
         batch_complete: a.batch_complete,
+        reap_max: 0,
         numjobs: a.numjobs,
         cpus: cpus.clone(),
         continue_on_error: a.continue_on_error,

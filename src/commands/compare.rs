@@ -480,6 +480,7 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         verify: None,
         batch: a.batch,
         batch_complete: a.batch_complete,
+        reap_max: 0,
         numjobs: a.numjobs,
         cpus: a.cpus.clone().unwrap_or_default(),
         continue_on_error: false,

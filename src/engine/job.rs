@@ -105,6 +105,13 @@ pub struct JobSpec {
     /// `iodepth_batch_complete_min` = `_max` = N). With `batch` N too, every
     /// pass of the loop does the same work, whatever the device's speed.
     pub batch_complete: usize,
+    /// At most this many completions per reap, as fio takes them
+    /// (`nvme-bypass fio`: `iodepth_batch_complete_max`, at least 1; fio's
+    /// default is 1, so its queue stays full: reap one, submit one), and an
+    /// interrupt-driven path waits for one whenever the queue is full.
+    /// 0 (`bench`, the sweeps): whatever is ready, and a wait only when a
+    /// pass had nothing to submit.
+    pub reap_max: usize,
     /// Threads.
     pub numjobs: usize,
     /// CPUs to pin threads to, round robin (empty: not pinned).

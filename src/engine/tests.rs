@@ -168,6 +168,7 @@ fn spec(rw: Rw, ios: u64) -> JobSpec {
         verify: None,
         batch: 0,
         batch_complete: 0,
+        reap_max: 0,
         numjobs: 1,
         cpus: vec![],
         continue_on_error: false,
@@ -360,6 +361,30 @@ fn a_fixed_completion_batch_reaps_exactly_that_many_every_time() {
     let geo = Geometry { nsid: 1, lba_size: LBA as u32, blocks: 1 << 20, max_transfer: 1 << 20 };
     let e = crate::engine::validate(&s, &geo).unwrap_err().to_string();
     assert!(e.contains("--batch-complete 9 is more than --iodepth 8"), "{e}");
+}
+
+#[test]
+fn fios_reaping_takes_at_most_its_max_so_the_queue_stays_full() {
+    // fio's defaults (iodepth_batch_submit = iodepth_batch_complete_max =
+    // 1): reap one, submit one; every submission after the first fill is
+    // made at the full depth, as fio's `IO depths` shows it.
+    let s = JobSpec { batch: 1, reap_max: 1, ..spec(Rw::Randread, 1000) };
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    let r = run(&s, &mut q);
+    assert_eq!(r.read.ios, 1000);
+    assert!(q.reaps.iter().all(|&n| n == 1), "reaps of {:?}", q.reaps.iter().filter(|&&n| n != 1).collect::<Vec<_>>());
+    // The first fill: depths 1..=8 (slots 1, 2-3, 4-7, 8-15); then 992 at 8.
+    assert_eq!(r.depths.level, [1, 2, 4, 993, 0, 0, 0]);
+    // A larger max takes what is ready, up to it.
+    let s = JobSpec { batch: 1, reap_max: 3, ..spec(Rw::Randread, 1000) };
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    assert_eq!(run(&s, &mut q).read.ios, 1000);
+    assert!(q.reaps.iter().all(|&n| n <= 3) && q.reaps.contains(&3));
+    // Ours (0): whatever is ready, here all 8.
+    let s = JobSpec { batch: 1, ..spec(Rw::Randread, 1000) };
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    assert_eq!(run(&s, &mut q).read.ios, 1000);
+    assert!(q.reaps.iter().all(|&n| n == 8));
 }
 
 #[test]

@@ -507,9 +507,8 @@ impl JobOpts {
     }
 
     /// The reap batch: fio's iodepth_batch_complete_min/_max. Equal (N):
-    /// reap exactly N at a time. Unset, or min 0 or 1: reap whatever is
-    /// ready, without waiting; a _max below what is ready is not enforced
-    /// (all ready completions are reaped in one pass; docs/fio.md). min > 1
+    /// reap exactly N at a time. Unset, or min 0 or 1: reap between one and
+    /// [`Self::reap_max`] ([`crate::engine::JobSpec::reap_max`]). min > 1
     /// with a different max is refused (the engine reaps a fixed count).
     pub fn batch_complete(&self) -> Result<usize, Error> {
         match (self.batch_complete_min.unwrap_or(1), self.batch_complete_max) {
@@ -520,6 +519,16 @@ impl JobOpts {
                 max.map(|m| m.to_string()).unwrap_or("unset".into())
             ))),
         }
+    }
+}
+
+impl JobOpts {
+    /// At most this many completions per reap: fio's
+    /// `iodepth_batch_complete_max`, raised to `_min` and to 1 as fio's
+    /// `fixup_options` and `td_io_getevents` raise it (so fio's default
+    /// reaps one at a time, and its queue stays full).
+    pub fn reap_max(&self) -> usize {
+        self.batch_complete_max.unwrap_or(0).max(self.batch_complete_min.unwrap_or(1)).max(1)
     }
 }
 
