@@ -15,14 +15,15 @@ pub fn rusage_ns(who: i32) -> (u64, u64) {
     (ns(ru.ru_utime), ns(ru.ru_stime))
 }
 
-/// getrusage(RUSAGE_SELF)'s context switches (voluntary + involuntary),
-/// major and minor page faults, as fio's `cpu` line shows them.
-pub fn rusage_counts() -> (u64, u64, u64) {
+/// getrusage for `who` (RUSAGE_THREAD or RUSAGE_SELF): context switches
+/// (voluntary + involuntary), major and minor page faults, as fio's `cpu`
+/// line shows them.
+pub fn rusage_counts(who: i32) -> (u64, u64, u64) {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: as in rusage_ns: one struct rusage written through a valid
     // pointer, and a zeroed one is valid whether or not the call succeeds.
     let ru = unsafe {
-        libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr());
+        libc::getrusage(who, ru.as_mut_ptr());
         ru.assume_init()
     };
     ((ru.ru_nvcsw + ru.ru_nivcsw) as u64, ru.ru_majflt as u64, ru.ru_minflt as u64)

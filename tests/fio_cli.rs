@@ -634,7 +634,9 @@ fn json_has_fios_keys_and_no_null() {
     for k in ["jobname", "groupid", "error", "job options", "read", "write", "trim", "job_runtime", "usr_cpu", "sys_cpu", "ctx", "majf", "minf", "iodepth_level", "iodepth_submit", "iodepth_complete", "latency_ns", "latency_us", "latency_ms", "job_start", "latency_depth", "latency_target", "latency_percentile", "latency_window", "sync"] {
         assert!(!job[k].is_null(), "job {k}");
     }
-    assert!(job["minf"].as_u64().unwrap() > 0, "minf from getrusage");
+    // The thread's own faults over its measured interval (fio's
+    // RUSAGE_THREAD): a handful, not the process's start-up (hundreds).
+    assert!(job["minf"].as_u64().unwrap() < 64, "minf of the I/O loop: {}", job["minf"]);
     let keys = |k: &str| job[k].as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>();
     let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<std::collections::BTreeSet<_>>();
     assert_eq!(keys("latency_ns"), set(&["2", "4", "10", "20", "50", "100", "250", "500", "750", "1000"]));

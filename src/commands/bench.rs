@@ -205,9 +205,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
     engine::validate(&spec, &geo)?;
     let clock = Clock::calibrate();
     let status = a.output_format == OutputFormat::Normal && crate::sys::isatty(2);
-    let ru0 = crate::sys::rusage_counts();
     let threads = engine::run(&*target, &spec, clock, status)?;
-    let ru1 = crate::sys::rusage_counts();
     let mut summary = RunSummary::new(target.name(), target.describe(), &threads, clock.source());
     summary.interrupt_driven = Some(!target.polled());
     drop(target);
@@ -231,13 +229,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
     match a.output_format {
         OutputFormat::Normal => print!("{}", report::text(&summary, &spec)),
         OutputFormat::Json => {
-            let mut j = report::fio_json(&summary, &spec, &threads);
-            // fio's ctx/majf/minf: getrusage(RUSAGE_SELF) over the run.
-            for job in j["jobs"].as_array_mut().into_iter().flatten() {
-                job["ctx"] = ru1.0.saturating_sub(ru0.0).into();
-                job["majf"] = ru1.1.saturating_sub(ru0.1).into();
-                job["minf"] = ru1.2.saturating_sub(ru0.2).into();
-            }
+            let j = report::fio_json(&summary, &spec, &threads);
             println!("{}", serde_json::to_string_pretty(&j).unwrap())
         }
     }

@@ -189,6 +189,9 @@ pub struct ThreadResult {
     pub cpu_time: CpuTime,
     /// Thread CPU time over the measured interval (CLOCK_THREAD_CPUTIME_ID), ns.
     pub cpu_ns: u64,
+    /// The thread's context switches and page faults over the measured
+    /// interval (fio's `ctx`, `majf`, `minf`).
+    pub rusage: crate::measure::stats::Rusage,
     /// Loop iterations.
     pub polls: u64,
     /// Iterations that neither submitted nor completed anything.
@@ -372,6 +375,7 @@ impl ThreadResult {
             m.cpu_time.user_ns += t.cpu_time.user_ns;
             m.cpu_time.sys_ns += t.cpu_time.sys_ns;
             m.cpu_ns += t.cpu_ns;
+            m.rusage.add(&t.rusage);
             m.verified_blocks += t.verified_blocks;
             m.verify_ios += t.verify_ios;
             m.readback_ios += t.readback_ios;

@@ -17,7 +17,7 @@ use crate::engine::watchdog::{failed_io, Failed, Watchdog};
 use crate::engine::workload::{Rng, Workload};
 use crate::measure::clock::{mono_ns, Clock};
 use crate::measure::marker;
-use crate::measure::stats::{CpuTime, LatencyGroups, SystemCpu};
+use crate::measure::stats::{CpuTime, LatencyGroups, Rusage, SystemCpu};
 use std::sync::atomic::Ordering;
 
 /// Everything one worker needs.
@@ -289,6 +289,7 @@ struct Measured {
     on: bool,
     cpu0: CpuTime,
     cpu_ns0: u64,
+    ru0: Rusage,
     counters0: QueueCounters,
     /// CLOCK_MONOTONIC at the start, ns.
     mono0: u64,
@@ -310,6 +311,14 @@ struct Measured {
 
 impl Measured {
     fn new(q: &dyn IoQueue, on: bool, main: bool, thread: usize) -> Self {
+        // The latency histograms' pages are faulted in first (each is a
+        // few hundred KiB of zeroed memory the kernel maps on first touch),
+        // as fio sets its buffers up before its I/O starts: the interval's
+        // page faults (fio's `minf`) and counted instructions are the I/O
+        // loop's.
+        let (mut read, mut write) = (DirResult::default(), DirResult::default());
+        read.lat.reset();
+        write.lat.reset();
         // Thread 0's measured interval is the plugin's counting window.
         let window = if main && on && thread == 0 { marker::window() } else { None };
         if let Some(id) = window {
@@ -319,6 +328,7 @@ impl Measured {
             on,
             cpu0: CpuTime::thread(),
             cpu_ns0: CpuTime::thread_total_ns(),
+            ru0: Rusage::thread(),
             counters0: q.counters(),
             sys0: if main && on { SystemCpu::now() } else { None },
             mono0: mono_ns(),
@@ -327,8 +337,8 @@ impl Measured {
             empty: 0,
             empty_ticks: 0,
             waits: 0,
-            read: DirResult::default(),
-            write: DirResult::default(),
+            read,
+            write,
             flushes: 0,
             ramp_in_flight: [0; 2],
             depths: IoDepths::default(),
@@ -352,6 +362,7 @@ impl Measured {
         res.elapsed_ns = mono1 - self.mono0;
         res.cpu_time = CpuTime::thread().since(&self.cpu0);
         res.cpu_ns = CpuTime::thread_total_ns() - self.cpu_ns0;
+        res.rusage = Rusage::thread().since(&self.ru0);
         res.polls = self.polls;
         res.empty_polls = self.empty;
         res.empty_poll_ns = clock.to_ns(self.empty_ticks);

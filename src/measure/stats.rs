@@ -107,6 +107,38 @@ impl CpuTime {
     }
 }
 
+/// Context switches and page faults of the calling thread, as fio's `cpu`
+/// line shows them (`ctx`, `majf`, `minf`): fio takes getrusage
+/// (RUSAGE_THREAD) when a job's I/O starts and when its ramp ends
+/// (`clear_rusage_stat`), and again at its end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Rusage {
+    /// Context switches, voluntary and involuntary.
+    pub ctx: u64,
+    /// Major page faults.
+    pub majf: u64,
+    /// Minor page faults.
+    pub minf: u64,
+}
+
+impl Rusage {
+    /// Now, for the calling thread.
+    pub fn thread() -> Self {
+        let (ctx, majf, minf) = crate::sys::rusage_counts(libc::RUSAGE_THREAD);
+        Rusage { ctx, majf, minf }
+    }
+    /// Difference.
+    pub fn since(&self, e: &Rusage) -> Rusage {
+        Rusage { ctx: self.ctx.saturating_sub(e.ctx), majf: self.majf.saturating_sub(e.majf), minf: self.minf.saturating_sub(e.minf) }
+    }
+    /// Sum (fio's group_reporting adds its clones').
+    pub fn add(&mut self, o: &Rusage) {
+        self.ctx += o.ctx;
+        self.majf += o.majf;
+        self.minf += o.minf;
+    }
+}
+
 /// USER_HZ, the ticks per second of /proc/stat's CPU times:
 /// sysconf(_SC_CLK_TCK), or 100 (what every Linux architecture has used
 /// since 2.6) when sysconf does not say.

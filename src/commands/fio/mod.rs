@@ -29,7 +29,7 @@ use crate::error::{exit, Error};
 use crate::measure::clock::Clock;
 use crate::report::RunSummary;
 use options::JobOpts;
-use output::{Block, Rusage};
+use output::Block;
 use std::io::Write;
 use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::{Path, PathBuf};
@@ -355,7 +355,6 @@ struct Ran {
     threads: Vec<ThreadResult>,
     summary: RunSummary,
     spec: JobSpec,
-    rusage: Rusage,
     /// When the job started, ms since the epoch (fio's `job_start`).
     started_ms: u64,
 }
@@ -535,7 +534,6 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         let end = plans[first..].iter().position(|p| p.group != g).map_or(plans.len(), |k| first + k);
         let members = &plans[first..end];
         let started_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-        let before = Rusage::now();
         let results: Vec<_> = if members.len() == 1 {
             vec![run_one(&members[0], clock, stop)]
         } else {
@@ -544,13 +542,11 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                 hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::usage("a job's thread panicked")))).collect()
             })
         };
-        // getrusage(RUSAGE_SELF) covers the process: the group's jobs share it.
-        let rusage = Rusage::now().since(&before);
         for (k, r) in results.into_iter().enumerate() {
             let p = &plans[first + k];
             let (threads, mut summary, spec) = r.map_err(|e| Error::usage(format!("job {}: {}", p.opts.name, in_fio_words(&crate::error::chain(&e)))))?;
             summary.emulated = !p.context.contains("not emulated");
-            ran.push(Ran { plan_idx: first + k, threads, summary, spec, rusage, started_ms });
+            ran.push(Ran { plan_idx: first + k, threads, summary, spec, started_ms });
         }
         first = end;
     }
@@ -590,21 +586,21 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     if normal {
         // Each job's block (group_reporting or one thread: one block; else
         // one per thread, as fio prints each clone), then each group's status.
-        let mut blocks_owned: Vec<(usize, Vec<ThreadResult>, RunSummary, Rusage, i64)> = vec![];
+        let mut blocks_owned: Vec<(usize, Vec<ThreadResult>, RunSummary, i64)> = vec![];
         for r in &ran {
             let p = &plans[r.plan_idx];
             if p.opts.group_reporting || r.threads.len() == 1 {
-                blocks_owned.push((r.plan_idx, r.threads.clone(), r.summary.clone(), r.rusage, (r.started_ms / 1000) as i64));
+                blocks_owned.push((r.plan_idx, r.threads.clone(), r.summary.clone(), (r.started_ms / 1000) as i64));
             } else {
                 for t in &r.threads {
                     let s = RunSummary::new(r.summary.backend.clone(), vec![], std::slice::from_ref(t), &r.summary.clock);
-                    blocks_owned.push((r.plan_idx, vec![t.clone()], s, r.rusage, (r.started_ms / 1000) as i64));
+                    blocks_owned.push((r.plan_idx, vec![t.clone()], s, (r.started_ms / 1000) as i64));
                 }
             }
         }
         let blocks: Vec<Block> = blocks_owned
             .iter()
-            .map(|(i, t, s, ru, st)| Block { opts: &plans[*i].opts, group: plans[*i].group, threads: t, summary: s, rusage: *ru, started: *st, context: &plans[*i].context })
+            .map(|(i, t, s, st)| Block { opts: &plans[*i].opts, group: plans[*i].group, threads: t, summary: s, started: *st, context: &plans[*i].context })
             .collect();
         let mut text = String::from("\n");
         for (i, b) in blocks.iter().enumerate() {
@@ -678,11 +674,6 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                             }
                         }
                     }
-                    // getrusage(RUSAGE_SELF) over the job: the process's, so
-                    // each thread of a job shows the job's.
-                    j["ctx"] = r.rusage.ctx.into();
-                    j["majf"] = r.rusage.majf.into();
-                    j["minf"] = r.rusage.minf.into();
                     // A write job's verify phase, as fio reports it: the
                     // read direction (no latency recorded for it).
                     if let Some((ios, bytes, ms)) = output::read_back(std::slice::from_ref(t), p.opts.bs) {

@@ -217,25 +217,6 @@ pub fn distribution_lines(h: &hdrhistogram::Histogram<u64>) -> String {
     o
 }
 
-/// Process resource usage (getrusage(RUSAGE_SELF)): context switches and
-/// page faults, as fio's `cpu` line shows them.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Rusage {
-    pub ctx: u64,
-    pub majf: u64,
-    pub minf: u64,
-}
-
-impl Rusage {
-    pub fn now() -> Self {
-        let (ctx, majf, minf) = crate::sys::rusage_counts();
-        Rusage { ctx, majf, minf }
-    }
-    pub fn since(&self, e: &Rusage) -> Rusage {
-        Rusage { ctx: self.ctx.saturating_sub(e.ctx), majf: self.majf.saturating_sub(e.majf), minf: self.minf.saturating_sub(e.minf) }
-    }
-}
-
 /// One reported block: a job (group_reporting: all its threads), or one
 /// thread of it (fio's clones).
 pub struct Block<'a> {
@@ -243,7 +224,6 @@ pub struct Block<'a> {
     pub group: usize,
     pub threads: &'a [ThreadResult],
     pub summary: &'a RunSummary,
-    pub rusage: Rusage,
     pub started: i64,
     /// What the figures are: "measured, emulated: ..." etc.
     pub context: &'a str,
@@ -394,13 +374,17 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
     let el: u64 = b.threads.iter().map(|t| t.elapsed_ns).sum::<u64>().max(1);
     let usr: u64 = b.threads.iter().map(|t| t.cpu_time.user_ns).sum();
     let sys: u64 = b.threads.iter().map(|t| t.cpu_time.sys_ns).sum();
+    // Each thread's own (getrusage(RUSAGE_THREAD), as fio's), summed for
+    // a group_reporting block as fio sums its clones'.
+    let mut ru = crate::measure::stats::Rusage::default();
+    b.threads.iter().for_each(|t| ru.add(&t.rusage));
     o.push_str(&format!(
         "  cpu          : usr={:.2}%, sys={:.2}%, ctx={}, majf={}, minf={}\n",
         100.0 * usr as f64 / el as f64,
         100.0 * sys as f64 / el as f64,
-        b.rusage.ctx,
-        b.rusage.majf,
-        b.rusage.minf
+        ru.ctx,
+        ru.majf,
+        ru.minf
     ));
     o.push_str(&depth_lines(&merged.depths));
     let r: u64 = b.threads.iter().map(|t| t.read.ios + t.read.errors).sum::<u64>() + read_back.map_or(0, |r| r.0);
