@@ -603,10 +603,8 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             .map(|(i, t, s, st)| Block { opts: &plans[*i].opts, group: plans[*i].group, threads: t, summary: s, started: *st, context: &plans[*i].context })
             .collect();
         let mut text = String::from("\n");
-        for (i, b) in blocks.iter().enumerate() {
-            if i > 0 {
-                text.push('\n');
-            }
+        // One block after another, as fio prints them (no blank line).
+        for b in &blocks {
             text.push_str(&output::job_block(b, group_aggs[b.group]));
         }
         for g in 0..=group {
