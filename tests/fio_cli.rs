@@ -121,7 +121,19 @@ fn latency_block_without_gtod_reduce_and_a_time_based_run() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Starting 2 threads"), "{out}");
     assert!(out.contains("t: (groupid=0, jobs=2): err= 0"), "{out}");
-    assert!(out.contains("     lat (") && out.contains("    lat percentiles (") && out.contains("| 99.99th=["), "{out}");
+    // fio's latency lines for an asynchronous engine: slat, clat, lat,
+    // then clat's percentiles.
+    let at = |p: &str| out.find(p).unwrap_or_else(|| panic!("no {p:?}: {out}"));
+    assert!(at("    slat (") < at("    clat (") && at("    clat (") < at("     lat (") && at("     lat (") < at("    clat percentiles ("), "{out}");
+    assert!(out.contains("| 99.99th=["), "{out}");
+    // A synchronous engine has no submission latency apart: clat and lat.
+    let (code, out, err) = fio_in(&d, &["--name=s", "--filename=f", "--size=8M", "--ioengine=psync", "--direct=1", "--rw=randread", "--io_size=256k"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("slat (") && out.contains("    clat (") && out.contains("     lat (") && out.contains("    clat percentiles ("), "{out}");
+    // disable_slat: fio's lines without slat.
+    let (code, out, err) = fio_in(&d, &["--name=s", "--filename=f", "--size=8M", "--ioengine=io_uring", "--direct=1", "--rw=randread", "--io_size=256k", "--disable_slat=1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("slat (") && out.contains("    clat (") && out.contains("     lat ("), "{out}");
     let _ = std::fs::remove_dir_all(d);
 }
 
@@ -463,6 +475,18 @@ fn line_for_line_with_fio_when_it_is_installed() {
         }
         assert!(ours_masked.contains(&mask(l)), "fio prints {l:?}; ours has no such line:\n{ours}");
     }
+    // Without gtod_reduce, on io_uring: the same latency lines in the same
+    // order (their units follow the figures, so only the labels are compared).
+    let args = |file: &str| {
+        ["--ioengine=io_uring", "--direct=1", "--name=l", "--bs=4k", "--iodepth=16", "--size=8M", "--rw=randread", "--io_size=4M"].iter().map(|a| a.to_string()).chain([format!("--filename={file}")]).collect::<Vec<_>>()
+    };
+    let labels = |out: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(out).lines().filter(|l| l.starts_with("    ") && !l.starts_with("     |")).filter_map(|l| l.split_once(" (").map(|(a, _)| a.to_string())).filter(|a| a.ends_with("lat") || a.ends_with("percentiles")).collect()
+    };
+    let theirs = Command::new("fio").current_dir(&d).args(args("theirs")).output().unwrap();
+    let ours = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).arg("fio").args(args("ours")).output().unwrap();
+    assert!(theirs.status.success() && ours.status.success());
+    assert_eq!(labels(&ours.stdout), labels(&theirs.stdout), "ours:\n{}", String::from_utf8_lossy(&ours.stdout));
     let _ = std::fs::remove_dir_all(d);
 }
 
@@ -531,7 +555,10 @@ fn total_ios_count_the_ios_submitted_after_the_ramp_as_fios_do() {
 #[test]
 fn group_reporting_gives_one_json_entry_per_job_and_elapsed_counts_the_ramp() {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let args = ["--name=g", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=4", "--size=16M", "--numjobs=2", "--ramp_time=1", "--runtime=1", "--time_based", "--output-format=json"];
+    // 2 s each: a clone's samples are the sampler's 500 ms intervals that
+    // lie wholly inside its measured interval, and on a loaded machine a
+    // late sampler can leave a 1 s interval without one.
+    let args = ["--name=g", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=4", "--size=16M", "--numjobs=2", "--ramp_time=1", "--runtime=2", "--time_based", "--output-format=json"];
     let run = |extra: &[&str]| -> serde_json::Value {
         let (code, out, err) = fio_in(&d, &[&args[..], extra].concat());
         assert_eq!(code, 0, "{err}");
@@ -546,12 +573,12 @@ fn group_reporting_gives_one_json_entry_per_job_and_elapsed_counts_the_ramp() {
     assert!(ios > 0);
     assert_eq!(Some(ios), j["nvme_bypass"]["read"]["ios"].as_u64(), "the entry holds every clone's I/Os");
     // fio sums its clones' sample statistics, counts included: each clone
-    // has at least one whole 500 ms interval in its 1 s, so two have at
+    // has at least one whole 500 ms interval in its 2 s, so two have at
     // least two (the sums themselves: fio_json's unit test).
     assert!(jobs[0]["read"]["iops_samples"].as_u64().unwrap() >= 2, "group_reporting's samples are its clones' together, as fio's: {}", jobs[0]["read"]);
     assert_eq!(jobs[0]["jobname"], "g");
     // fio's `elapsed` is seconds since it started, the ramp included.
-    assert!(jobs[0]["elapsed"].as_u64().unwrap() >= 2, "{}", jobs[0]["elapsed"]);
+    assert!(jobs[0]["elapsed"].as_u64().unwrap() >= 3, "{}", jobs[0]["elapsed"]);
     // The text prints a block per clone, each with its own pid= (each
     // clone is a thread: its thread id, as fio prints for `thread`).
     let (code, out, err) = fio_in(&d, &["--name=g", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=4", "--size=16M", "--numjobs=2", "--runtime=200ms", "--time_based"]);
@@ -634,6 +661,12 @@ fn json_has_fios_keys_and_no_null() {
     for k in ["jobname", "groupid", "error", "job options", "read", "write", "trim", "job_runtime", "usr_cpu", "sys_cpu", "ctx", "majf", "minf", "iodepth_level", "iodepth_submit", "iodepth_complete", "latency_ns", "latency_us", "latency_ms", "job_start", "latency_depth", "latency_target", "latency_percentile", "latency_window", "sync"] {
         assert!(!job[k].is_null(), "job {k}");
     }
+    // slat and clat measured apart, lat their sum (means within 5%).
+    let r = &job["read"];
+    let (sl, cl, l) = (&r["slat_ns"], &r["clat_ns"], &r["lat_ns"]);
+    assert!(sl["N"].as_u64().unwrap() > 0 && cl["percentile"].is_object() && l["percentile"].is_null(), "{r}");
+    let mean = |x: &serde_json::Value| x["mean"].as_f64().unwrap();
+    assert!((mean(sl) + mean(cl) - mean(l)).abs() < 0.05 * mean(l), "slat {} + clat {} against lat {}", mean(sl), mean(cl), mean(l));
     // The thread's own faults over its measured interval (fio's
     // RUSAGE_THREAD): a handful, not the process's start-up (hundreds).
     assert!(job["minf"].as_u64().unwrap() < 64, "minf of the I/O loop: {}", job["minf"]);

@@ -308,6 +308,17 @@ pub trait IoQueue: Send {
     /// A hint that `poll` comes soon (after this pass's submissions): a path
     /// whose completions arrive in shared memory starts loading them.
     fn prefetch_completions(&self) {}
+    /// Hand the device now what `submit` left for the next `poll` or
+    /// `wait` (an io_uring ring's last system call), so that the time
+    /// after this is fio's issue time. Most paths leave nothing.
+    fn submit_now(&mut self) -> Result<(), BackendError> {
+        Ok(())
+    }
+    /// `submit` does the I/O itself (psync): no submission latency apart
+    /// from its completion, as fio's synchronous engines record none.
+    fn synchronous(&self) -> bool {
+        false
+    }
     /// Reap at least `min` completions, blocking if the path can (interrupt
     /// driven paths wait in the kernel; polled paths spin).
     fn wait(&mut self, out: &mut [IoDone], min: usize) -> Result<usize, BackendError> {

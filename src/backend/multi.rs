@@ -144,6 +144,12 @@ impl IoQueue for MultiQueue {
     fn in_flight(&self) -> usize {
         self.queues.iter().map(|q| q.in_flight()).sum()
     }
+    fn submit_now(&mut self) -> Result<(), BackendError> {
+        self.queues.iter_mut().try_for_each(|q| q.submit_now())
+    }
+    fn synchronous(&self) -> bool {
+        self.queues.iter().all(|q| q.synchronous())
+    }
     fn describe(&self) -> String {
         self.queues.iter().enumerate().map(|(i, q)| format!("device {i}: {}", q.describe())).collect::<Vec<_>>().join("; ")
     }

@@ -195,6 +195,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         batch: a.batch,
         batch_complete: a.batch_complete,
         reap_max: 0,
+        split_lat: false,
         numjobs: a.numjobs,
         cpus: cpus.clone(),
         continue_on_error: a.continue_on_error,

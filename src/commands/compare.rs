@@ -481,6 +481,7 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         batch: a.batch,
         batch_complete: a.batch_complete,
         reap_max: 0,
+        split_lat: false,
         numjobs: a.numjobs,
         cpus: a.cpus.clone().unwrap_or_default(),
         continue_on_error: false,

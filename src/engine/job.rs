@@ -112,6 +112,11 @@ pub struct JobSpec {
     /// 0 (`bench`, the sweeps): whatever is ready, and a wait only when a
     /// pass had nothing to submit.
     pub reap_max: usize,
+    /// Measure fio's `slat` and `clat` apart (`nvme-bypass fio` without
+    /// `gtod_reduce`): one clock read after each submission, a stamp per
+    /// I/O and a histogram record per completion more. Off: one latency,
+    /// submission to reap (fio's `lat`).
+    pub split_lat: bool,
     /// Threads.
     pub numjobs: usize,
     /// CPUs to pin threads to, round robin (empty: not pinned).
@@ -143,11 +148,18 @@ pub struct DirResult {
     pub lat: Histogram<u64>,
     /// I/Os that failed (an error status or no completion, retries spent).
     pub errors: u64,
+    /// fio's submission and completion latencies, when measured apart
+    /// ([`JobSpec::split_lat`]): `slat` from the pass's start to the end of
+    /// the submission's system call or doorbell (none on a synchronous
+    /// path), `clat` from there to the reap; `lat` is their sum.
+    pub slat: Option<Histogram<u64>>,
+    /// See `slat`.
+    pub clat: Option<Histogram<u64>>,
 }
 
 impl Default for DirResult {
     fn default() -> Self {
-        DirResult { ios: 0, bytes: 0, lat: new_histogram(), errors: 0 }
+        DirResult { ios: 0, bytes: 0, lat: new_histogram(), errors: 0, slat: None, clat: None }
     }
 }
 
@@ -158,6 +170,13 @@ impl DirResult {
         self.bytes += o.bytes;
         self.errors += o.errors;
         self.lat.add(&o.lat).expect("same histogram bounds");
+        for (a, b) in [(&mut self.slat, &o.slat), (&mut self.clat, &o.clat)] {
+            match (a.as_mut(), b) {
+                (Some(a), Some(b)) => a.add(b).expect("same histogram bounds"),
+                (None, Some(b)) => *a = Some(b.clone()),
+                _ => {}
+            }
+        }
     }
 }
 

@@ -310,15 +310,23 @@ struct Measured {
 }
 
 impl Measured {
-    fn new(q: &dyn IoQueue, on: bool, main: bool, thread: usize) -> Self {
+    fn new(q: &dyn IoQueue, on: bool, main: bool, thread: usize, split: bool) -> Self {
         // The latency histograms' pages are faulted in first (each is a
         // few hundred KiB of zeroed memory the kernel maps on first touch),
         // as fio sets its buffers up before its I/O starts: the interval's
         // page faults (fio's `minf`) and counted instructions are the I/O
         // loop's.
         let (mut read, mut write) = (DirResult::default(), DirResult::default());
-        read.lat.reset();
-        write.lat.reset();
+        for d in [&mut read, &mut write] {
+            d.lat.reset();
+            if split {
+                for h in [&mut d.slat, &mut d.clat] {
+                    let mut x = crate::measure::stats::new_histogram();
+                    x.reset();
+                    *h = Some(x);
+                }
+            }
+        }
         // Thread 0's measured interval is the plugin's counting window.
         let window = if main && on && thread == 0 { marker::window() } else { None };
         if let Some(id) = window {
@@ -418,6 +426,10 @@ struct Phase<'c> {
     can_look: bool,
     /// This thread's index.
     thread: usize,
+    /// fio's issue time of each slot's I/O ([`JobSpec::split_lat`]).
+    issue_ts: Vec<u64>,
+    /// The path does its I/O inside `submit` (no submission latency).
+    sync: bool,
 }
 
 /// Keep the queue full with I/Os from `next` until it has no more (or the
@@ -467,7 +479,7 @@ impl<'c> Phase<'c> {
         let end = spec.runtime.filter(|_| main).map(|r| ramp_end + clock.ticks(r)).unwrap_or(u64::MAX);
         // Every thread samples system-wide CPU (/proc/stat) around its
         // measured interval; the report joins the intervals.
-        let m = Measured::new(q, main && spec.ramp.is_zero(), main, thread);
+        let m = Measured::new(q, main && spec.ramp.is_zero(), main, thread, spec.split_lat);
         Phase {
             ctx,
             kind,
@@ -486,6 +498,8 @@ impl<'c> Phase<'c> {
             empty_since: None,
             can_look: q.ready(1).is_some(),
             thread,
+            issue_ts: if spec.split_lat { vec![0; depth] } else { vec![] },
+            sync: q.synchronous(),
         }
     }
 
@@ -493,7 +507,7 @@ impl<'c> Phase<'c> {
     /// still in flight (the slots not on the free stack).
     #[cold]
     fn end_ramp(&mut self, q: &dyn IoQueue) {
-        self.m = Measured::new(q, true, true, self.thread);
+        self.m = Measured::new(q, true, true, self.thread, self.ctx.spec.split_lat);
         let mut free = vec![false; self.slots.io.len()];
         for &s in &self.slots.free {
             free[s as usize] = true;
@@ -576,6 +590,9 @@ impl<'c> Phase<'c> {
             self.ios.push(fill_one(&mut self.slots.io, slot, op, unit, t, wl, blocks));
         }
         let submitted = if self.ios.is_empty() { 0 } else { q.submit(&self.ios)? };
+        if self.ctx.spec.split_lat && submitted > 0 {
+            self.issued(q, submitted, t)?;
+        }
         self.wd.not_accepted(&self.ios[..resubmitted], submitted);
         // Whatever did not fit goes back (the queue was fuller than we knew)
         // and is submitted again first next time.
@@ -592,6 +609,60 @@ impl<'c> Phase<'c> {
             self.m.depths.submitted(submitted, self.in_flight, self.ctx.spec.batch);
         }
         Ok(submitted)
+    }
+
+    /// fio's issue time of the pass's `n` submitted I/Os: after the
+    /// system call or doorbell that handed them over (the pass's start on
+    /// a synchronous path, which has no submission latency); the time
+    /// from the pass's start to it is their `slat`.
+    #[inline(never)]
+    fn issued(&mut self, q: &mut dyn IoQueue, n: usize, t: u64) -> Result<(), BackendError> {
+        let ti = if self.sync {
+            t
+        } else {
+            q.submit_now()?;
+            self.ctx.clock.now()
+        };
+        let (mut reads, mut writes) = (0, 0);
+        for io in &self.ios[..n] {
+            self.issue_ts[io.buf as usize] = ti;
+            match io.op {
+                Op::Read => reads += 1,
+                Op::Write => writes += 1,
+                Op::Flush => {}
+            }
+        }
+        if self.m.on && !self.sync {
+            let slat = self.ctx.clock.to_ns(ti.wrapping_sub(t)).max(1);
+            for (d, k) in [(&mut self.m.read, reads), (&mut self.m.write, writes)] {
+                if let (Some(h), true) = (d.slat.as_mut(), k > 0) {
+                    h.saturating_record_n(slat, k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// fio's `clat` of the pass's `n` completions, reaped at `tc`: from
+    /// each I/O's issue time (failed ones, retried or counted as errors,
+    /// have none, as they have no `lat`).
+    #[inline(never)]
+    fn completed_at(&mut self, n: usize, tc: u64) {
+        let clock = self.ctx.clock;
+        for d in &self.done[..n] {
+            if !d.status.is_ok() {
+                continue;
+            }
+            let slot = d.tag as usize;
+            let dir = match self.slots.io[slot].op {
+                Op::Read => &mut self.m.read,
+                Op::Write => &mut self.m.write,
+                Op::Flush => continue,
+            };
+            if let Some(h) = dir.clat.as_mut() {
+                h.saturating_record(clock.to_ns(tc.wrapping_sub(self.issue_ts[slot])).max(1));
+            }
+        }
     }
 
     /// Reap side of a pass: take the completions (an interrupt-driven path
@@ -643,6 +714,9 @@ impl<'c> Phase<'c> {
                 (false, _) => self.complete::<VERIFY, false, MIXED>(q, wl, verifier, res, n, &lat),
             };
             let (writes, flushes) = tally.finish(&mut self.m, &lat);
+            if self.ctx.spec.split_lat && self.m.on {
+                self.completed_at(n, tc);
+            }
             if self.m.on {
                 self.m.depths.completed(n);
             }

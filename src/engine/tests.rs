@@ -169,6 +169,7 @@ fn spec(rw: Rw, ios: u64) -> JobSpec {
         batch: 0,
         batch_complete: 0,
         reap_max: 0,
+        split_lat: false,
         numjobs: 1,
         cpus: vec![],
         continue_on_error: false,

@@ -218,12 +218,21 @@ fn dir_json(d: &DirSummary, t: &ThreadResult, group_bw: f64, write: bool) -> Val
     let agg = if bw.n == 0 { 0.0 } else { percent_of_agg(bmean, group_bw) };
     // fio gives percentiles of the completion latency (clat_percentiles=1)
     // and not of the total (lat_percentiles=0), and none for a direction
-    // without samples.
-    let mut clat = serde_json::to_value(&d.lat_ns).unwrap_or_default();
-    let mut lat = clat.clone();
-    if let Some(o) = lat.as_object_mut() {
-        o.remove("percentile");
-    }
+    // without samples. Without clat measured apart, clat_ns holds the one
+    // latency (submission to reap), so fio's tools find its percentiles.
+    let no_percentiles = |l: &crate::measure::stats::LatSummary| {
+        let mut v = serde_json::to_value(l).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("percentile");
+        }
+        v
+    };
+    let mut clat = serde_json::to_value(d.clat_ns.as_ref().unwrap_or(&d.lat_ns)).unwrap_or_default();
+    let lat = no_percentiles(&d.lat_ns);
+    let slat = match d.slat_ns.as_ref().filter(|s| s.n > 0) {
+        Some(s) => no_percentiles(s),
+        None => json!({"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}),
+    };
     if d.ios == 0 {
         if let Some(o) = clat.as_object_mut() {
             o.remove("percentile");
@@ -239,7 +248,7 @@ fn dir_json(d: &DirSummary, t: &ThreadResult, group_bw: f64, write: bool) -> Val
         "total_ios": d.ios,
         "short_ios": 0,
         "drop_ios": 0,
-        "slat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0},
+        "slat_ns": slat,
         "clat_ns": clat,
         "lat_ns": lat,
         "bw_min": bmin as u64,

@@ -24,6 +24,12 @@ pub struct DirSummary {
     /// I/Os that failed: not in the I/Os, IOPS, bandwidth or latency above
     /// (as in fio).
     pub errors: u64,
+    /// fio's submission latency, when measured apart (`DirResult::slat`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slat_ns: Option<LatSummary>,
+    /// fio's completion latency, when measured apart (`DirResult::clat`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clat_ns: Option<LatSummary>,
 }
 
 impl DirSummary {
@@ -36,6 +42,8 @@ impl DirSummary {
             bw_bytes: d.bytes as f64 / secs,
             lat_ns: LatSummary::of(&d.lat),
             errors: d.errors,
+            slat_ns: d.slat.as_ref().map(LatSummary::of),
+            clat_ns: d.clat.as_ref().map(LatSummary::of),
         }
     }
 }

@@ -543,6 +543,10 @@ impl IoQueue for PsyncQueue {
         QueueCounters { syscalls: self.syscalls, ..Default::default() }
     }
 
+    fn synchronous(&self) -> bool {
+        true
+    }
+
     fn in_flight(&self) -> usize {
         self.done.len()
     }

@@ -594,6 +594,13 @@ impl<C: Codec> IoQueue for UringQueue<C> {
         self.slots.in_use()
     }
 
+    fn submit_now(&mut self) -> Result<(), BackendError> {
+        if self.ring.unsubmitted() > 0 {
+            self.ring.kick(0)?;
+        }
+        Ok(())
+    }
+
     fn describe(&self) -> String {
         format!("io_uring ring fd {}", self.ring.fd())
     }

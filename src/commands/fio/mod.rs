@@ -389,6 +389,7 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
         batch: o.batch,
         batch_complete: p.batch_complete,
         reap_max: o.reap_max(),
+        split_lat: !o.gtod_reduce,
         numjobs: o.numjobs,
         cpus: p.cpus.clone(),
         continue_on_error: o.continue_on_error,
@@ -398,6 +399,12 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
     };
     engine::validate(&spec, &geo)?;
     let mut threads = engine::run(&*target, &spec, clock, false)?;
+    // disable_slat: clat and lat as before, no slat (fio records none).
+    if o.disable_slat {
+        for t in &mut threads {
+            (t.read.slat, t.write.slat) = (None, None);
+        }
+    }
     // fio's total_ios, and its IOPS, count the I/Os submitted after the
     // ramp (backend.c, td_io_queue; the ramp's end zeroes the count with
     // reset_all_stats): those in flight when it ended complete within the
@@ -645,16 +652,16 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                 for (j, t) in jobs.iter_mut().zip(threads) {
                     // fio's latency_ns / _us / _ms: percent of I/Os per bucket.
                     let mut all = crate::measure::stats::new_histogram();
-                    all.add(&t.read.lat).expect("same bounds");
-                    all.add(&t.write.lat).expect("same bounds");
+                    all.add(t.read.clat.as_ref().unwrap_or(&t.read.lat)).expect("same bounds");
+                    all.add(t.write.clat.as_ref().unwrap_or(&t.write.lat)).expect("same bounds");
                     let b = output::lat_buckets(&all);
                     for (key, base, n) in [("latency_ns", 0usize, 10usize), ("latency_us", 10, 10), ("latency_ms", 20, 12)] {
                         j[key] = (0..n).map(|i| (output::bucket_label(base == 20, i), serde_json::Value::from(b[base + i]))).collect::<serde_json::Map<_, _>>().into();
                     }
                     if plus && !p.opts.gtod_reduce {
                         // json+: fio's latency bins, latency (ns) -> I/Os.
-                        j["read"]["clat_ns"]["bins"] = bins(&t.read.lat);
-                        j["write"]["clat_ns"]["bins"] = bins(&t.write.lat);
+                        j["read"]["clat_ns"]["bins"] = bins(t.read.clat.as_ref().unwrap_or(&t.read.lat));
+                        j["write"]["clat_ns"]["bins"] = bins(t.write.clat.as_ref().unwrap_or(&t.write.lat));
                     }
                     if p.opts.gtod_reduce {
                         // fio records no latency under gtod_reduce: its

@@ -75,9 +75,9 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("invalidate", Kind::Ignored("drops the page cache before buffered runs; O_DIRECT runs do not use it, and buffered runs here start without dropping it (see docs/fio.md)")),
     ("eta", Kind::Ignored("progress display")),
     ("eta-newline", Kind::Ignored("progress display")),
-    ("clat_percentiles", Kind::Ignored("percentiles are always of the submit-to-completion latency")),
+    ("clat_percentiles", Kind::Ignored("percentiles are always of the completion latency (clat), fio's default")),
     ("lat_percentiles", Kind::Ignored("percentiles are always of the submit-to-completion latency")),
-    ("disable_slat", Kind::Ignored("no submission latency is measured")),
+    ("disable_slat", Kind::Bool),
     ("disable_clat", Kind::Ignored("latency is recorded into a histogram at no per-I/O cost worth disabling")),
     ("disable_lat", Kind::Ignored("latency is recorded into a histogram at no per-I/O cost worth disabling")),
     ("exitall", Kind::Refused("a group's jobs each run until they end on their own; give them the same runtime instead")),
@@ -194,6 +194,8 @@ pub struct JobOpts {
     /// fio's `norandommap`: random offsets drawn on their own (blocks may
     /// repeat) instead of every block once per pass.
     pub norandommap: bool,
+    /// fio's `disable_slat`: no submission latency measured or shown.
+    pub disable_slat: bool,
     pub stonewall: bool,
     pub continue_on_error: bool,
     pub allow_mounted_write: bool,
@@ -238,6 +240,7 @@ impl Default for JobOpts {
             thread: false,
             seed: 1,
             norandommap: false,
+            disable_slat: false,
             stonewall: false,
             continue_on_error: false,
             allow_mounted_write: false,
@@ -486,6 +489,7 @@ impl JobOpts {
             "thread" => self.thread = boolean(name, v)?,
             "randseed" => self.seed = num(name, need()?)?,
             "norandommap" => self.norandommap = boolean(name, v)?,
+            "disable_slat" => self.disable_slat = boolean(name, v)?,
             "stonewall" | "new_group" => self.stonewall = boolean(name, v)?,
             "continue_on_error" => {
                 self.continue_on_error = match need()?.trim() {

@@ -355,8 +355,22 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
         }
         o.push_str(&dir_line(name, d.ios, d.bytes, runt, d.errors));
         if !b.opts.gtod_reduce && d.lat_ns.n > 0 {
-            o.push_str(&lat_line(" lat", &d.lat_ns));
-            o.push_str(&percentile_lines("lat", &d.lat_ns));
+            // fio's order: slat (none on a synchronous path), clat, lat,
+            // then clat's percentiles; one latency when not measured apart.
+            if let Some(sl) = d.slat_ns.as_ref().filter(|x| x.n > 0) {
+                o.push_str(&lat_line("slat", sl));
+            }
+            match d.clat_ns.as_ref().filter(|x| x.n > 0) {
+                Some(c) => {
+                    o.push_str(&lat_line("clat", c));
+                    o.push_str(&lat_line(" lat", &d.lat_ns));
+                    o.push_str(&percentile_lines("clat", c));
+                }
+                None => {
+                    o.push_str(&lat_line(" lat", &d.lat_ns));
+                    o.push_str(&percentile_lines("lat", &d.lat_ns));
+                }
+            }
         }
         // fio takes these samples whatever gtod_reduce says.
         let write = name == "write";
@@ -364,10 +378,12 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
         o.push_str(&sample_lines(bw, iops, agg[write as usize]));
     }
     if !b.opts.gtod_reduce {
+        // fio's distribution is of clat (io_u_mark_latency), ours of the
+        // one latency when clat is not measured apart.
         let mut all = crate::measure::stats::new_histogram();
         for t in b.threads {
-            all.add(&t.read.lat).expect("same bounds");
-            all.add(&t.write.lat).expect("same bounds");
+            all.add(t.read.clat.as_ref().unwrap_or(&t.read.lat)).expect("same bounds");
+            all.add(t.write.clat.as_ref().unwrap_or(&t.write.lat)).expect("same bounds");
         }
         o.push_str(&distribution_lines(&all));
     }

@@ -255,6 +255,7 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop)
         batch: 0,
         batch_complete: 0,
         reap_max: 0,
+        split_lat: false,
         numjobs: s.numjobs,
         cpus,
         continue_on_error: false,
