@@ -153,6 +153,24 @@ pub struct SystemSummary {
 }
 
 impl SystemSummary {
+    /// /proc/stat counts CPU time in ticks (USER_HZ, 10 ms): over less than
+    /// 100 ticks per CPU its figures are off by more than a few percent
+    /// (3 "cores busy" on a 2-CPU machine over 3 ms). None when the
+    /// interval is long enough; else why the figures are not shown.
+    pub fn too_short(&self) -> Option<String> {
+        let need_ns = 100 * 1_000_000_000 / crate::measure::stats::user_hz();
+        (self.interval_ns < need_ns).then(|| {
+            format!(
+                "not shown: /proc/stat counts in {} ms ticks, and the measured {:.0} ms is under the {} ms it needs; run longer",
+                1000 / crate::measure::stats::user_hz(),
+                self.interval_ns as f64 / 1e6,
+                need_ns / 1_000_000
+            )
+        })
+    }
+}
+
+impl SystemSummary {
     /// The machine's busy time over `elapsed_ns` of wall time, from the
     /// /proc/stat deltas `c` reconciled with the threads' own clocks.
     ///

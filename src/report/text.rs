@@ -76,7 +76,9 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
         "  cpu per I/O  : {:.1} ns raw (usr {:.1}, sys {:.1}); {:.1} ns useful = raw less the share of time in empty polls ({} of {} polls, {:.1}% of the time), measured\n",
         c.cpu_ns_per_io, c.user_ns_per_io, c.sys_ns_per_io, c.useful_cpu_ns_per_io, c.empty_polls, c.polls, c.empty_poll_pct
     ));
-    if let Some(sy) = &s.system {
+    if let Some(why) = s.system.as_ref().and_then(|sy| sy.too_short()) {
+        o.push_str(&format!("  system-wide  : {why}\n"));
+    } else if let Some(sy) = &s.system {
         o.push_str(&format!(
             "  system-wide  : {:.2} cores busy; per I/O {:.1} ns (usr {:.1}, kernel {:.1} incl. irq {:.1} + softirq {:.1}); {} IOPS per busy core (measured)\n",
             sy.cores_busy,

@@ -429,10 +429,13 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
         ));
     }
     if let Some(sy) = &s.system {
-        o.push_str(&format!(
-            "  nvme-bypass  : system-wide {:.2} cores busy, {:.1} ns per I/O (kernel {:.1}) (measured)\n",
-            sy.cores_busy, sy.busy_ns_per_io, sy.kernel_ns_per_io
-        ));
+        match sy.too_short() {
+            Some(why) => o.push_str(&format!("  nvme-bypass  : system-wide CPU {why}\n")),
+            None => o.push_str(&format!(
+                "  nvme-bypass  : system-wide {:.2} cores busy, {:.1} ns per I/O (kernel {:.1}) (measured)\n",
+                sy.cores_busy, sy.busy_ns_per_io, sy.kernel_ns_per_io
+            )),
+        }
     }
     o
 }
