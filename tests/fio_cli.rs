@@ -782,3 +782,24 @@ fn the_queue_stays_at_iodepth_as_fios_does_at_its_default_batching() {
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(j["jobs"][0]["iodepth_complete"]["8"].as_f64(), Some(100.0), "complete: {}", j["jobs"][0]["iodepth_complete"]);
 }
+
+#[test]
+fn libaio_reaps_with_io_getevents_as_fios_engine_does() {
+    // fio's libaio: io_submit per submission, io_getevents per reap (the
+    // ring in user memory only with userspace_reap=1 and
+    // iodepth_batch_complete_min=0): two system calls per I/O at fio's
+    // default batching, one with the ring read in user space.
+    let Some(d) = workdir("aio") else { return };
+    let syscalls = |extra: &[&str]| -> f64 {
+        let args = [&["--name=a", "--filename=f", "--size=8M", "--ioengine=libaio", "--direct=1", "--rw=randread", "--iodepth=8", "--io_size=4M"][..], extra].concat();
+        let (code, out, err) = fio_in(&d, &args);
+        assert_eq!(code, 0, "{err}");
+        let l = out.lines().find(|l| l.contains("syscalls (measured)")).unwrap_or_else(|| panic!("{out}"));
+        l.split(", ").find_map(|p| p.strip_suffix(" syscalls (measured)")).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{l}"))
+    };
+    let fios = syscalls(&[]);
+    assert!((1.9..=2.1).contains(&fios), "{fios} system calls per I/O");
+    let user = syscalls(&["--userspace_reap=1", "--iodepth_batch_complete_min=0"]);
+    assert!(user < 1.5, "{user} system calls per I/O with the ring read in user space");
+    let _ = std::fs::remove_dir_all(d);
+}

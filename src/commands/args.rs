@@ -107,6 +107,9 @@ impl KernelArgs {
             register_ring: self.register_ring,
             // bench opens read-write: its write guard is --allow-write.
             read_only: false,
+            // libaio completions from the ring in user memory, as the
+            // compare rows count them.
+            aio_reap: Default::default(),
         }
     }
 }

@@ -683,18 +683,24 @@ impl<'c> Phase<'c> {
             self.reap_batch(q, batch)?
         } else {
             // fio's reaping (`reap_max` > 0): at most that many, and with
-            // the queue full an interrupt-driven path waits for one even
-            // right after submitting (fio's wait_for_completions). Ours
-            // (0): whatever is ready, waiting only when nothing was to submit.
+            // the queue full an interrupt-driven path goes straight to the
+            // wait for at least one, even right after submitting (fio's
+            // wait_for_completions: one io_getevents for libaio). Ours (0):
+            // whatever is ready, waiting only when nothing was to submit.
             let fio = self.ctx.spec.reap_max;
             let max = if fio > 0 { fio.min(self.done.len()) } else { self.done.len() };
-            let mut n = q.poll(&mut self.done[..max])?;
-            let full = self.in_flight == self.done.len();
-            if n == 0 && (submitted == 0 || (fio > 0 && full)) && self.in_flight > 0 && !self.ctx.polled && !self.ctx.spec.stop.requested() {
-                n = q.wait(&mut self.done[..max], 1)?;
+            let stop = self.ctx.spec.stop.requested();
+            if fio > 0 && self.in_flight == self.done.len() && !self.ctx.polled && !stop {
                 self.m.waits += 1;
+                q.wait(&mut self.done[..max], 1)?
+            } else {
+                let mut n = q.poll(&mut self.done[..max])?;
+                if n == 0 && submitted == 0 && self.in_flight > 0 && !self.ctx.polled && !stop {
+                    n = q.wait(&mut self.done[..max], 1)?;
+                    self.m.waits += 1;
+                }
+                n
             }
-            n
         };
         self.m.polls += 1;
         if n > 0 {

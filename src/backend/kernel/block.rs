@@ -25,7 +25,7 @@ use super::sys::{fdatasync, pread_pwrite, Dir};
 use super::uring::{self, Codec, FileRef, Ring, RingConfig, UringQueue};
 use super::{
     byte_count_status, check_io, file_name, open_rw, read_sys, read_sys_u64, require_poll_queues, stat_device, sysfs_block_dir,
-    sysfs_block_dir_of, Buffers, FileKind, IoEngine, KernelOptions, Slots,
+    sysfs_block_dir_of, AioReap, Buffers, FileKind, IoEngine, KernelOptions, Slots,
 };
 use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Target};
 use io_uring::{cqueue, opcode, squeue, types};
@@ -165,6 +165,8 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
         "ioengine".into(),
         match o.ioengine {
             IoEngine::IoUring => format!("io_uring: {}", o.uring_desc()),
+            IoEngine::Libaio if o.aio_reap == AioReap::Getevents => "libaio: io_submit; io_getevents for every reap (fio's libaio)".into(),
+            IoEngine::Libaio if o.aio_reap == AioReap::Spin => "libaio: io_submit; completions read from the AIO ring in user memory, spinning on it to wait (fio's userspace_reap)".into(),
             IoEngine::Libaio => {
                 "libaio: io_submit; completions read from the AIO ring in user memory (fio's userspace_reap), io_getevents only to wait"
                     .into()
@@ -206,7 +208,7 @@ impl Target for BlockTarget {
                 let codec = BlockCodec { fd, lba_size: lba as u64, fixedbufs: o.fixedbufs };
                 Ok(Box::new(UringQueue::new(ring, codec, bufs, o.fixedbufs, lba, p.batch, self.file.clone())?))
             }
-            IoEngine::Libaio => Ok(Box::new(AioQueue::new(self.file.clone(), bufs, lba, p.batch)?)),
+            IoEngine::Libaio => Ok(Box::new(AioQueue::new(self.file.clone(), bufs, lba, p.batch, o.aio_reap)?)),
             IoEngine::Psync if p.depth > 1 => Err(BackendError::Invalid(format!(
                 "--ioengine psync does one I/O at a time per thread (pread/pwrite block until done), so --iodepth {} cannot be honoured: use --iodepth 1, and --numjobs for parallel I/O",
                 p.depth
@@ -286,6 +288,8 @@ struct AioQueue {
     batch: usize,
     syscalls: u64,
     rejected: u64,
+    /// Ring, io_getevents, or spin on the ring ([`AioReap`]).
+    reap: AioReap,
 }
 
 /// The pointer array io_submit reads.
@@ -296,7 +300,7 @@ struct IocbPtrs(Vec<*mut Iocb>);
 unsafe impl Send for IocbPtrs {}
 
 impl AioQueue {
-    fn new(file: Arc<File>, bufs: Buffers, lba_size: u32, batch: usize) -> Result<Self, BackendError> {
+    fn new(file: Arc<File>, bufs: Buffers, lba_size: u32, batch: usize, reap: AioReap) -> Result<Self, BackendError> {
         let depth = bufs.count();
         let ctx = AioContext::new(depth as u32).map_err(|e| {
             let hint = match e.raw_os_error() {
@@ -328,6 +332,7 @@ impl AioQueue {
             batch,
             syscalls: 0,
             rejected: 0,
+            reap,
         })
     }
 
@@ -431,6 +436,9 @@ impl IoQueue for AioQueue {
     /// already there is taken without io_getevents (fio's
     /// `userspace_reap`).
     fn ready(&self, n: usize) -> Option<bool> {
+        if self.reap == AioReap::Getevents {
+            return None;
+        }
         self.ctx.ready_user().map(|k| k >= n)
     }
 
@@ -442,8 +450,10 @@ impl IoQueue for AioQueue {
         // Completions land in the ring from the interrupt handler: read
         // them there, as io_uring's CQ is peeked, without a system call.
         let max = out.len().min(self.events.len());
-        if let Some(n) = self.ctx.reap_user(&mut self.events[..max]) {
-            return Ok(self.finish(out, n));
+        if self.reap != AioReap::Getevents {
+            if let Some(n) = self.ctx.reap_user(&mut self.events[..max]) {
+                return Ok(self.finish(out, n));
+            }
         }
         self.reap(out, 0, false)
     }
@@ -451,6 +461,21 @@ impl IoQueue for AioQueue {
     fn wait(&mut self, out: &mut [IoDone], min: usize) -> Result<usize, BackendError> {
         let min = min.min(self.slots.in_use()).min(out.len());
         let mut n = 0;
+        if self.reap == AioReap::Spin {
+            // fio's userspace_reap: look at the ring until `min` are there,
+            // for at most 100 ms (the caller's watchdog and Ctrl-C run
+            // between calls).
+            let t0 = std::time::Instant::now();
+            while n < min && t0.elapsed() < std::time::Duration::from_millis(100) {
+                let max = (out.len() - n).min(self.events.len());
+                match self.ctx.reap_user(&mut self.events[..max]) {
+                    Some(k) => n += self.finish(&mut out[n..], k),
+                    None => return self.reap(out, min, true),
+                }
+                std::hint::spin_loop();
+            }
+            return Ok(n);
+        }
         while n < min {
             n += self.reap(&mut out[n..], min - n, true)?;
         }

@@ -46,6 +46,20 @@ impl IoEngine {
     }
 }
 
+/// How the libaio queue takes completions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AioReap {
+    /// From the AIO ring in user memory, io_getevents only to wait
+    /// (`bench`, compare: the fewest system calls).
+    #[default]
+    Ring,
+    /// io_getevents every time, as fio's libaio engine (`nvme-bypass fio`).
+    Getevents,
+    /// From the ring only, spinning on it to wait: fio's `userspace_reap=1`
+    /// with `iodepth_batch_complete_min=0`.
+    Spin,
+}
+
 /// Kernel-path options (the default: io_uring, O_DIRECT, nothing registered, interrupts).
 #[derive(Clone, Debug, Default)]
 pub struct KernelOptions {
@@ -71,6 +85,8 @@ pub struct KernelOptions {
     pub defer_taskrun: bool,
     /// Register the ring fd (IORING_REGISTER_RING_FDS).
     pub register_ring: bool,
+    /// How libaio reaps.
+    pub aio_reap: AioReap,
     /// Open the device or file read-only: the workload only reads (fio
     /// opens a read job's file O_RDONLY, so a read-only file serves it).
     pub read_only: bool,

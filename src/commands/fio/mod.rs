@@ -19,7 +19,7 @@ pub mod jobfile;
 pub mod options;
 pub mod output;
 
-use crate::backend::kernel::{IoEngine, KernelOptions};
+use crate::backend::kernel::{AioReap, IoEngine, KernelOptions};
 use crate::backend::path::PathSpec;
 use crate::backend::userspace::vfio::VfioOptions;
 use crate::backend::Target;
@@ -150,6 +150,9 @@ fn plan(o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]) ->
         buffered: !passthru && !o.direct,
         // fio opens a read job's file O_RDONLY (a read-only file serves it).
         read_only: !passthru && !o.rw.writes(),
+        // fio's libaio reads the ring in user memory only for a reap that
+        // may take none: userspace_reap=1 with iodepth_batch_complete_min=0.
+        aio_reap: if o.userspace_reap && o.batch_complete_min == Some(0) { AioReap::Spin } else { AioReap::Getevents },
         ..Default::default()
     };
     let mut layout = vec![];

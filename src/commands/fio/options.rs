@@ -54,6 +54,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("iodepth_batch_complete_max", Kind::Value),
     ("hipri", Kind::Bool),
     ("fixedbufs", Kind::Bool),
+    ("userspace_reap", Kind::Bool),
     ("registerfiles", Kind::Bool),
     ("sqthread_poll", Kind::Bool),
     ("sqthread_poll_cpu", Kind::Value),
@@ -196,6 +197,9 @@ pub struct JobOpts {
     pub norandommap: bool,
     /// fio's `disable_slat`: no submission latency measured or shown.
     pub disable_slat: bool,
+    /// fio's libaio `userspace_reap`: read completions from the AIO ring
+    /// without io_getevents.
+    pub userspace_reap: bool,
     pub stonewall: bool,
     pub continue_on_error: bool,
     pub allow_mounted_write: bool,
@@ -241,6 +245,7 @@ impl Default for JobOpts {
             seed: 1,
             norandommap: false,
             disable_slat: false,
+            userspace_reap: false,
             stonewall: false,
             continue_on_error: false,
             allow_mounted_write: false,
@@ -469,6 +474,7 @@ impl JobOpts {
             "iodepth_batch_complete_max" => self.batch_complete_max = Some(num(name, need()?)?),
             "hipri" => self.hipri = boolean(name, v)?,
             "fixedbufs" => self.fixedbufs = boolean(name, v)?,
+            "userspace_reap" => self.userspace_reap = boolean(name, v)?,
             "registerfiles" => self.registerfiles = boolean(name, v)?,
             "sqthread_poll" => self.sqthread_poll = boolean(name, v)?,
             "sqthread_poll_cpu" => self.sqthread_poll_cpu = Some(num(name, need()?)?),
