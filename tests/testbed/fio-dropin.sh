@@ -52,7 +52,12 @@ for tool in fio ours; do
 done
 grep IOPS fio.passthru.txt ours.passthru.txt | sed 's/^/  /'
 [ "$(mask fio.passthru.txt)" = "$(mask ours.passthru.txt)" ] || fail "passthru: IOPS lines differ in shape from fio's"
-grep -q '^    lat percentiles (usec):\|^    lat percentiles (nsec):\|^    lat percentiles (msec):' ours.passthru.txt || fail "no latency percentiles without gtod_reduce"
+# Without gtod_reduce: fio's latency lines (slat, clat, lat, clat
+# percentiles), in fio's order; their units follow the figures.
+lat_labels() { grep -E '^    (slat|clat| lat|clat percentiles) \(' "$1" | sed -E 's/ \((usec|nsec|msec)\).*//'; }
+lat_labels ours.passthru.txt | sed 's/^/  ours:/'
+[ -n "$(lat_labels fio.passthru.txt)" ] || fail "fio.passthru.txt has no latency lines (the check itself is wrong)"
+[ "$(lat_labels fio.passthru.txt)" = "$(lat_labels ours.passthru.txt)" ] || fail "passthru: latency lines differ from fio's: $(lat_labels fio.passthru.txt | tr '\n' ',') against $(lat_labels ours.passthru.txt | tr '\n' ',')"
 grep -q '^  nvme-bypass  : passthru' ours.passthru.txt || fail "not the passthru path"
 
 step jobfile
