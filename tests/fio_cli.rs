@@ -803,3 +803,37 @@ fn libaio_reaps_with_io_getevents_as_fios_engine_does() {
     assert!(user < 1.5, "{user} system calls per I/O with the ring read in user space");
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// When fio itself is installed: the keys of our JSON come in fio's order
+/// (top level, job, direction, percentiles), those fio has too.
+#[test]
+fn json_keys_in_fios_order_when_it_is_installed() {
+    if Command::new("fio").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
+        eprintln!("skipped: fio is not installed");
+        return;
+    }
+    let Some(d) = workdir("order") else { return };
+    let args = |file: &str| {
+        ["--ioengine=io_uring", "--direct=1", "--name=o", "--rw=randrw", "--bs=4k", "--iodepth=8", "--size=8M", "--io_size=2M", "--output-format=json"].iter().map(|a| a.to_string()).chain([format!("--filename={file}")]).collect::<Vec<_>>()
+    };
+    let theirs = Command::new("fio").current_dir(&d).args(args("theirs")).output().unwrap();
+    let ours = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).arg("fio").args(args("ours")).output().unwrap();
+    assert!(theirs.status.success() && ours.status.success());
+    let parse = |b: &[u8]| -> serde_json::Value { serde_json::from_slice(b).unwrap() };
+    fn walk(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
+        if let (Some(a), Some(b)) = (a.as_object(), b.as_object()) {
+            let ka: Vec<&String> = a.keys().filter(|k| b.contains_key(*k)).collect();
+            let kb: Vec<&String> = b.keys().filter(|k| a.contains_key(*k)).collect();
+            assert_eq!(kb, ka, "at {at:?}: ours, then fio's");
+            for k in ka {
+                walk(&a[k], &b[k], &format!("{at}/{k}"));
+            }
+        } else if let (Some(a), Some(b)) = (a.as_array(), b.as_array()) {
+            if let (Some(a), Some(b)) = (a.first(), b.first()) {
+                walk(a, b, &format!("{at}[0]"));
+            }
+        }
+    }
+    walk(&parse(&theirs.stdout), &parse(&ours.stdout), "");
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -27,8 +27,23 @@ pub struct LatSummary {
     /// Number of samples.
     #[serde(rename = "N")]
     pub n: u64,
-    /// Percentile -> value, keys formatted as fio does ("99.900000").
+    /// Percentile -> value, keys formatted as fio does ("99.900000"),
+    /// written in fio's order (by percentile, not by key).
+    #[serde(serialize_with = "by_percentile")]
     pub percentile: std::collections::BTreeMap<String, u64>,
+}
+
+/// A percentile map in numeric order, as fio writes it ("5.000000"
+/// before "10.000000").
+fn by_percentile<S: serde::Serializer>(m: &std::collections::BTreeMap<String, u64>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut e: Vec<(&String, &u64)> = m.iter().collect();
+    e.sort_by(|a, b| a.0.parse::<f64>().unwrap_or(0.0).total_cmp(&b.0.parse::<f64>().unwrap_or(0.0)));
+    let mut out = s.serialize_map(Some(e.len()))?;
+    for (k, v) in e {
+        out.serialize_entry(k, v)?;
+    }
+    out.end()
 }
 
 impl LatSummary {

@@ -421,6 +421,37 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
     Ok((threads, summary, spec))
 }
 
+/// A job entry's keys in fio 3.33's order (its `show_thread_status_json`),
+/// the keys fio does not have (`job_start`, fio 3.35 on) after them, ours
+/// (`nvme_bypass`) last.
+fn in_fios_order(j: &mut serde_json::Value) {
+    in_order(j, &JOB_ORDER);
+}
+
+/// fio 3.33's order of a job entry's keys.
+const JOB_ORDER: [&str; 26] = [
+    "jobname", "groupid", "error", "eta", "elapsed", "job options", "read", "write", "trim", "sync", "job_runtime", "usr_cpu", "sys_cpu", "ctx", "majf", "minf",
+    "iodepth_level", "iodepth_submit", "iodepth_complete", "latency_ns", "latency_us", "latency_ms", "latency_depth", "latency_target", "latency_percentile",
+    "latency_window",
+];
+
+/// An object's keys in `order`, the others after them as they were (ours,
+/// `nvme_bypass`, last of all).
+fn in_order(j: &mut serde_json::Value, order: &[&str]) {
+    let Some(m) = j.as_object_mut() else { return };
+    let mut old = std::mem::take(m);
+    let ours = old.remove("nvme_bypass");
+    for &k in order {
+        if let Some(v) = old.remove(k) {
+            m.insert(k.to_string(), v);
+        }
+    }
+    m.extend(old);
+    if let Some(v) = ours {
+        m.insert("nvme_bypass".into(), v);
+    }
+}
+
 /// fio's json+ `bins`: every latency recorded (ns, as a string key, the
 /// histogram's value: 3 significant digits) with its count of I/Os.
 fn bins(h: &hdrhistogram::Histogram<u64>) -> serde_json::Value {
@@ -711,6 +742,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     // (its name too), apart from the inherited globals.
                     j["job options"] = p.job_options.clone().into();
                     j["nvme_bypass"]["figures"] = p.context.clone().into();
+                    in_fios_order(j);
                 }
             }
             // fio's "global options": the [global] section's and the
@@ -737,6 +769,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             if !disk_util.is_empty() {
                 a["disk_util"] = disk_util.clone().into();
             }
+            in_order(&mut a, &["fio version", "timestamp", "timestamp_ms", "time", "global options", "jobs", "disk_util"]);
             w(&mut out, &format!("{}\n", serde_json::to_string_pretty(&a).unwrap()))?;
         }
     }
