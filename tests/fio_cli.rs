@@ -33,6 +33,15 @@ fn workdir(name: &str) -> Option<PathBuf> {
     Some(d)
 }
 
+/// Is fio itself installed? If not, says the test is skipped.
+fn fio_installed() -> bool {
+    let ok = Command::new("fio").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
+    if !ok {
+        eprintln!("skipped: fio is not installed");
+    }
+    ok
+}
+
 /// A number, optionally with decimals, then one of `units`: the rest.
 fn num_unit<'a>(s: &'a str, units: &[&str]) -> Option<&'a str> {
     let d = s.find(|c: char| !c.is_ascii_digit())?;
@@ -445,8 +454,7 @@ fn mask(line: &str) -> String {
 /// version, Disk stats).
 #[test]
 fn line_for_line_with_fio_when_it_is_installed() {
-    if Command::new("fio").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
-        eprintln!("skipped: fio is not installed");
+    if !fio_installed() {
         return;
     }
     let Some(d) = workdir("realfio") else { return };
@@ -808,8 +816,7 @@ fn libaio_reaps_with_io_getevents_as_fios_engine_does() {
 /// (top level, job, direction, percentiles), those fio has too.
 #[test]
 fn json_keys_in_fios_order_when_it_is_installed() {
-    if Command::new("fio").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
-        eprintln!("skipped: fio is not installed");
+    if !fio_installed() {
         return;
     }
     let Some(d) = workdir("order") else { return };

@@ -164,6 +164,12 @@ impl Default for DirResult {
 }
 
 impl DirResult {
+    /// fio's completion latency: `clat` when measured apart, else the one
+    /// latency (submission to reap), which then stands for it.
+    pub fn clat_or_lat(&self) -> &Histogram<u64> {
+        self.clat.as_ref().unwrap_or(&self.lat)
+    }
+
     /// Merge another thread's results.
     pub fn add(&mut self, o: &DirResult) {
         self.ios += o.ios;

@@ -470,7 +470,9 @@ impl IoQueue for AioQueue {
                 let max = (out.len() - n).min(self.events.len());
                 match self.ctx.reap_user(&mut self.events[..max]) {
                     Some(k) => n += self.finish(&mut out[n..], k),
-                    None => return self.reap(out, min, true),
+                    // No ring to read (the kernel did not map one): wait
+                    // in io_getevents for the rest.
+                    None => return Ok(n + self.reap(&mut out[n..], min - n, true)?),
                 }
                 std::hint::spin_loop();
             }

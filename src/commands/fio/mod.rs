@@ -421,14 +421,8 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
     Ok((threads, summary, spec))
 }
 
-/// A job entry's keys in fio 3.33's order (its `show_thread_status_json`),
-/// the keys fio does not have (`job_start`, fio 3.35 on) after them, ours
-/// (`nvme_bypass`) last.
-fn in_fios_order(j: &mut serde_json::Value) {
-    in_order(j, &JOB_ORDER);
-}
-
-/// fio 3.33's order of a job entry's keys.
+/// fio 3.33's order of a job entry's keys (its `show_thread_status_json`);
+/// those fio does not have (`job_start`, fio 3.35 on) go after them.
 const JOB_ORDER: [&str; 26] = [
     "jobname", "groupid", "error", "eta", "elapsed", "job options", "read", "write", "trim", "sync", "job_runtime", "usr_cpu", "sys_cpu", "ctx", "majf", "minf",
     "iodepth_level", "iodepth_submit", "iodepth_complete", "latency_ns", "latency_us", "latency_ms", "latency_depth", "latency_target", "latency_percentile",
@@ -686,16 +680,16 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                 for (j, t) in jobs.iter_mut().zip(threads) {
                     // fio's latency_ns / _us / _ms: percent of I/Os per bucket.
                     let mut all = crate::measure::stats::new_histogram();
-                    all.add(t.read.clat.as_ref().unwrap_or(&t.read.lat)).expect("same bounds");
-                    all.add(t.write.clat.as_ref().unwrap_or(&t.write.lat)).expect("same bounds");
+                    all.add(t.read.clat_or_lat()).expect("same bounds");
+                    all.add(t.write.clat_or_lat()).expect("same bounds");
                     let b = output::lat_buckets(&all);
                     for (key, base, n) in [("latency_ns", 0usize, 10usize), ("latency_us", 10, 10), ("latency_ms", 20, 12)] {
                         j[key] = (0..n).map(|i| (output::bucket_label(base == 20, i), serde_json::Value::from(b[base + i]))).collect::<serde_json::Map<_, _>>().into();
                     }
                     if plus && !p.opts.gtod_reduce {
                         // json+: fio's latency bins, latency (ns) -> I/Os.
-                        j["read"]["clat_ns"]["bins"] = bins(t.read.clat.as_ref().unwrap_or(&t.read.lat));
-                        j["write"]["clat_ns"]["bins"] = bins(t.write.clat.as_ref().unwrap_or(&t.write.lat));
+                        j["read"]["clat_ns"]["bins"] = bins(t.read.clat_or_lat());
+                        j["write"]["clat_ns"]["bins"] = bins(t.write.clat_or_lat());
                     }
                     if p.opts.gtod_reduce {
                         // fio records no latency under gtod_reduce: its
@@ -742,7 +736,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     // (its name too), apart from the inherited globals.
                     j["job options"] = p.job_options.clone().into();
                     j["nvme_bypass"]["figures"] = p.context.clone().into();
-                    in_fios_order(j);
+                    in_order(j, &JOB_ORDER);
                 }
             }
             // fio's "global options": the [global] section's and the

@@ -382,8 +382,8 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
         // one latency when clat is not measured apart.
         let mut all = crate::measure::stats::new_histogram();
         for t in b.threads {
-            all.add(t.read.clat.as_ref().unwrap_or(&t.read.lat)).expect("same bounds");
-            all.add(t.write.clat.as_ref().unwrap_or(&t.write.lat)).expect("same bounds");
+            all.add(t.read.clat_or_lat()).expect("same bounds");
+            all.add(t.write.clat_or_lat()).expect("same bounds");
         }
         o.push_str(&distribution_lines(&all));
     }
