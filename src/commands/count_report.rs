@@ -278,6 +278,17 @@ pub fn build(i: &Inputs) -> CountReport {
                         row.label, kpolls, kempty, kleft
                     ));
                 }
+                let (wait_insns, waits) = w.waits();
+                if waits > 0 {
+                    notes.push(format!(
+                        "{}: {} waits for its queue's interrupt ({:.3} per I/O), {:.0} instructions each (the system calls, the sleep, the interrupt that ends it, the wake-up): {:.0} per I/O, in its total; how many it needs follows the device's pace beside the CPU",
+                        row.label,
+                        waits,
+                        waits as f64 / ios.max(1) as f64,
+                        wait_insns as f64 / waits as f64,
+                        wait_insns as f64 / ios.max(1) as f64
+                    ));
+                }
                 if calibration.is_none() && here.marks == 0 && i.calibration_polls > 0 && empty_polls > 0 {
                     notes.push(format!("{}: no calibration window {}", row.label, CALIBRATION_BASE + id));
                 }
@@ -362,8 +373,8 @@ fn num(x: f64) -> String {
 pub fn table(r: &CountReport) -> String {
     let mut o = format!("instructions per I/O: {MEASURED}\n\n");
     o.push_str(&format!(
-        "{:<32} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
-        "path", "usr/IO", "krn/IO", "total/IO", "empty/IO", "sysc/IO", "irq/IO", "db/IO", "ctxs/IO", "top layers (instructions per I/O)"
+        "{:<32} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
+        "path", "usr/IO", "krn/IO", "total/IO", "empty/IO", "wait/IO", "sysc/IO", "irq/IO", "db/IO", "ctxs/IO", "top layers (instructions per I/O)"
     ));
     for row in &r.rows {
         let Some(c) = &row.counts else {
@@ -376,12 +387,13 @@ pub fn table(r: &CountReport) -> String {
         top.sort_by(|a, b| b.1.total_cmp(&a.1));
         let top: Vec<String> = top.iter().take(TOP_LAYERS).map(|(n, v)| format!("{n} {}", num(*v))).collect();
         o.push_str(&format!(
-            "{:<32} {:>8} {:>8} {:>8} {:>8} {:>8.2} {:>8.2} {:>8.2} {:>8.2}  {}\n",
+            "{:<32} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8.2} {:>8.2} {:>8.2} {:>8.2}  {}\n",
             row.label,
             num(p.user),
             num(p.kernel),
             num(p.total),
             p.empty_polls.map(num).unwrap_or("-".into()),
+            num(p.waits),
             e.syscalls,
             e.interrupts,
             e.doorbell_writes,
@@ -394,6 +406,9 @@ pub fn table(r: &CountReport) -> String {
          less the idle background scaled to the row's duration. empty/IO: polls that found nothing,\n\
          ours (each empty pass of the loop counted where it ran) and the kernel's IOPOLL (each poll of\n\
          nvme_poll that found nothing, counted where it ran), in total/IO, never subtracted.\n\
+         wait/IO: our thread's waits for its queue's interrupt (the system calls, the sleep, the\n\
+         interrupt that ends it, the wake-up; counted where they ran), in total/IO, never subtracted;\n\
+         the kernel paths sleep inside their own system calls and show none.\n\
          sysc, irq, ctxs:\n\
          executions of entry_SYSCALL_64, asm_common_interrupt + asm_sysvec_*, __switch_to_asm.\n\
          db: MMIO writes to the controller's doorbell page. Work, not time: an emulated machine.\n",

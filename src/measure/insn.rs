@@ -158,6 +158,18 @@ pub struct VcpuCount {
     /// work is the background's), or longer than a poll can be.
     #[serde(default)]
     pub kpoll_discarded: u64,
+    /// User instructions of the waits for an interrupt (the plugin's WAIT
+    /// to WOKE markers, `measure::marker`), timed on the machine's
+    /// timeline like the passes.
+    #[serde(default)]
+    pub wait_user: u64,
+    /// Their kernel instructions: the system calls, the sleep, the
+    /// interrupt that ends it, the wake-up.
+    #[serde(default)]
+    pub wait_kernel: u64,
+    /// Waits added up.
+    #[serde(default)]
+    pub waits: u64,
 }
 
 /// One measured window of the plugin.
@@ -186,6 +198,11 @@ impl Window {
     /// Kernel instructions, all vCPUs.
     pub fn kernel(&self) -> u64 {
         self.vcpus.iter().map(|v| v.kernel).sum()
+    }
+    /// The waits for an interrupt, all vCPUs: instructions (user + kernel)
+    /// and how many.
+    pub fn waits(&self) -> (u64, u64) {
+        self.vcpus.iter().fold((0, 0), |(i, n), v| (i + v.wait_user + v.wait_kernel, n + v.waits))
     }
     /// The empty passes, all vCPUs: (user, kernel) instructions, passes,
     /// EMPTY markers, passes discarded.
@@ -579,6 +596,9 @@ pub struct Events {
     /// plugin (`kpolls` less `kpoll_empty` and `kpoll_discarded`); 0 when
     /// the process did not name the poll loop to it.
     pub kernel_polls_found: f64,
+    /// The thread's waits for its queue's interrupt (see
+    /// [`PerIo::waits`]).
+    pub waits: f64,
 }
 
 impl Events {
@@ -593,6 +613,7 @@ impl Events {
             mmio_reads: f(self.mmio_reads, o.mmio_reads),
             kernel_polls: f(self.kernel_polls, o.kernel_polls),
             kernel_polls_found: f(self.kernel_polls_found, o.kernel_polls_found),
+            waits: f(self.waits, o.waits),
         }
     }
 }
@@ -779,6 +800,16 @@ pub struct PerIo {
     /// None when the kernel polled but its poll loop was not named to the
     /// plugin (`measure::marker`), so they could not be told apart.
     pub empty_polls_kernel: Option<f64>,
+    /// Instructions per I/O of the thread's waits for its queue's
+    /// interrupt (interrupt-driven userspace rows): each from before the
+    /// system calls that sleep on the eventfd to after them, the sleep,
+    /// the interrupt that ends it and the wake-up included, added up by
+    /// the plugin (`wait_*`). Included in `total`, shown apart, never
+    /// subtracted. How many waits a row needs follows the device's pace
+    /// beside the CPU, as its empty polls do. 0 in rows that do not
+    /// wait in our code (the kernel paths sleep inside their system
+    /// calls, where the interrupt also completes the I/O).
+    pub waits: f64,
 }
 
 /// An unmapped kernel function and its cost.
@@ -947,6 +978,8 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
             Some(kpoll_empty_insns as f64 / ios)
         }
     };
+    let (wait_insns, waits) = r.window.waits();
+    t.events.waits = waits as f64;
     let layers = Named(
         breakdown_names()
             .into_iter()
@@ -962,6 +995,7 @@ pub fn row_counts(r: &RowInput, bg: Option<&Background>, calibration_polls: u64,
             empty_polls: engine.zip(kernel_empty).map(|(e, k)| e + k),
             empty_polls_engine: engine,
             empty_polls_kernel: kernel_empty,
+            waits: wait_insns as f64 / ios,
         },
         layers,
         events_per_io: t.events.combine(&b.events, -scale, ios),
@@ -1292,6 +1326,27 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         assert!(close(c.instructions_per_io.empty_polls.unwrap(), 24.0));
         // found: 22 polls less 16 empty and 2 left out
         assert_eq!(c.events_per_io.kernel_polls_found, 4.0 / 8.0);
+    }
+
+    #[test]
+    fn waits_for_an_interrupt_are_counted_apart_and_left_in_the_total() {
+        // An interrupt-driven row: 5 waits of 600 instructions (20 user,
+        // the rest kernel) added up by the plugin, tallied on vCPU 0.
+        let ks = parse_kallsyms("ffffffff81000000 T _stext\nffffffff81001000 T schedule\n").unwrap();
+        let mut row = window(0, 100, 3900, vec![(0xffffffff81001000, 3900, 5)], vec![]);
+        row.vcpus[0].wait_user = 5 * 20;
+        row.vcpus[0].wait_kernel = 5 * 580;
+        row.vcpus[0].waits = 5;
+        assert_eq!(row.waits(), (3000, 5));
+        let u = user_syms();
+        let layers = LayerTable::builtin();
+        let s = Symbols { kernel: &ks, user: &u, layers: &layers, bar0: None };
+        let r = RowInput { window: &row, calibration: None, ios: 10, duration_s: 1.0, empty_polls: 0, busy_cpu_s: 0.0 };
+        let c = row_counts(&r, None, 10, &s).unwrap();
+        assert_eq!(c.instructions_per_io.waits, 300.0);
+        assert_eq!(c.events_per_io.waits, 0.5);
+        // in the total, never subtracted
+        assert!(close(c.instructions_per_io.total, 400.0), "{:?}", c.instructions_per_io);
     }
 
     #[test]

@@ -19,6 +19,14 @@
 //! instruction each, always executed (a branch on whether markers are on
 //! would cost more than the NOP).
 //!
+//! An interrupt-driven queue waits in the kernel instead: [`wait`]
+//! (`...57 42 56 4e`, "WBVN") runs before the system calls that sleep on
+//! the queue's eventfd and [`woke`] (`...52 42 56 4e`, "RBVN") after them.
+//! The plugin adds each wait, from one to the other on the same timeline,
+//! to the window's waits: the system calls, the sleep, the interrupt that
+//! ends it and the wake-up. How many a row needs follows how fast the
+//! device completes beside the CPU, as its empty polls do.
+//!
 //! The kernel's IOPOLL loop polls inside one system call until a batch is
 //! found, where no marker of ours can run. So, before its first window, a
 //! process with markers on names four kinds of kernel address to the
@@ -97,6 +105,27 @@ pub fn empty() {
     // SAFETY: as in `pass`: one NOP that changes nothing.
     unsafe {
         core::arch::asm!(".byte 0x0f, 0x1f, 0x80, 0x5a, 0x42, 0x56, 0x4e", options(nomem, nostack, preserves_flags));
+    }
+}
+
+/// The thread is about to wait for its queue's interrupt (see the
+/// module's documentation).
+#[inline(always)]
+pub fn wait() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as in `pass`: one NOP that changes nothing.
+    unsafe {
+        core::arch::asm!(".byte 0x0f, 0x1f, 0x80, 0x57, 0x42, 0x56, 0x4e", options(nomem, nostack, preserves_flags));
+    }
+}
+
+/// The wait for the interrupt is over (see the module's documentation).
+#[inline(always)]
+pub fn woke() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as in `pass`: one NOP that changes nothing.
+    unsafe {
+        core::arch::asm!(".byte 0x0f, 0x1f, 0x80, 0x52, 0x42, 0x56, 0x4e", options(nomem, nostack, preserves_flags));
     }
 }
 

@@ -295,11 +295,14 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
             }
             let Some(fd) = self.irq.as_ref() else { continue };
             use std::os::fd::AsFd;
-            let ready = crate::sys::poll_readable(fd.as_fd(), 100)
-                .map_err(|e| BackendError::os("wait for the queue's interrupt (poll)", "", e))?;
-            if ready {
+            crate::measure::marker::wait();
+            let ready = crate::sys::poll_readable(fd.as_fd(), 100);
+            if let Ok(true) = ready {
                 let _ = crate::sys::read_eventfd(fd.as_fd());
-            } else {
+            }
+            crate::measure::marker::woke();
+            let ready = ready.map_err(|e| BackendError::os("wait for the queue's interrupt (poll)", "", e))?;
+            if !ready {
                 return Ok(n); // timed out: let the caller look at the clock
             }
         }

@@ -176,7 +176,14 @@ const KEMPTY_POLLS: usize = MAX_SLOTS + 19;
 const KPOLLS: usize = MAX_SLOTS + 20;
 const KDISCARDED: usize = MAX_SLOTS + 21;
 const KPASS: usize = MAX_SLOTS + 22;
-const ENTRY_U64S: usize = MAX_SLOTS + 25;
+/// An interrupt-driven queue's waits (WAIT to WOKE markers): RUN's two
+/// values at the WAIT; 1 while a wait is open; the waits' user and kernel
+/// instructions; their number.
+const WLAST: usize = MAX_SLOTS + 25;
+const WSTATE: usize = MAX_SLOTS + 27;
+const WAIT_INSNS: usize = MAX_SLOTS + 28;
+const WAITS: usize = MAX_SLOTS + 30;
+const ENTRY_U64S: usize = MAX_SLOTS + 31;
 /// A pass longer than this (user + kernel instructions) is not one pass of
 /// a polling loop: its thread was preempted.
 const MAX_PASS: u64 = 1_000_000;
@@ -195,11 +202,17 @@ const MARK_EMPTY: [u8; 7] = [0x0f, 0x1f, 0x80, 0x5a, 0x42, 0x56, 0x4e];
 /// `...4b 42 56 4e` ("KBVN"): a kernel address to watch, `rdi`, of the
 /// kind in `rax` (K_POLL...K_IRQ); run before the windows it serves.
 const MARK_KERNEL: [u8; 7] = [0x0f, 0x1f, 0x80, 0x4b, 0x42, 0x56, 0x4e];
+/// `...57 42 56 4e` ("WBVN"): the thread waits for its queue's interrupt;
+/// `...52 42 56 4e` ("RBVN"): the wait is over.
+const MARK_WAIT: [u8; 7] = [0x0f, 0x1f, 0x80, 0x57, 0x42, 0x56, 0x4e];
+const MARK_WOKE: [u8; 7] = [0x0f, 0x1f, 0x80, 0x52, 0x42, 0x56, 0x4e];
 const START: usize = 1;
 const STOP: usize = 2;
 const PASS: usize = 3;
 const EMPTY: usize = 4;
 const KERNEL: usize = 5;
+const WAIT: usize = 6;
+const WOKE: usize = 7;
 /// Kinds of watched kernel addresses: a poll of the IOPOLL loop starts
 /// (`nvme_poll`, which the block layer calls until one finds completions);
 /// it found one (`nvme_pci_complete_batch`, `nvme_pci_complete_rq`: the
@@ -384,6 +397,8 @@ extern "C" fn tb_trans(_id: Id, tb: *mut Tb) {
                         MARK_PASS => PASS,
                         MARK_EMPTY => EMPTY,
                         MARK_KERNEL => KERNEL,
+                        MARK_WAIT => WAIT,
+                        MARK_WOKE => WOKE,
                         _ => 0,
                     };
                     // The marker's place in its block: instructions the
@@ -393,6 +408,7 @@ extern "C" fn tb_trans(_id: Id, tb: *mut Tb) {
                         START | STOP => qemu_plugin_register_vcpu_insn_exec_cb(insn, marker, CB_R_REGS, udata),
                         KERNEL => qemu_plugin_register_vcpu_insn_exec_cb(insn, kernel_marker, CB_R_REGS, udata),
                         PASS | EMPTY => qemu_plugin_register_vcpu_insn_exec_cb(insn, pass_marker, CB_NO_REGS, udata),
+                        WAIT | WOKE => qemu_plugin_register_vcpu_insn_exec_cb(insn, wait_marker, CB_NO_REGS, udata),
                         _ => {}
                     }
                 }
@@ -521,6 +537,37 @@ extern "C" fn pass_marker(_vcpu: c_uint, udata: *mut c_void) {
     set(LAST, now[0]);
     set(LAST + 1, now[1]);
     set(PASS_STATE, 1);
+}
+
+/// WAIT and WOKE: each wait for a queue's interrupt, from its WAIT to its
+/// WOKE on the machine's timeline (the sleep, the interrupt that ends it
+/// and the wake-up run on any vCPU), is added to the window's waits.
+extern "C" fn wait_marker(_vcpu: c_uint, udata: *mut c_void) {
+    let Some(c) = timeline() else { return };
+    let (kind, after) = (udata as usize & 0xff, (udata as usize >> 8) as u64);
+    let now = timeline_now(after);
+    if kind == WAIT {
+        c[WLAST].store(now[0], Ordering::Relaxed);
+        c[WLAST + 1].store(now[1], Ordering::Relaxed);
+        c[WSTATE].store(1, Ordering::Relaxed);
+    } else {
+        close_wait(now);
+    }
+}
+
+/// The open wait (if any) ends at `now`.
+fn close_wait(now: [u64; 2]) {
+    let Some(c) = timeline() else { return };
+    let get = |i: usize| c[i].load(Ordering::Relaxed);
+    let set = |i: usize, v: u64| c[i].store(v, Ordering::Relaxed);
+    if get(WSTATE) == 0 {
+        return;
+    }
+    set(WSTATE, 0);
+    for i in 0..2 {
+        set(WAIT_INSNS + i, get(WAIT_INSNS + i) + now[i].wrapping_sub(get(WLAST + i)));
+    }
+    set(WAITS, get(WAITS) + 1);
 }
 
 /// The pass since the last PASS marker ends at `now` (the timeline's user,
@@ -685,6 +732,7 @@ extern "C" fn marker(_vcpu: c_uint, udata: *mut c_void) {
         let now = timeline_now(after);
         close_pass(now);
         close_kpoll(now);
+        close_wait(now);
         let Some(w) = WINDOW.lock().unwrap().take() else {
             say(&format!("STOP of window {id} without a START: ignored"));
             return;
@@ -728,7 +776,7 @@ fn write_window(w: &Window) {
         }
         let _ = write!(
             line,
-            "{}{{\"vcpu\": {v}, \"user\": {user}, \"kernel\": {kernel}, \"empty_user\": {}, \"empty_kernel\": {}, \"empty_passes\": {}, \"empty_marks\": {}, \"empty_discarded\": {}, \"kpolls\": {}, \"kpoll_empty\": {}, \"kpoll_empty_user\": {}, \"kpoll_empty_kernel\": {}, \"kpoll_discarded\": {}}}",
+            "{}{{\"vcpu\": {v}, \"user\": {user}, \"kernel\": {kernel}, \"empty_user\": {}, \"empty_kernel\": {}, \"empty_passes\": {}, \"empty_marks\": {}, \"empty_discarded\": {}, \"kpolls\": {}, \"kpoll_empty\": {}, \"kpoll_empty_user\": {}, \"kpoll_empty_kernel\": {}, \"kpoll_discarded\": {}, \"wait_user\": {}, \"wait_kernel\": {}, \"waits\": {}}}",
             if v > 0 { ", " } else { "" },
             c[EMPTY_INSNS],
             c[EMPTY_INSNS + 1],
@@ -739,7 +787,10 @@ fn write_window(w: &Window) {
             c[KEMPTY_POLLS],
             c[KEMPTY_INSNS],
             c[KEMPTY_INSNS + 1],
-            c[KDISCARDED]
+            c[KDISCARDED],
+            c[WAIT_INSNS],
+            c[WAIT_INSNS + 1],
+            c[WAITS]
         );
     }
     let _ = write!(line, "], \"tb_overflow\": {overflow}, \"tbs\": [");
