@@ -11,6 +11,12 @@ use crate::engine::{JobSpec, ThreadResult};
 use serde_json::{json, Value};
 
 /// The JSON report of one run, shaped like fio's.
+
+/// A runtime in ms as fio keeps it: rounded up (its `update_runtime`
+/// adds `(elapsed_us + 999) / 1000`), so a job under a millisecond ran 1.
+pub fn fio_ms(ns: u64) -> u64 {
+    ns.div_ceil(1_000_000)
+}
 pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Value {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let now_ms = now.as_millis() as u64;
@@ -31,7 +37,7 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                 "read": dir_json(&ts.read, t, s.read.bw_bytes, false),
                 "write": dir_json(&ts.write, t, s.write.bw_bytes, true),
                 "trim": dir_json(&DirSummary::default(), t, 0.0, true),
-                "job_runtime": t.elapsed_ns / 1_000_000,
+                "job_runtime": fio_ms(t.elapsed_ns),
                 "usr_cpu": 100.0 * t.cpu_time.user_ns as f64 / el,
                 "sys_cpu": 100.0 * t.cpu_time.sys_ns as f64 / el,
                 "ctx": t.rusage.ctx,
@@ -244,7 +250,7 @@ fn dir_json(d: &DirSummary, t: &ThreadResult, group_bw: f64, write: bool) -> Val
         "bw_bytes": d.bw_bytes as u64,
         "bw": (d.bw_bytes / 1024.0) as u64,
         "iops": d.iops,
-        "runtime": if d.ios == 0 { 0 } else { t.elapsed_ns / 1_000_000 },
+        "runtime": if d.ios == 0 { 0 } else { fio_ms(t.elapsed_ns) },
         "total_ios": d.ios,
         "short_ios": 0,
         "drop_ios": 0,
@@ -268,6 +274,12 @@ fn dir_json(d: &DirSummary, t: &ThreadResult, group_bw: f64, write: bool) -> Val
 #[cfg(test)]
 mod tests {
     use super::SampleStats;
+
+    #[test]
+    fn runtimes_round_up_to_the_millisecond_as_fios() {
+        // fio's update_runtime: (elapsed_us + 999) / 1000.
+        assert_eq!([0, 1, 400_000, 1_000_000, 1_000_001, 2_681_000_000].map(super::fio_ms), [0, 1, 1, 1, 2, 2681]);
+    }
 
     #[test]
     fn clones_statistics_are_summed_as_fios_group_reporting_sums_them() {

@@ -525,7 +525,7 @@ impl JobOpts {
             (min, _) if min <= 1 => Ok(0),
             (min, Some(max)) if min == max => Ok(min),
             (min, max) => Err(Error::usage(format!(
-                "iodepth_batch_complete_min={min} with _max={}: nvme-bypass reaps either whatever is ready (min 0 or 1) or exactly N at a time (min = max = N); set both to the same N",
+                "iodepth_batch_complete_min={min} with _max={}: nvme-bypass reaps either 1 to _max at a time (min 0 or 1; fio's default _max is 1) or exactly N at a time (min = max = N); set min to 1, or set both to the same N",
                 max.map(|m| m.to_string()).unwrap_or("unset".into())
             ))),
         }

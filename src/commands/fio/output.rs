@@ -232,7 +232,7 @@ pub struct Block<'a> {
 impl Block<'_> {
     /// Runtime in ms as fio counts it: the longest thread.
     pub fn runtime_ms(&self) -> u64 {
-        self.threads.iter().map(|t| t.elapsed_ns).max().unwrap_or(0) / 1_000_000
+        crate::report::fio_json::fio_ms(self.threads.iter().map(|t| t.elapsed_ns).max().unwrap_or(0))
     }
 
     fn dir_bytes_ms(&self, pick: usize) -> (u64, u64) {
@@ -257,7 +257,7 @@ impl Block<'_> {
 pub fn read_back(threads: &[ThreadResult], bs: u64) -> Option<(u64, u64, u64)> {
     let ios: u64 = threads.iter().map(|t| t.readback_ios).sum();
     let own_reads: u64 = threads.iter().map(|t| t.read.ios + t.read.errors).sum();
-    let ms = threads.iter().map(|t| t.readback_ns).max().unwrap_or(0) / 1_000_000;
+    let ms = crate::report::fio_json::fio_ms(threads.iter().map(|t| t.readback_ns).max().unwrap_or(0));
     (ios > 0 && own_reads == 0).then_some((ios, ios * bs, ms.max(1)))
 }
 
@@ -288,7 +288,7 @@ fn sample_lines(bw: SampleStats, iops: SampleStats, agg: f64) -> String {
 /// 1: write) of a job's threads as the `Run status group` lines count
 /// them: a write job's verify phase is its read direction.
 pub fn dir_bytes_ms(threads: &[ThreadResult], summary: &RunSummary, bs: u64, pick: usize) -> (u64, u64) {
-    let runtime = threads.iter().map(|t| t.elapsed_ns).max().unwrap_or(0) / 1_000_000;
+    let runtime = crate::report::fio_json::fio_ms(threads.iter().map(|t| t.elapsed_ns).max().unwrap_or(0));
     match (pick, read_back(threads, bs)) {
         (0, Some((_, bytes, ms))) => (bytes, ms),
         (0, None) => (summary.read.bytes, runtime.max(1)),
