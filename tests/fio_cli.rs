@@ -172,6 +172,7 @@ fn unsupported_options_are_refused_by_name() {
     for (args, want) in [
         (&["--name=x", "--filename=f", "--size=8M", "--rate_iops=100"][..], "'rate_iops' is not supported, and ignoring it would change the result"),
         (&["--name=x", "--filename=f", "--size=8M", "--write_lat_log=lat"][..], "'write_lat_log' is not supported"),
+        (&["--name=x", "--filename=f", "--size=8M", "--write_bw_log=bw"][..], "add log_avg_msec=N"),
         (&["--name=x", "--filename=f", "--size=8M", "--bogus=1"][..], "'bogus' is not one nvme-bypass knows"),
         (&["--name=x", "--filename=f", "--size=8M", "--ioengine=posixaio"][..], "ioengine=posixaio is not supported"),
         (&["--name=x", "--filename=/nonexistent-dir-x/f", "--ioengine=libaio"][..], "give size= so it can be laid out"),
@@ -594,6 +595,66 @@ fn group_reporting_gives_one_json_entry_per_job_and_elapsed_counts_the_ramp() {
     let pids: Vec<&str> = out.lines().filter_map(|l| l.split(" pid=").nth(1)).map(|r| r.split(':').next().unwrap()).collect();
     assert_eq!(pids.len(), 2, "{out}");
     assert_ne!(pids[0], pids[1], "{pids:?}");
+}
+
+/// A log line as fio 3.33 writes an averaged entry: `ms, value, ddir, 0, 0`.
+fn log_entry(line: &str) -> Option<(u64, u64, u64)> {
+    let f: Vec<&str> = line.split(", ").collect();
+    match f[..] {
+        [t, v, d, "0", "0"] if matches!(d, "0" | "1") => Some((t.parse().ok()?, v.parse().ok()?, d.parse().ok()?)),
+        _ => None,
+    }
+}
+
+#[test]
+fn bandwidth_and_iops_logs_as_fios_averaged_ones() {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fio-logs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    // Two jobs, the first with two clones: fio numbers threads 1, 2, 3 across
+    // the jobs; a bare write_bw_log takes the job's name.
+    let (code, out, err) = fio_in(
+        &d,
+        &[
+            "--name=m", "--ioengine=nvme-bypass-sim", "--rw=randrw", "--iodepth=8", "--size=16M", "--runtime=1200ms", "--time_based", "--numjobs=2",
+            "--write_bw_log", "--write_iops_log=io", "--log_avg_msec=250", "--output-format=json",
+            "--name=r", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=8", "--size=16M", "--runtime=1200ms", "--time_based", "--write_iops_log=io", "--log_avg_msec=250",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["io_iops.1.log", "io_iops.2.log", "io_iops.3.log", "m_bw.1.log", "m_bw.2.log"]);
+    for (file, job, dirs) in [("m_bw.1.log", 0, 2), ("io_iops.1.log", 0, 2), ("io_iops.3.log", 2, 1)] {
+        let text = std::fs::read_to_string(d.join(file)).unwrap();
+        let e: Vec<(u64, u64, u64)> = text.lines().map(|l| log_entry(l).unwrap_or_else(|| panic!("{file}: not fio's shape: {l:?}"))).collect();
+        // An entry per 250 ms and direction, from the start.
+        assert!((3 * dirs..=5 * dirs).contains(&e.len()), "{file}: {text}");
+        assert!(e[0].0 <= 260, "{file}: the first entry covers the first interval: {text}");
+        assert!(e.windows(2).all(|w| w[0].0 <= w[1].0), "{file}: times in order");
+        assert_eq!(e.iter().filter(|x| x.2 == 1).count() * dirs, e.len() * (dirs - 1), "{file}: directions");
+        // The entries' mean near the thread's own figure (KiB/s or IOPS).
+        let (key, unit) = if file.contains("bw") { ("bw", 1.0) } else { ("iops", 1.0) };
+        let x = &j["jobs"][job]["read"];
+        let mean = e.iter().filter(|x| x.2 == 0).map(|x| x.1 as f64).sum::<f64>() / e.iter().filter(|x| x.2 == 0).count() as f64;
+        let want = x[key].as_f64().unwrap() * unit;
+        assert!((mean - want).abs() < 0.3 * want, "{file}: entries average {mean}, the job {want}");
+    }
+    // When fio is installed, its own log of a like job has the same shape.
+    if fio_installed() {
+        let f = d.join("data");
+        std::fs::File::create(&f).unwrap().set_len(8 << 20).unwrap();
+        let st = Command::new("fio")
+            .current_dir(&d)
+            .args(["--name=fio", &format!("--filename={}", f.display()), "--rw=randrw", "--size=8M", "--runtime=600ms", "--time_based", "--write_bw_log=real", "--log_avg_msec=250", "--output=/dev/null"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let text = std::fs::read_to_string(d.join("real_bw.1.log")).unwrap();
+        assert!(!text.is_empty() && text.lines().all(|l| log_entry(l).is_some()), "fio's own log: {text}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]

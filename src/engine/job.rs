@@ -117,6 +117,9 @@ pub struct JobSpec {
     /// I/O and a histogram record per completion more. Off: one latency,
     /// submission to reap (fio's `lat`).
     pub split_lat: bool,
+    /// Progress read every this many ns for fio's bandwidth and IOPS logs
+    /// (`log_avg_msec`), besides the 500 ms samples; None: no logs.
+    pub log_ns: Option<u64>,
     /// Threads.
     pub numjobs: usize,
     /// CPUs to pin threads to, round robin (empty: not pinned).
@@ -270,6 +273,11 @@ pub struct ThreadResult {
     /// [`Progress`] counters by the reporting thread (fio's bandwidth and
     /// IOPS samples, `log_avg_msec`'s default).
     pub samples: Vec<Sample>,
+    /// The same, over [`JobSpec::log_ns`] intervals when it is set (fio's
+    /// `log_avg_msec`: the bandwidth and IOPS logs' entries); else empty.
+    pub log: Vec<Sample>,
+    /// The sampler's counters at the start of the measured interval.
+    pub progress0: Reading,
     /// A group_reporting entry's clones' own samples, one list per clone
     /// ([`ThreadResult::merged`]; empty for one thread): fio sums their
     /// statistics, not their intervals.
@@ -351,6 +359,8 @@ impl IoDepths {
 /// One interval's completions (see `ThreadResult::samples`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Sample {
+    /// End of the interval, CLOCK_MONOTONIC ns (`clock::mono_ns`).
+    pub end: u64,
     /// Length of the interval, ns.
     pub ns: u64,
     /// I/Os completed in it (reads, writes and flushes).
@@ -477,6 +487,25 @@ pub struct Progress {
     pub writes: AtomicU64,
     /// Of `ios`, the flushes counted in the measured interval.
     pub flushes: AtomicU64,
+}
+
+/// One reading of a thread's progress counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Reading {
+    /// CLOCK_MONOTONIC ns from `clock::mono_ns`'s origin.
+    pub t: u64,
+    pub ios: u64,
+    pub bytes: u64,
+    pub writes: u64,
+    pub flushes: u64,
+}
+
+impl Progress {
+    /// The counters now, stamped `t` (CLOCK_MONOTONIC ns).
+    pub fn read(&self, t: u64) -> Reading {
+        let l = |c: &AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        Reading { t, ios: l(&self.ios), bytes: l(&self.bytes), writes: l(&self.writes), flushes: l(&self.flushes) }
+    }
 }
 
 #[cfg(test)]

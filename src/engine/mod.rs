@@ -96,7 +96,15 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
             .zip(readings)
             .map(|(h, r)| {
                 h.join().expect("worker panicked").map(|mut t| {
-                    t.samples = progress::samples_within(&r, t.start_mono_ns, t.end_mono_ns);
+                    let period = progress::period_ns(spec.log_ns);
+                    t.samples = progress::samples_within(&r, t.start_mono_ns, t.end_mono_ns, (progress::SAMPLE_NS / period) as usize);
+                    if let Some(l) = spec.log_ns.filter(|&l| l > 0) {
+                        // From the start of the measured interval, as fio's
+                        // first entry covers the job's first interval.
+                        let mut from = vec![t.progress0];
+                        from.extend(r.iter().filter(|x| x.t > t.start_mono_ns));
+                        t.log = progress::samples_within(&from, t.start_mono_ns, t.end_mono_ns, (l / period) as usize);
+                    }
                     t
                 })
             })

@@ -293,6 +293,8 @@ struct Measured {
     counters0: QueueCounters,
     /// CLOCK_MONOTONIC at the start, ns.
     mono0: u64,
+    /// The sampler's counters at the start (a log's first interval).
+    progress0: crate::engine::progress::Reading,
     /// System-wide CPU at the start (the main phase, counting).
     sys0: Option<SystemCpu>,
     /// The counting window marked open (thread 0, `NVB_MARKERS` set).
@@ -310,7 +312,7 @@ struct Measured {
 }
 
 impl Measured {
-    fn new(q: &dyn IoQueue, on: bool, main: bool, thread: usize, split: bool) -> Self {
+    fn new(q: &dyn IoQueue, on: bool, main: bool, thread: usize, split: bool, progress: &Progress) -> Self {
         // The latency histograms' pages are faulted in first (each is a
         // few hundred KiB of zeroed memory the kernel maps on first touch),
         // as fio sets its buffers up before its I/O starts: the interval's
@@ -340,6 +342,7 @@ impl Measured {
             counters0: q.counters(),
             sys0: if main && on { SystemCpu::now() } else { None },
             mono0: mono_ns(),
+            progress0: progress.read(mono_ns()),
             window,
             polls: 0,
             empty: 0,
@@ -366,6 +369,7 @@ impl Measured {
         // The interval from CLOCK_MONOTONIC, not the calibrated TSC: IOPS
         // and bandwidth carry no calibration error.
         res.start_mono_ns = self.mono0;
+        res.progress0 = self.progress0;
         res.end_mono_ns = mono1;
         res.elapsed_ns = mono1 - self.mono0;
         res.cpu_time = CpuTime::thread().since(&self.cpu0);
@@ -479,7 +483,7 @@ impl<'c> Phase<'c> {
         let end = spec.runtime.filter(|_| main).map(|r| ramp_end + clock.ticks(r)).unwrap_or(u64::MAX);
         // Every thread samples system-wide CPU (/proc/stat) around its
         // measured interval; the report joins the intervals.
-        let m = Measured::new(q, main && spec.ramp.is_zero(), main, thread, spec.split_lat);
+        let m = Measured::new(q, main && spec.ramp.is_zero(), main, thread, spec.split_lat, ctx.progress);
         Phase {
             ctx,
             kind,
@@ -507,7 +511,7 @@ impl<'c> Phase<'c> {
     /// still in flight (the slots not on the free stack).
     #[cold]
     fn end_ramp(&mut self, q: &dyn IoQueue) {
-        self.m = Measured::new(q, true, true, self.thread, self.ctx.spec.split_lat);
+        self.m = Measured::new(q, true, true, self.thread, self.ctx.spec.split_lat, self.ctx.progress);
         let mut free = vec![false; self.slots.io.len()];
         for &s in &self.slots.free {
             free[s as usize] = true;

@@ -170,6 +170,7 @@ fn spec(rw: Rw, ios: u64) -> JobSpec {
         batch_complete: 0,
         reap_max: 0,
         split_lat: false,
+        log_ns: None,
         numjobs: 1,
         cpus: vec![],
         continue_on_error: false,

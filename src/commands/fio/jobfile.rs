@@ -144,7 +144,10 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
         let bare_ok = matches!(key.as_str(), "parse-only" | "readonly" | "version" | "help");
         if val.is_none() && !bare_ok && i < args.len() {
             let next = args[i].as_str();
-            if !is_bool(&key) || matches!(next, "0" | "1" | "true" | "false" | "on" | "off" | "yes" | "no") {
+            // A log's prefix is optional (bare: the job's name), so the
+            // next option is not taken for it.
+            let optional = matches!(key.as_str(), "write_bw_log" | "write_iops_log" | "write_lat_log") && next.starts_with('-');
+            if !optional && (!is_bool(&key) || matches!(next, "0" | "1" | "true" | "false" | "on" | "off" | "yes" | "no")) {
                 val = Some(next.to_string());
                 i += 1;
             }
@@ -163,7 +166,7 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
             "section" => run.sections.push(need(&val)?),
             "parse-only" => run.parse_only = true,
             "readonly" => run.readonly = true,
-            "minimal" | "terse-version" | "append-terse" | "bandwidth-log" | "write_bw_log" | "status-interval" | "inflate-log" | "server" | "client" | "cmdhelp" | "enghelp" | "crctest" | "idle-prof" | "trigger-file" | "trigger" | "trigger-remote" | "alloc-size" | "max-jobs" | "merge-blktrace-only" => {
+            "minimal" | "terse-version" | "append-terse" | "bandwidth-log" | "status-interval" | "inflate-log" | "server" | "client" | "cmdhelp" | "enghelp" | "crctest" | "idle-prof" | "trigger-file" | "trigger" | "trigger-remote" | "alloc-size" | "max-jobs" | "merge-blktrace-only" => {
                 return Err(Error::usage(format!("fio's --{key} is not supported by nvme-bypass fio; remove it")));
             }
             "eta" | "eta-newline" | "eta-interval" | "warnings-fatal" | "debug" | "showcmd" | "aux-path" => {}

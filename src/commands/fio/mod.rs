@@ -122,6 +122,13 @@ fn plan(o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]) ->
         eprintln!("nvme-bypass: warning: job {job}: {n}");
     }
     let batch_complete = o.batch_complete()?;
+    // fio's default log_avg_msec=0 logs every I/O: a file entry per I/O
+    // inside the measured loop, which nvme-bypass does not write.
+    if (o.bw_log.is_some() || o.iops_log.is_some()) && o.log_avg_msec == 0 {
+        return Err(Error::usage(format!(
+            "job {job}: write_bw_log and write_iops_log are written averaged only: add log_avg_msec=N (ms per entry, e.g. 500); fio's default, an entry per I/O, would put a log write on every I/O of the measured loop"
+        )));
+    }
     // cpus_allowed against the CPUs this process may run on, before
     // anything is laid out or opened (fio refuses a CPU it cannot use).
     let allowed = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
@@ -393,6 +400,7 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
         batch_complete: p.batch_complete,
         reap_max: o.reap_max(),
         split_lat: !o.gtod_reduce,
+        log_ns: (o.log_avg_msec > 0 && (o.bw_log.is_some() || o.iops_log.is_some())).then_some(o.log_avg_msec * 1_000_000),
         numjobs: o.numjobs,
         cpus: p.cpus.clone(),
         continue_on_error: o.continue_on_error,
@@ -581,6 +589,9 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             let p = &plans[first + k];
             let (threads, mut summary, spec) = r.map_err(|e| Error::usage(format!("job {}: {}", p.opts.name, in_fio_words(&crate::error::chain(&e)))))?;
             summary.emulated = !p.context.contains("not emulated");
+            // fio numbers threads across every job, in order, from 1.
+            let number = 1 + plans[..first + k].iter().map(|q| q.opts.numjobs).sum::<usize>();
+            output::write_logs(&p.opts, &threads, number)?;
             ran.push(Ran { plan_idx: first + k, threads, summary, spec, started_ms });
         }
         first = end;

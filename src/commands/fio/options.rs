@@ -124,11 +124,11 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("number_ios", Kind::Refused("use io_size")),
     ("flow", Kind::Refused("no flow control between jobs")),
     ("trim_percentage", Kind::Refused("no trims")),
-    ("write_bw_log", Kind::RefusedNoEffect("no bandwidth log is written")),
-    ("write_lat_log", Kind::RefusedNoEffect("no latency log is written")),
-    ("write_iops_log", Kind::RefusedNoEffect("no IOPS log is written")),
+    ("write_bw_log", Kind::Value),
+    ("write_iops_log", Kind::Value),
+    ("log_avg_msec", Kind::Value),
+    ("write_lat_log", Kind::RefusedNoEffect("no latency log is written; the bandwidth and IOPS logs are (write_bw_log, write_iops_log with log_avg_msec)")),
     ("write_hist_log", Kind::RefusedNoEffect("no histogram log is written")),
-    ("log_avg_msec", Kind::RefusedNoEffect("no logs are written")),
     ("exec_prerun", Kind::RefusedNoEffect("no command would be run before the job")),
     ("exec_postrun", Kind::RefusedNoEffect("no command would be run after the job")),
     ("trigger", Kind::RefusedNoEffect("no triggers")),
@@ -200,6 +200,13 @@ pub struct JobOpts {
     /// fio's libaio `userspace_reap`: read completions from the AIO ring
     /// without io_getevents.
     pub userspace_reap: bool,
+    /// fio's `write_bw_log` / `write_iops_log`: the logs' file prefix
+    /// (empty: the job's name, as a bare key gives in fio).
+    pub bw_log: Option<String>,
+    pub iops_log: Option<String>,
+    /// fio's `log_avg_msec`: each log entry averages this many ms (0, fio's
+    /// default, is an entry per I/O: refused with a log).
+    pub log_avg_msec: u64,
     pub stonewall: bool,
     pub continue_on_error: bool,
     pub allow_mounted_write: bool,
@@ -246,6 +253,9 @@ impl Default for JobOpts {
             norandommap: false,
             disable_slat: false,
             userspace_reap: false,
+            bw_log: None,
+            iops_log: None,
+            log_avg_msec: 0,
             stonewall: false,
             continue_on_error: false,
             allow_mounted_write: false,
@@ -475,6 +485,9 @@ impl JobOpts {
             "hipri" => self.hipri = boolean(name, v)?,
             "fixedbufs" => self.fixedbufs = boolean(name, v)?,
             "userspace_reap" => self.userspace_reap = boolean(name, v)?,
+            "write_bw_log" => self.bw_log = Some(v.unwrap_or("").trim().to_string()),
+            "write_iops_log" => self.iops_log = Some(v.unwrap_or("").trim().to_string()),
+            "log_avg_msec" => self.log_avg_msec = num(name, need()?)?,
             "registerfiles" => self.registerfiles = boolean(name, v)?,
             "sqthread_poll" => self.sqthread_poll = boolean(name, v)?,
             "sqthread_poll_cpu" => self.sqthread_poll_cpu = Some(num(name, need()?)?),

@@ -470,6 +470,46 @@ pub fn group_block(group: usize, blocks: &[Block]) -> String {
     o
 }
 
+/// fio's bandwidth and IOPS logs (`write_bw_log`, `write_iops_log`) of
+/// one job's threads, numbered from `first` as fio numbers threads across
+/// jobs: `PREFIX_bw.N.log`, `PREFIX_iops.N.log`, one line per
+/// `log_avg_msec` interval and direction the job does, as fio 3.33 writes
+/// them averaged: `ms since the start, value, direction (0 read, 1
+/// write), 0, 0` (block size 0 when averaged, priority 0), bandwidth in
+/// KiB/s. Returns the files written.
+pub fn write_logs(o: &JobOpts, threads: &[ThreadResult], first: usize) -> Result<Vec<String>, crate::error::Error> {
+    let prefix = |p: &str| if p.is_empty() { o.name.clone() } else { p.to_string() };
+    let mut written = vec![];
+    for (kind, p) in [("bw", &o.bw_log), ("iops", &o.iops_log)] {
+        let Some(p) = p else { continue };
+        for (k, t) in threads.iter().enumerate() {
+            let file = format!("{}_{kind}.{}.log", prefix(p), first + k);
+            std::fs::write(&file, log_lines(o, t, kind == "bw"))
+                .map_err(|e| crate::error::Error::setup(format!("cannot write the {kind} log {file}"), "give write_bw_log / write_iops_log a prefix in a directory you can write", e))?;
+            written.push(file);
+        }
+    }
+    Ok(written)
+}
+
+/// One thread's log lines (see [`write_logs`]).
+fn log_lines(o: &JobOpts, t: &ThreadResult, bw: bool) -> String {
+    let mut out = String::new();
+    for s in &t.log {
+        let ms = s.end.saturating_sub(t.start_mono_ns) / 1_000_000;
+        for (ddir, on) in [(0, o.rw.reads()), (1, o.rw.writes())] {
+            if !on {
+                continue;
+            }
+            let ios = s.dir_ios(ddir == 1) as u128;
+            let per_s = |x: u128| (x * 1_000_000_000 / s.ns.max(1) as u128) as u64;
+            let v = if bw { per_s(ios * o.bs as u128) / 1024 } else { per_s(ios) };
+            out.push_str(&format!("{ms}, {v}, {ddir}, 0, 0\n"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

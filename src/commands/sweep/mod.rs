@@ -256,6 +256,7 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop)
         batch_complete: 0,
         reap_max: 0,
         split_lat: false,
+        log_ns: None,
         numjobs: s.numjobs,
         cpus,
         continue_on_error: false,
