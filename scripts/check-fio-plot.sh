@@ -5,7 +5,9 @@
 # into one folder laid out as fio-plot's bench-fio lays it out
 # (randread-iodepth-N-numjobs-1.json), then draws fio-plot's JSON charts
 # (3D IOPS and latency bars, 2D IOPS/latency per queue depth, latency
-# histogram) and checks each wrote an image.
+# histogram) and, from the bandwidth and IOPS logs written beside the
+# iodepth-8 run (write_bw_log, write_iops_log, log_avg_msec), its log
+# graph (-g), and checks each wrote an image.
 #
 # Needs fio-plot: taken from $FIO_PLOT, else from a venv made in
 # $FIO_PLOT_VENV (default /tmp/fp) with pip. Without network (pip cannot
@@ -35,8 +37,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/sim-randread" "$work/charts"
 for qd in 1 2 4 8; do
+    name=sim-randread/randread-iodepth-$qd-numjobs-1
+    logs=()
+    [ "$qd" != 8 ] || logs=(--write_bw_log="$name" --write_iops_log="$name" --log_avg_msec=100)
     (cd "$work" && "$bin" fio --name=randread --ioengine=nvme-bypass-sim --rw=randread --bs=4k --iodepth=$qd --numjobs=1 \
-        --size=64M --runtime=1 --time_based --output-format=json --output="$work/sim-randread/randread-iodepth-$qd-numjobs-1.json")
+        --size=64M --runtime=1 --time_based --output-format=json --output="$work/$name.json" "${logs[@]}")
 done
 cd "$work/charts"
 fail=0
@@ -57,5 +62,6 @@ chart bar3d-iops -L -t iops -r randread
 chart bar3d-lat -L -t lat -r randread
 chart bar2d -l -r randread -d 1 2 4 8 -n 1
 chart histogram -H -r randread -d 4 -n 1
-[ "$fail" = 0 ] && echo "fio-plot read nvme-bypass fio's JSON: $(find . -name '*.png' | wc -l) charts"
+chart log2d -g -t iops bw -r randread -d 8 -n 1
+[ "$fail" = 0 ] && echo "fio-plot read nvme-bypass fio's JSON and logs: $(find . -name '*.png' | wc -l) charts"
 exit $fail
