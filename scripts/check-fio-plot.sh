@@ -39,7 +39,7 @@ mkdir -p "$work/sim-randread" "$work/charts"
 for qd in 1 2 4 8; do
     name=sim-randread/randread-iodepth-$qd-numjobs-1
     logs=()
-    [ "$qd" != 8 ] || logs=(--write_bw_log="$name" --write_iops_log="$name" --log_avg_msec=100)
+    [ "$qd" != 8 ] || logs=(--write_bw_log="$name" --write_iops_log="$name" --write_lat_log="$name" --log_avg_msec=100)
     (cd "$work" && "$bin" fio --name=randread --ioengine=nvme-bypass-sim --rw=randread --bs=4k --iodepth=$qd --numjobs=1 \
         --size=64M --runtime=1 --time_based --output-format=json --output="$work/$name.json" "${logs[@]}")
 done
@@ -63,5 +63,6 @@ chart bar3d-lat -L -t lat -r randread
 chart bar2d -l -r randread -d 1 2 4 8 -n 1
 chart histogram -H -r randread -d 4 -n 1
 chart log2d -g -t iops bw -r randread -d 8 -n 1
+chart log2d-lat -g -t lat clat -r randread -d 8 -n 1
 [ "$fail" = 0 ] && echo "fio-plot read nvme-bypass fio's JSON and logs: $(find . -name '*.png' | wc -l) charts"
 exit $fail

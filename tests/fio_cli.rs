@@ -171,7 +171,7 @@ fn unsupported_options_are_refused_by_name() {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     for (args, want) in [
         (&["--name=x", "--filename=f", "--size=8M", "--rate_iops=100"][..], "'rate_iops' is not supported, and ignoring it would change the result"),
-        (&["--name=x", "--filename=f", "--size=8M", "--write_lat_log=lat"][..], "'write_lat_log' is not supported"),
+        (&["--name=x", "--filename=f", "--size=8M", "--write_hist_log=h"][..], "'write_hist_log' is not supported"),
         (&["--name=x", "--filename=f", "--size=8M", "--write_bw_log=bw"][..], "add log_avg_msec=N"),
         (&["--name=x", "--filename=f", "--size=8M", "--bogus=1"][..], "'bogus' is not one nvme-bypass knows"),
         (&["--name=x", "--filename=f", "--size=8M", "--ioengine=posixaio"][..], "ioengine=posixaio is not supported"),
@@ -597,6 +597,10 @@ fn group_reporting_gives_one_json_entry_per_job_and_elapsed_counts_the_ramp() {
     assert_ne!(pids[0], pids[1], "{pids:?}");
 }
 
+/// Held by the tests that compare figures of intervals with the run's:
+/// they run one at a time, so neither's threads slow the other's part way.
+static RATES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A log line as fio 3.33 writes an averaged entry: `ms, value, ddir, 0, 0`.
 fn log_entry(line: &str) -> Option<(u64, u64, u64)> {
     let f: Vec<&str> = line.split(", ").collect();
@@ -608,6 +612,7 @@ fn log_entry(line: &str) -> Option<(u64, u64, u64)> {
 
 #[test]
 fn bandwidth_and_iops_logs_as_fios_averaged_ones() {
+    let _one = RATES.lock().unwrap_or_else(|e| e.into_inner());
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fio-logs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
@@ -618,14 +623,14 @@ fn bandwidth_and_iops_logs_as_fios_averaged_ones() {
         &[
             "--name=m", "--ioengine=nvme-bypass-sim", "--rw=randrw", "--iodepth=8", "--size=16M", "--runtime=1200ms", "--time_based", "--numjobs=2",
             "--write_bw_log", "--write_iops_log=io", "--log_avg_msec=250", "--output-format=json",
-            "--name=r", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=8", "--size=16M", "--runtime=1200ms", "--time_based", "--write_iops_log=io", "--log_avg_msec=250",
+            "--name=r", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=8", "--size=16M", "--runtime=1200ms", "--time_based", "--write_iops_log=io", "--write_lat_log=lt", "--log_avg_msec=250",
         ],
     );
     assert_eq!(code, 0, "{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     let mut names: Vec<String> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
-    assert_eq!(names, ["io_iops.1.log", "io_iops.2.log", "io_iops.3.log", "m_bw.1.log", "m_bw.2.log"]);
+    assert_eq!(names, ["io_iops.1.log", "io_iops.2.log", "io_iops.3.log", "lt_clat.3.log", "lt_lat.3.log", "lt_slat.3.log", "m_bw.1.log", "m_bw.2.log"]);
     for (file, job, dirs) in [("m_bw.1.log", 0, 2), ("io_iops.1.log", 0, 2), ("io_iops.3.log", 2, 1)] {
         let text = std::fs::read_to_string(d.join(file)).unwrap();
         let e: Vec<(u64, u64, u64)> = text.lines().map(|l| log_entry(l).unwrap_or_else(|| panic!("{file}: not fio's shape: {l:?}"))).collect();
@@ -640,6 +645,13 @@ fn bandwidth_and_iops_logs_as_fios_averaged_ones() {
         let mean = e.iter().filter(|x| x.2 == 0).map(|x| x.1 as f64).sum::<f64>() / e.iter().filter(|x| x.2 == 0).count() as f64;
         let want = x[key].as_f64().unwrap() * unit;
         assert!((mean - want).abs() < 0.3 * want, "{file}: entries average {mean}, the job {want}");
+    }
+    // The latency logs: fio's shape, reads only (each interval's mean:
+    // `output::tests::log_lines_are_each_intervals_figures`).
+    for file in ["lt_lat.3.log", "lt_clat.3.log", "lt_slat.3.log"] {
+        let text = std::fs::read_to_string(d.join(file)).unwrap();
+        let e: Vec<(u64, u64, u64)> = text.lines().map(|l| log_entry(l).unwrap_or_else(|| panic!("{file}: not fio's shape: {l:?}"))).collect();
+        assert!((3..=5).contains(&e.len()) && e.iter().all(|x| x.2 == 0 && x.1 > 0), "{file}: {text}");
     }
     // When fio is installed, its own log of a like job has the same shape.
     if fio_installed() {
@@ -659,6 +671,7 @@ fn bandwidth_and_iops_logs_as_fios_averaged_ones() {
 
 #[test]
 fn bandwidth_and_iops_samples_per_direction_in_the_text_and_the_json() {
+    let _one = RATES.lock().unwrap_or_else(|e| e.into_inner());
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     // A 75/25 mix, as the seed's randrw job, with gtod_reduce: fio still
     // takes these samples then.

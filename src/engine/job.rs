@@ -278,6 +278,9 @@ pub struct ThreadResult {
     pub log: Vec<Sample>,
     /// The sampler's counters at the start of the measured interval.
     pub progress0: Reading,
+    /// fio's latency log: the latencies so far every [`JobSpec::log_ns`]
+    /// (empty without it).
+    pub lat_log: Vec<LatEntry>,
     /// A group_reporting entry's clones' own samples, one list per clone
     /// ([`ThreadResult::merged`]; empty for one thread): fio sums their
     /// statistics, not their intervals.
@@ -354,6 +357,15 @@ impl IoDepths {
         let total: u64 = map.iter().sum();
         map.map(|x| if total == 0 { 0.0 } else { (100.0 * x as f64 / total as f64).max(if x > 0 { 0.1 } else { 0.0 }) })
     }
+}
+
+/// One latency log entry (see `ThreadResult::lat_log`): at `end`
+/// (CLOCK_MONOTONIC ns), per direction (read, write), the (count, sum in
+/// ns) of lat, clat and slat so far in the measured interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LatEntry {
+    pub end: u64,
+    pub dirs: [[(u64, f64); 3]; 2],
 }
 
 /// One interval's completions (see `ThreadResult::samples`).

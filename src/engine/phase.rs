@@ -10,7 +10,7 @@
 //! free slots taken from the workload in one run per pass.
 
 use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, Op, QueueCounters};
-use crate::engine::job::{DirResult, IoDepths, JobSpec, Progress, ThreadResult};
+use crate::engine::job::{DirResult, IoDepths, JobSpec, LatEntry, Progress, ThreadResult};
 use crate::engine::slots::{fill_one, op_name, SlotIo, Slots};
 use crate::engine::verify::Verifier;
 use crate::engine::watchdog::{failed_io, Failed, Watchdog};
@@ -295,6 +295,12 @@ struct Measured {
     mono0: u64,
     /// The sampler's counters at the start (a log's first interval).
     progress0: crate::engine::progress::Reading,
+    /// fio's latency log (`write_lat_log`): each direction's latencies so
+    /// far, taken every `log_ns` by the periodic check; the next is due
+    /// at `next_log` (CLOCK_MONOTONIC ns; u64::MAX: no log).
+    lat_log: Vec<LatEntry>,
+    next_log: u64,
+    log_ns: u64,
     /// System-wide CPU at the start (the main phase, counting).
     sys0: Option<SystemCpu>,
     /// The counting window marked open (thread 0, `NVB_MARKERS` set).
@@ -312,7 +318,24 @@ struct Measured {
 }
 
 impl Measured {
-    fn new(q: &dyn IoQueue, on: bool, main: bool, thread: usize, split: bool, progress: &Progress) -> Self {
+    /// A latency log entry when one is due (see `lat_log`): each
+    /// direction's (count, sum in ns) of lat, clat and slat so far, read
+    /// from the histograms (their mean times their count), so the I/O
+    /// path itself does nothing for the log.
+    #[cold]
+    fn log_latencies(&mut self) {
+        let now = mono_ns();
+        if now < self.next_log {
+            return;
+        }
+        let of = |h: Option<&hdrhistogram::Histogram<u64>>| h.map_or((0, 0.0), |h| (h.len(), h.mean() * h.len() as f64));
+        let dir = |d: &DirResult| [of(Some(&d.lat)), of(d.clat.as_ref()), of(d.slat.as_ref())];
+        self.lat_log.push(LatEntry { end: now, dirs: [dir(&self.read), dir(&self.write)] });
+        self.next_log += self.log_ns * ((now - self.next_log) / self.log_ns + 1);
+    }
+
+    fn new(q: &dyn IoQueue, on: bool, main: bool, thread: usize, spec: &JobSpec, progress: &Progress) -> Self {
+        let split = spec.split_lat;
         // The latency histograms' pages are faulted in first (each is a
         // few hundred KiB of zeroed memory the kernel maps on first touch),
         // as fio sets its buffers up before its I/O starts: the interval's
@@ -343,6 +366,12 @@ impl Measured {
             sys0: if main && on { SystemCpu::now() } else { None },
             mono0: mono_ns(),
             progress0: progress.read(mono_ns()),
+            lat_log: vec![],
+            next_log: match spec.log_ns {
+                Some(l) if l > 0 && main && on => mono_ns() + l,
+                _ => u64::MAX,
+            },
+            log_ns: spec.log_ns.unwrap_or(0),
             window,
             polls: 0,
             empty: 0,
@@ -370,6 +399,7 @@ impl Measured {
         // and bandwidth carry no calibration error.
         res.start_mono_ns = self.mono0;
         res.progress0 = self.progress0;
+        res.lat_log = self.lat_log;
         res.end_mono_ns = mono1;
         res.elapsed_ns = mono1 - self.mono0;
         res.cpu_time = CpuTime::thread().since(&self.cpu0);
@@ -477,13 +507,18 @@ impl<'c> Phase<'c> {
         // thread drives several (backend::multi).
         let depth = q.depth();
         let main = kind == PhaseKind::Main;
-        let wd = Watchdog::new(depth, clock, clock.now(), spec.reliability, spec.stop.clone());
+        let mut wd = Watchdog::new(depth, clock, clock.now(), spec.reliability, spec.stop.clone());
+        // A latency log's entries are taken by the periodic check: often
+        // enough that each lands within a tenth of its interval.
+        if let Some(l) = spec.log_ns.filter(|&l| l > 0 && main) {
+            wd.check_at_least_every(clock.ticks(std::time::Duration::from_nanos(l / 10)).max(1));
+        }
         let start = clock.now();
         let ramp_end = start + if main { clock.ticks(spec.ramp) } else { 0 };
         let end = spec.runtime.filter(|_| main).map(|r| ramp_end + clock.ticks(r)).unwrap_or(u64::MAX);
         // Every thread samples system-wide CPU (/proc/stat) around its
         // measured interval; the report joins the intervals.
-        let m = Measured::new(q, main && spec.ramp.is_zero(), main, thread, spec.split_lat, ctx.progress);
+        let m = Measured::new(q, main && spec.ramp.is_zero(), main, thread, spec, ctx.progress);
         Phase {
             ctx,
             kind,
@@ -511,7 +546,7 @@ impl<'c> Phase<'c> {
     /// still in flight (the slots not on the free stack).
     #[cold]
     fn end_ramp(&mut self, q: &dyn IoQueue) {
-        self.m = Measured::new(q, true, true, self.thread, self.ctx.spec.split_lat, self.ctx.progress);
+        self.m = Measured::new(q, true, true, self.thread, self.ctx.spec, self.ctx.progress);
         let mut free = vec![false; self.slots.io.len()];
         for &s in &self.slots.free {
             free[s as usize] = true;
@@ -889,6 +924,9 @@ impl<'c> Phase<'c> {
     /// fail.
     #[cold]
     fn check(&mut self, q: &mut dyn IoQueue, wl: &Workload, mut verifier: Option<&mut Verifier>, res: &mut ThreadResult, t: u64) -> Result<(), BackendError> {
+        if self.m.next_log != u64::MAX && self.m.on {
+            self.m.log_latencies();
+        }
         let blocks = wl.blocks;
         for (slot, why) in self.wd.check(t, q, &self.slots, wl, &mut res.recovery)? {
             self.in_flight -= 1;

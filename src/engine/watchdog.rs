@@ -167,6 +167,16 @@ impl Watchdog {
         }
     }
 
+    /// Check at least every `ticks` (a latency log's entries are taken by
+    /// the periodic check).
+    pub fn check_at_least_every(&mut self, ticks: u64) {
+        if ticks < self.check_every {
+            // (the first check was due one old interval from the start)
+            self.next_check = self.next_check - self.check_every + ticks;
+            self.check_every = ticks;
+        }
+    }
+
     /// The periodic check. Returns the slots whose I/Os will never complete
     /// (lost in a reset), each with the reason, for the caller to resubmit
     /// or fail; errors end the run.

@@ -124,9 +124,9 @@ fn plan(o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]) ->
     let batch_complete = o.batch_complete()?;
     // fio's default log_avg_msec=0 logs every I/O: a file entry per I/O
     // inside the measured loop, which nvme-bypass does not write.
-    if (o.bw_log.is_some() || o.iops_log.is_some()) && o.log_avg_msec == 0 {
+    if o.logs() && o.log_avg_msec == 0 {
         return Err(Error::usage(format!(
-            "job {job}: write_bw_log and write_iops_log are written averaged only: add log_avg_msec=N (ms per entry, e.g. 500); fio's default, an entry per I/O, would put a log write on every I/O of the measured loop"
+            "job {job}: write_bw_log, write_iops_log and write_lat_log are written averaged only: add log_avg_msec=N (ms per entry, e.g. 500); fio's default, an entry per I/O, would put a log write on every I/O of the measured loop"
         )));
     }
     // cpus_allowed against the CPUs this process may run on, before
@@ -400,7 +400,7 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
         batch_complete: p.batch_complete,
         reap_max: o.reap_max(),
         split_lat: !o.gtod_reduce,
-        log_ns: (o.log_avg_msec > 0 && (o.bw_log.is_some() || o.iops_log.is_some())).then_some(o.log_avg_msec * 1_000_000),
+        log_ns: (o.log_avg_msec > 0 && o.logs()).then_some(o.log_avg_msec * 1_000_000),
         numjobs: o.numjobs,
         cpus: p.cpus.clone(),
         continue_on_error: o.continue_on_error,

@@ -127,7 +127,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("write_bw_log", Kind::Value),
     ("write_iops_log", Kind::Value),
     ("log_avg_msec", Kind::Value),
-    ("write_lat_log", Kind::RefusedNoEffect("no latency log is written; the bandwidth and IOPS logs are (write_bw_log, write_iops_log with log_avg_msec)")),
+    ("write_lat_log", Kind::Value),
     ("write_hist_log", Kind::RefusedNoEffect("no histogram log is written")),
     ("exec_prerun", Kind::RefusedNoEffect("no command would be run before the job")),
     ("exec_postrun", Kind::RefusedNoEffect("no command would be run after the job")),
@@ -204,6 +204,8 @@ pub struct JobOpts {
     /// (empty: the job's name, as a bare key gives in fio).
     pub bw_log: Option<String>,
     pub iops_log: Option<String>,
+    /// fio's `write_lat_log`: PREFIX_lat, _clat and _slat logs.
+    pub lat_log: Option<String>,
     /// fio's `log_avg_msec`: each log entry averages this many ms (0, fio's
     /// default, is an entry per I/O: refused with a log).
     pub log_avg_msec: u64,
@@ -255,6 +257,7 @@ impl Default for JobOpts {
             userspace_reap: false,
             bw_log: None,
             iops_log: None,
+            lat_log: None,
             log_avg_msec: 0,
             stonewall: false,
             continue_on_error: false,
@@ -487,6 +490,7 @@ impl JobOpts {
             "userspace_reap" => self.userspace_reap = boolean(name, v)?,
             "write_bw_log" => self.bw_log = Some(v.unwrap_or("").trim().to_string()),
             "write_iops_log" => self.iops_log = Some(v.unwrap_or("").trim().to_string()),
+            "write_lat_log" => self.lat_log = Some(v.unwrap_or("").trim().to_string()),
             "log_avg_msec" => self.log_avg_msec = num(name, need()?)?,
             "registerfiles" => self.registerfiles = boolean(name, v)?,
             "sqthread_poll" => self.sqthread_poll = boolean(name, v)?,
@@ -546,6 +550,11 @@ impl JobOpts {
 }
 
 impl JobOpts {
+    /// Does the job ask for any log (bandwidth, IOPS, latency)?
+    pub fn logs(&self) -> bool {
+        self.bw_log.is_some() || self.iops_log.is_some() || self.lat_log.is_some()
+    }
+
     /// At most this many completions per reap: fio's
     /// `iodepth_batch_complete_max`, raised to `_min` and to 1 as fio's
     /// `fixup_options` and `td_io_getevents` raise it (so fio's default
@@ -650,8 +659,8 @@ mod tests {
         let mut j = JobOpts::default();
         let e = j.set("rate_iops", Some("1000")).unwrap_err().to_string();
         assert!(e.contains("'rate_iops'") && e.contains("would change the result"), "{e}");
-        let e = j.set("write_lat_log", Some("x")).unwrap_err().to_string();
-        assert!(e.contains("'write_lat_log'") && e.contains("would not change the figures"), "{e}");
+        let e = j.set("write_hist_log", Some("x")).unwrap_err().to_string();
+        assert!(e.contains("'write_hist_log'") && e.contains("would not change the figures"), "{e}");
         let e = j.set("no_such_option", Some("1")).unwrap_err().to_string();
         assert!(e.contains("'no_such_option'") && e.contains("refused"), "{e}");
         assert!(j.set("bs", Some("4k,8k")).is_err());

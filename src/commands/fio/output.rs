@@ -470,26 +470,53 @@ pub fn group_block(group: usize, blocks: &[Block]) -> String {
     o
 }
 
-/// fio's bandwidth and IOPS logs (`write_bw_log`, `write_iops_log`) of
-/// one job's threads, numbered from `first` as fio numbers threads across
-/// jobs: `PREFIX_bw.N.log`, `PREFIX_iops.N.log`, one line per
-/// `log_avg_msec` interval and direction the job does, as fio 3.33 writes
-/// them averaged: `ms since the start, value, direction (0 read, 1
-/// write), 0, 0` (block size 0 when averaged, priority 0), bandwidth in
-/// KiB/s. Returns the files written.
+/// fio's bandwidth, IOPS and latency logs (`write_bw_log`,
+/// `write_iops_log`, `write_lat_log`) of one job's threads, numbered from
+/// `first` as fio numbers threads across jobs: `PREFIX_bw.N.log`,
+/// `PREFIX_iops.N.log`, `PREFIX_lat.N.log` (and `_clat`, `_slat`), one
+/// line per `log_avg_msec` interval and direction the job does, as fio
+/// 3.33 writes them averaged: `ms since the start, value, direction (0
+/// read, 1 write), 0, 0` (block size 0 when averaged, priority 0);
+/// bandwidth in KiB/s, latency the interval's mean in ns (an interval
+/// without I/O in a direction has no latency line). Returns the files
+/// written.
 pub fn write_logs(o: &JobOpts, threads: &[ThreadResult], first: usize) -> Result<Vec<String>, crate::error::Error> {
     let prefix = |p: &str| if p.is_empty() { o.name.clone() } else { p.to_string() };
     let mut written = vec![];
-    for (kind, p) in [("bw", &o.bw_log), ("iops", &o.iops_log)] {
+    let kinds = [("bw", &o.bw_log), ("iops", &o.iops_log), ("lat", &o.lat_log), ("clat", &o.lat_log), ("slat", &o.lat_log)];
+    for (kind, p) in kinds {
         let Some(p) = p else { continue };
         for (k, t) in threads.iter().enumerate() {
             let file = format!("{}_{kind}.{}.log", prefix(p), first + k);
-            std::fs::write(&file, log_lines(o, t, kind == "bw"))
-                .map_err(|e| crate::error::Error::setup(format!("cannot write the {kind} log {file}"), "give write_bw_log / write_iops_log a prefix in a directory you can write", e))?;
+            let text = match kind {
+                "bw" | "iops" => log_lines(o, t, kind == "bw"),
+                _ => lat_log_lines(o, t, ["lat", "clat", "slat"].iter().position(|x| *x == kind).unwrap_or(0)),
+            };
+            std::fs::write(&file, text)
+                .map_err(|e| crate::error::Error::setup(format!("cannot write the {kind} log {file}"), "give the log option a prefix in a directory you can write", e))?;
             written.push(file);
         }
     }
     Ok(written)
+}
+
+/// One thread's latency log lines of kind `which` (0 lat, 1 clat, 2 slat;
+/// see [`write_logs`]): each interval's mean, from the running counts and
+/// sums the thread took every `log_avg_msec` (`ThreadResult::lat_log`).
+fn lat_log_lines(o: &JobOpts, t: &ThreadResult, which: usize) -> String {
+    let mut out = String::new();
+    let mut prev = [(0u64, 0f64); 2];
+    for e in &t.lat_log {
+        let ms = e.end.saturating_sub(t.start_mono_ns) / 1_000_000;
+        for (ddir, on) in [(0usize, o.rw.reads()), (1, o.rw.writes())] {
+            let (n, sum) = e.dirs[ddir][which];
+            let (n0, sum0) = std::mem::replace(&mut prev[ddir], (n, sum));
+            if on && n > n0 {
+                out.push_str(&format!("{ms}, {}, {ddir}, 0, 0\n", ((sum - sum0) / (n - n0) as f64).round() as u64));
+            }
+        }
+    }
+    out
 }
 
 /// One thread's log lines (see [`write_logs`]).
@@ -512,6 +539,28 @@ fn log_lines(o: &JobOpts, t: &ThreadResult, bw: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn log_lines_are_each_intervals_figures() {
+        use crate::engine::job::{LatEntry, Sample};
+        let o = JobOpts { rw: crate::engine::workload::Rw::Randrw, bs: 4096, ..Default::default() };
+        let mut t = ThreadResult { start_mono_ns: 1_000_000_000, ..Default::default() };
+        // 250 ms: 100 reads and 50 writes; 500 ms: 300 reads, no writes.
+        t.log = vec![
+            Sample { end: 1_250_000_000, ns: 250_000_000, ios: 150, bytes: 150 * 4096, writes: 50, flushes: 0 },
+            Sample { end: 1_500_000_000, ns: 250_000_000, ios: 300, bytes: 300 * 4096, writes: 0, flushes: 0 },
+        ];
+        assert_eq!(log_lines(&o, &t, false), "250, 400, 0, 0, 0\n250, 200, 1, 0, 0\n500, 1200, 0, 0, 0\n500, 0, 1, 0, 0\n");
+        assert_eq!(log_lines(&o, &t, true), "250, 1600, 0, 0, 0\n250, 800, 1, 0, 0\n500, 4800, 0, 0, 0\n500, 0, 1, 0, 0\n");
+        // Running (count, sum ns) of lat, clat, slat: each entry is the
+        // mean of the I/Os since the one before; none for a direction
+        // without I/O in the interval.
+        let e = |end: u64, r: (u64, f64), w: (u64, f64)| LatEntry { end, dirs: [[r, (r.0, r.1 / 2.0), (0, 0.0)], [w, (w.0, w.1 / 2.0), (0, 0.0)]] };
+        t.lat_log = vec![e(1_260_000_000, (10, 10_000.0), (5, 50_000.0)), e(1_510_000_000, (30, 50_000.0), (5, 50_000.0))];
+        assert_eq!(lat_log_lines(&o, &t, 0), "260, 1000, 0, 0, 0\n260, 10000, 1, 0, 0\n510, 2000, 0, 0, 0\n");
+        assert_eq!(lat_log_lines(&o, &t, 1), "260, 500, 0, 0, 0\n260, 5000, 1, 0, 0\n510, 1000, 0, 0, 0\n");
+        assert_eq!(lat_log_lines(&o, &t, 2), "");
+    }
     use super::*;
 
     #[test]
