@@ -72,6 +72,15 @@ pub fn gettid() -> u32 {
     unsafe { libc::gettid() as u32 }
 }
 
+/// Is `dir` a directory this process may create files in (access(2),
+/// W_OK)?
+pub fn writable_dir(dir: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
+    // SAFETY: a NUL-terminated path that outlives the call; access only reads it.
+    dir.is_dir() && unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0
+}
+
 /// Effective user id.
 pub fn geteuid() -> u32 {
     // SAFETY: geteuid has no arguments and cannot fail.

@@ -173,6 +173,7 @@ fn unsupported_options_are_refused_by_name() {
         (&["--name=x", "--filename=f", "--size=8M", "--rate_iops=100"][..], "'rate_iops' is not supported, and ignoring it would change the result"),
         (&["--name=x", "--filename=f", "--size=8M", "--write_hist_log=h"][..], "'write_hist_log' is not supported"),
         (&["--name=x", "--filename=f", "--size=8M", "--write_bw_log=bw"][..], "add log_avg_msec=N"),
+        (&["--name=x", "--filename=f", "--size=8M", "--write_lat_log=/nonexistent-dir-x/l", "--log_avg_msec=100"][..], "not a directory this process can write"),
         (&["--name=x", "--filename=f", "--size=8M", "--bogus=1"][..], "'bogus' is not one nvme-bypass knows"),
         (&["--name=x", "--filename=f", "--size=8M", "--ioengine=posixaio"][..], "ioengine=posixaio is not supported"),
         (&["--name=x", "--filename=/nonexistent-dir-x/f", "--ioengine=libaio"][..], "give size= so it can be laid out"),

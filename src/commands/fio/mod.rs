@@ -129,6 +129,15 @@ fn plan(o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]) ->
             "job {job}: write_bw_log, write_iops_log and write_lat_log are written averaged only: add log_avg_msec=N (ms per entry, e.g. 500); fio's default, an entry per I/O, would put a log write on every I/O of the measured loop"
         )));
     }
+    // The logs are written after the job: a directory they cannot go in
+    // is said now, before anything runs, not after the run's figures.
+    for p in [&o.bw_log, &o.iops_log, &o.lat_log].into_iter().flatten() {
+        let prefix = if p.is_empty() { job.as_str() } else { p.as_str() };
+        let dir = Path::new(prefix).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !crate::sys::writable_dir(dir) {
+            return Err(Error::usage(format!("job {job}: the log prefix {prefix} is in {}, which is not a directory this process can write; give a prefix in one that is", dir.display())));
+        }
+    }
     // cpus_allowed against the CPUs this process may run on, before
     // anything is laid out or opened (fio refuses a CPU it cannot use).
     let allowed = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
