@@ -328,10 +328,16 @@ impl Measured {
         if now < self.next_log {
             return;
         }
+        self.push_latencies(now);
+        self.next_log += self.log_ns * ((now - self.next_log) / self.log_ns + 1);
+    }
+
+    /// A latency log entry at `now` (also the last, partial interval's at
+    /// the end, as fio's finalize_logs writes it).
+    fn push_latencies(&mut self, now: u64) {
         let of = |h: Option<&hdrhistogram::Histogram<u64>>| h.map_or((0, 0.0), |h| (h.len(), h.mean() * h.len() as f64));
         let dir = |d: &DirResult| [of(Some(&d.lat)), of(d.clat.as_ref()), of(d.slat.as_ref())];
         self.lat_log.push(LatEntry { end: now, dirs: [dir(&self.read), dir(&self.write)] });
-        self.next_log += self.log_ns * ((now - self.next_log) / self.log_ns + 1);
     }
 
     fn new(q: &dyn IoQueue, on: bool, main: bool, thread: usize, spec: &JobSpec, progress: &Progress) -> Self {
@@ -386,8 +392,11 @@ impl Measured {
     }
 
     /// Into the thread's results, at the end of the main phase.
-    fn finish(self, q: &dyn IoQueue, clock: Clock, bs: u64, res: &mut ThreadResult) {
+    fn finish(mut self, q: &dyn IoQueue, clock: Clock, bs: u64, res: &mut ThreadResult, progress: &Progress) {
         let mono1 = mono_ns();
+        if self.next_log != u64::MAX {
+            self.push_latencies(mono1);
+        }
         if let Some(id) = self.window {
             marker::stop(id);
         }
@@ -399,6 +408,7 @@ impl Measured {
         // and bandwidth carry no calibration error.
         res.start_mono_ns = self.mono0;
         res.progress0 = self.progress0;
+        res.progress1 = progress.read(mono1);
         res.lat_log = self.lat_log;
         res.end_mono_ns = mono1;
         res.elapsed_ns = mono1 - self.mono0;
@@ -974,7 +984,7 @@ impl<'c> Phase<'c> {
     /// the I/O count of the others.
     fn finish(self, q: &dyn IoQueue, res: &mut ThreadResult) {
         if self.kind == PhaseKind::Main {
-            self.m.finish(q, self.ctx.clock, self.ctx.spec.bs as u64, res);
+            self.m.finish(q, self.ctx.clock, self.ctx.spec.bs as u64, res, self.ctx.progress);
         } else {
             res.verify_ios += self.total_ios;
         }

@@ -37,7 +37,9 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                 "read": dir_json(&ts.read, t, s.read.bw_bytes, false),
                 "write": dir_json(&ts.write, t, s.write.bw_bytes, true),
                 "trim": dir_json(&DirSummary::default(), t, 0.0, true),
-                "job_runtime": fio_ms(t.elapsed_ns),
+                // (fio's total_run_time: mtime_since_now, truncated; the
+                // directions' runtime is rounded up)
+                "job_runtime": t.elapsed_ns / 1_000_000,
                 "usr_cpu": 100.0 * t.cpu_time.user_ns as f64 / el,
                 "sys_cpu": 100.0 * t.cpu_time.sys_ns as f64 / el,
                 "ctx": t.rusage.ctx,

@@ -491,7 +491,7 @@ impl JobOpts {
             "write_bw_log" => self.bw_log = Some(v.unwrap_or("").trim().to_string()),
             "write_iops_log" => self.iops_log = Some(v.unwrap_or("").trim().to_string()),
             "write_lat_log" => self.lat_log = Some(v.unwrap_or("").trim().to_string()),
-            "log_avg_msec" => self.log_avg_msec = num(name, need()?)?,
+            "log_avg_msec" => self.log_avg_msec = num::<u32>(name, need()?)?.into(),
             "registerfiles" => self.registerfiles = boolean(name, v)?,
             "sqthread_poll" => self.sqthread_poll = boolean(name, v)?,
             "sqthread_poll_cpu" => self.sqthread_poll_cpu = Some(num(name, need()?)?),

@@ -483,7 +483,10 @@ pub fn group_block(group: usize, blocks: &[Block]) -> String {
 pub fn write_logs(o: &JobOpts, threads: &[ThreadResult], first: usize) -> Result<Vec<String>, crate::error::Error> {
     let prefix = |p: &str| if p.is_empty() { o.name.clone() } else { p.to_string() };
     let mut written = vec![];
-    let kinds = [("bw", &o.bw_log), ("iops", &o.iops_log), ("lat", &o.lat_log), ("clat", &o.lat_log), ("slat", &o.lat_log)];
+    // As fio: gtod_reduce measures no latency (no latency files);
+    // disable_slat no submission latency (no slat file).
+    let lat = o.lat_log.as_ref().filter(|_| !o.gtod_reduce);
+    let kinds = [("bw", o.bw_log.as_ref()), ("iops", o.iops_log.as_ref()), ("lat", lat), ("clat", lat), ("slat", lat.filter(|_| !o.disable_slat))];
     for (kind, p) in kinds {
         let Some(p) = p else { continue };
         for (k, t) in threads.iter().enumerate() {
@@ -529,6 +532,10 @@ fn log_lines(o: &JobOpts, t: &ThreadResult, bw: bool) -> String {
                 continue;
             }
             let ios = s.dir_ios(ddir == 1) as u128;
+            // fio writes no entry for a direction without I/O in the interval.
+            if ios == 0 {
+                continue;
+            }
             let per_s = |x: u128| (x * 1_000_000_000 / s.ns.max(1) as u128) as u64;
             let v = if bw { per_s(ios * o.bs as u128) / 1024 } else { per_s(ios) };
             out.push_str(&format!("{ms}, {v}, {ddir}, 0, 0\n"));
@@ -550,8 +557,8 @@ mod tests {
             Sample { end: 1_250_000_000, ns: 250_000_000, ios: 150, bytes: 150 * 4096, writes: 50, flushes: 0 },
             Sample { end: 1_500_000_000, ns: 250_000_000, ios: 300, bytes: 300 * 4096, writes: 0, flushes: 0 },
         ];
-        assert_eq!(log_lines(&o, &t, false), "250, 400, 0, 0, 0\n250, 200, 1, 0, 0\n500, 1200, 0, 0, 0\n500, 0, 1, 0, 0\n");
-        assert_eq!(log_lines(&o, &t, true), "250, 1600, 0, 0, 0\n250, 800, 1, 0, 0\n500, 4800, 0, 0, 0\n500, 0, 1, 0, 0\n");
+        assert_eq!(log_lines(&o, &t, false), "250, 400, 0, 0, 0\n250, 200, 1, 0, 0\n500, 1200, 0, 0, 0\n");
+        assert_eq!(log_lines(&o, &t, true), "250, 1600, 0, 0, 0\n250, 800, 1, 0, 0\n500, 4800, 0, 0, 0\n");
         // Running (count, sum ns) of lat, clat, slat: each entry is the
         // mean of the I/Os since the one before; none for a direction
         // without I/O in the interval.
