@@ -100,14 +100,12 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
                     t.samples = progress::samples_within(&r, t.start_mono_ns, t.end_mono_ns, (progress::SAMPLE_NS / period) as usize);
                     if let Some(l) = spec.log_ns.filter(|&l| l > 0) {
                         // From the start of the measured interval, as fio's
-                        // first entry covers the job's first interval, to
-                        // its end (the last, partial interval, as fio's
-                        // finalize_logs writes it).
+                        // first entry covers the job's first interval; no
+                        // last, partial one (fio writes none for these).
                         let step = (l / period) as usize;
                         let mut from = vec![t.progress0];
-                        from.extend(r.iter().filter(|x| x.t > t.start_mono_ns && x.t < t.progress1.t).skip(step.max(1) - 1).step_by(step.max(1)));
-                        from.push(t.progress1);
-                        t.log = progress::samples_within(&from, t.start_mono_ns, t.progress1.t, 1);
+                        from.extend(r.iter().filter(|x| x.t > t.start_mono_ns && x.t <= t.end_mono_ns).skip(step.max(1) - 1).step_by(step.max(1)));
+                        t.log = progress::samples_within(&from, t.start_mono_ns, t.end_mono_ns, 1);
                     }
                     t
                 })

@@ -478,9 +478,11 @@ pub fn group_block(group: usize, blocks: &[Block]) -> String {
 /// 3.33 writes them averaged: `ms since the start, value, direction (0
 /// read, 1 write), 0, 0` (block size 0 when averaged, priority 0);
 /// bandwidth in KiB/s, latency the interval's mean in ns (an interval
-/// without I/O in a direction has no latency line). Returns the files
-/// written.
-pub fn write_logs(o: &JobOpts, threads: &[ThreadResult], first: usize) -> Result<Vec<String>, crate::error::Error> {
+/// without I/O in a direction has no latency line). A file that cannot
+/// be written is said on stderr and the others are still written, as fio
+/// goes on past a log it cannot open (the run's report is not lost).
+/// Returns the files written.
+pub fn write_logs(o: &JobOpts, threads: &[ThreadResult], first: usize) -> Vec<String> {
     let prefix = |p: &str| if p.is_empty() { o.name.clone() } else { p.to_string() };
     let mut written = vec![];
     // As fio: gtod_reduce measures no latency (no latency files);
@@ -495,12 +497,13 @@ pub fn write_logs(o: &JobOpts, threads: &[ThreadResult], first: usize) -> Result
                 "bw" | "iops" => log_lines(o, t, kind == "bw"),
                 _ => lat_log_lines(o, t, ["lat", "clat", "slat"].iter().position(|x| *x == kind).unwrap_or(0)),
             };
-            std::fs::write(&file, text)
-                .map_err(|e| crate::error::Error::setup(format!("cannot write the {kind} log {file}"), "give the log option a prefix in a directory you can write", e))?;
-            written.push(file);
+            match std::fs::write(&file, text) {
+                Ok(()) => written.push(file),
+                Err(e) => eprintln!("nvme-bypass: warning: cannot write the {kind} log {file}: {e}; the run's figures are below"),
+            }
         }
     }
-    Ok(written)
+    written
 }
 
 /// One thread's latency log lines of kind `which` (0 lat, 1 clat, 2 slat;
