@@ -276,10 +276,8 @@ pub struct ThreadResult {
     /// The same, over [`JobSpec::log_ns`] intervals when it is set (fio's
     /// `log_avg_msec`: the bandwidth and IOPS logs' entries); else empty.
     pub log: Vec<Sample>,
-    /// The sampler's counters at the start and the end of the measured
-    /// interval.
+    /// The sampler's counters at the start of the measured interval.
     pub progress0: Reading,
-    pub progress1: Reading,
     /// fio's latency log: the latencies so far every [`JobSpec::log_ns`]
     /// (empty without it).
     pub lat_log: Vec<LatEntry>,

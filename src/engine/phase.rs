@@ -392,7 +392,7 @@ impl Measured {
     }
 
     /// Into the thread's results, at the end of the main phase.
-    fn finish(mut self, q: &dyn IoQueue, clock: Clock, bs: u64, res: &mut ThreadResult, progress: &Progress) {
+    fn finish(mut self, q: &dyn IoQueue, clock: Clock, bs: u64, res: &mut ThreadResult) {
         let mono1 = mono_ns();
         if self.next_log != u64::MAX {
             self.push_latencies(mono1);
@@ -408,7 +408,6 @@ impl Measured {
         // and bandwidth carry no calibration error.
         res.start_mono_ns = self.mono0;
         res.progress0 = self.progress0;
-        res.progress1 = progress.read(mono1);
         res.lat_log = self.lat_log;
         res.end_mono_ns = mono1;
         res.elapsed_ns = mono1 - self.mono0;
@@ -984,7 +983,7 @@ impl<'c> Phase<'c> {
     /// the I/O count of the others.
     fn finish(self, q: &dyn IoQueue, res: &mut ThreadResult) {
         if self.kind == PhaseKind::Main {
-            self.m.finish(q, self.ctx.clock, self.ctx.spec.bs as u64, res, self.ctx.progress);
+            self.m.finish(q, self.ctx.clock, self.ctx.spec.bs as u64, res);
         } else {
             res.verify_ios += self.total_ios;
         }

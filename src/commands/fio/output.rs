@@ -488,14 +488,15 @@ pub fn write_logs(o: &JobOpts, threads: &[ThreadResult], first: usize) -> Vec<St
     // As fio: gtod_reduce measures no latency (no latency files);
     // disable_slat no submission latency (no slat file).
     let lat = o.lat_log.as_ref().filter(|_| !o.gtod_reduce);
-    let kinds = [("bw", o.bw_log.as_ref()), ("iops", o.iops_log.as_ref()), ("lat", lat), ("clat", lat), ("slat", lat.filter(|_| !o.disable_slat))];
-    for (kind, p) in kinds {
+    // (kind, prefix, which latency: 0 lat, 1 clat, 2 slat; None: bw or iops)
+    let kinds = [("bw", o.bw_log.as_ref(), None), ("iops", o.iops_log.as_ref(), None), ("lat", lat, Some(0)), ("clat", lat, Some(1)), ("slat", lat.filter(|_| !o.disable_slat), Some(2))];
+    for (kind, p, which) in kinds {
         let Some(p) = p else { continue };
         for (k, t) in threads.iter().enumerate() {
             let file = format!("{}_{kind}.{}.log", prefix(p), first + k);
-            let text = match kind {
-                "bw" | "iops" => log_lines(o, t, kind == "bw"),
-                _ => lat_log_lines(o, t, ["lat", "clat", "slat"].iter().position(|x| *x == kind).unwrap_or(0)),
+            let text = match which {
+                Some(w) => lat_log_lines(o, t, w),
+                None => log_lines(o, t, kind == "bw"),
             };
             match std::fs::write(&file, text) {
                 Ok(()) => written.push(file),
