@@ -515,6 +515,7 @@ mod tests {
             vcpus: vec![VcpuCount { vcpu: 0, user, kernel, ..Default::default() }],
             tbs,
             io: vec![],
+            vdso: (0, 0),
         }
     }
 
@@ -537,6 +538,7 @@ mod tests {
                 },
             ]),
             bias: 0,
+            text_end: None,
         };
         let windows = vec![
             w(0, 0, 2000, vec![(0xffffffff81000000, 500, 10), (0xffffffff81001000, 1500, 10)]),

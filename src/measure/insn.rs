@@ -70,9 +70,15 @@ pub const USER_GROUPS: [(&str, &[&str]); 5] = [
     ("user: latency recording", &["hdrhistogram::", "nvme_bypass::measure::stats"]),
     // Where the TSC is not invariant (QEMU TCG among them) the clock falls
     // back to CLOCK_MONOTONIC: std's Instant and libc's clock_gettime.
-    ("user: clock reads", &["std::sys::pal::unix::time", "std::time::", "clock_gettime", "__clock_gettime", "nvme_bypass::measure::clock"]),
-    ("user: io_uring/aio library", &["io_uring::"]),
+    (USER_CLOCK, &["std::sys::pal::unix::time", "std::time::", "clock_gettime", "__clock_gettime", "nvme_bypass::measure::clock"]),
+    // the kernel paths' counterpart of "our driver": our rings and aio
+    // contexts, and the io-uring crate they use
+    ("user: our io_uring/aio code", &["nvme_bypass::backend::kernel", "io_uring::"]),
 ];
+/// Reading the clock: std's and libc's time functions, and the vDSO's code
+/// (`clock_gettime`, which runs outside the binary), located by the
+/// window's START marker.
+pub const USER_CLOCK: &str = "user: clock reads";
 /// User functions of our binary in none of [`USER_GROUPS`] (std, libc, the
 /// rest of nvme_bypass).
 pub const USER_REST: &str = "user: the rest";
@@ -180,6 +186,10 @@ pub struct Window {
     /// Runtime address of [`MARKER_SYMBOL`].
     #[serde(deserialize_with = "addr")]
     pub marker_fn: u64,
+    /// The marking process's vDSO (start, length; 0 length when not said):
+    /// its code is the clock's, outside the binary.
+    #[serde(default)]
+    pub vdso: (u64, u64),
     /// Per vCPU.
     pub vcpus: Vec<VcpuCount>,
     /// (translation block start, instructions, executions), all vCPUs.
@@ -374,6 +384,10 @@ pub struct UserSymbols {
     pub table: SymbolTable,
     /// Runtime address minus ELF address.
     pub bias: u64,
+    /// ELF address of the end of the binary's executable sections, when
+    /// known: an address at or past it is in none of its functions, even
+    /// past a last function whose size is not recorded (libc's `strcmp`).
+    pub text_end: Option<u64>,
 }
 
 impl UserSymbols {
@@ -381,7 +395,13 @@ impl UserSymbols {
     /// binary with its symbol table).
     pub fn from_elf(data: &[u8]) -> Result<Self, String> {
         use object::{Object, ObjectSymbol, SymbolKind};
+        use object::ObjectSection;
         let file = object::File::parse(data).map_err(|e| format!("not an ELF file we can read: {e}"))?;
+        let text_end = file
+            .sections()
+            .filter(|s| s.kind() == object::SectionKind::Text)
+            .map(|s| s.address() + s.size())
+            .max();
         let mut syms = vec![];
         for s in file.symbols() {
             if s.kind() != SymbolKind::Text || s.address() == 0 {
@@ -401,6 +421,7 @@ impl UserSymbols {
         Ok(UserSymbols {
             table: SymbolTable::new(syms),
             bias: 0,
+            text_end,
         })
     }
 
@@ -427,7 +448,11 @@ impl UserSymbols {
 
     /// The function at runtime address `vaddr` of a process loaded with `bias`.
     pub fn lookup_at(&self, vaddr: u64, bias: u64) -> Option<&Sym> {
-        self.table.lookup(vaddr.wrapping_sub(bias))
+        let elf = vaddr.wrapping_sub(bias);
+        if self.text_end.is_some_and(|end| elf >= end) {
+            return None;
+        }
+        self.table.lookup(elf)
     }
 }
 
@@ -701,6 +726,8 @@ pub fn tally(w: &Window, s: &Symbols) -> Tally {
             u_seen += n;
             match s.user.lookup_at(va, bias) {
                 Some(sym) => parts[idx(user_group(&sym.name))] += n,
+                // the vDSO: clock_gettime and its kin
+                None if va.wrapping_sub(w.vdso.0) < w.vdso.1 => parts[idx(USER_CLOCK)] += n,
                 None => parts[u_un] += n,
             }
         }
@@ -1053,6 +1080,7 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
                 ),
             ]),
             bias: 0,
+            text_end: Some(0x7000),
         }
     }
 
@@ -1065,6 +1093,7 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
             vcpus: vec![VcpuCount { vcpu: 0, user, kernel, ..Default::default() }],
             tbs,
             io,
+            vdso: (0, 0),
         }
     }
 
@@ -1111,10 +1140,7 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         // Past the function's size: in no function.
         assert!(u.lookup(BIAS + 0x2900).is_none());
         assert!(u.lookup(0x2010).is_none());
-        let mut none = UserSymbols {
-            table: SymbolTable::new(vec![]),
-            bias: 0,
-        };
+        let mut none = UserSymbols::default();
         assert!(none.relocate(1).unwrap_err().contains(MARKER_SYMBOL));
     }
 
@@ -1129,9 +1155,10 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         assert_eq!(user_group("nvme_bypass::engine::phase::Pass::run"), "user: engine");
         assert_eq!(user_group("hdrhistogram::Histogram<T>::record"), "user: latency recording");
         assert_eq!(user_group("nvme_bypass::measure::stats::record"), "user: latency recording");
-        assert_eq!(user_group("io_uring::submit::Submitter::enter"), "user: io_uring/aio library");
+        assert_eq!(user_group("io_uring::submit::Submitter::enter"), "user: our io_uring/aio code");
         assert_eq!(user_group("memcpy"), USER_REST);
-        assert_eq!(user_group("nvme_bypass::backend::kernel::uring::Q::submit"), USER_REST);
+        assert_eq!(user_group("<nvme_bypass::backend::kernel::uring::UringQueue<C> as nvme_bypass::backend::IoQueue>::submit"), "user: our io_uring/aio code");
+        assert_eq!(user_group("nvme_bypass::backend::kernel::uring::Ring<S,C>::reap"), "user: our io_uring/aio code");
     }
 
     #[inline(never)]
@@ -1329,6 +1356,34 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
     }
 
     #[test]
+    fn the_vdso_is_the_clock_and_code_past_the_binary_is_no_function_of_it() {
+        let k = ksyms();
+        let mut u = user_syms();
+        // libc's strcmp: the last function, its size not recorded
+        let mut syms: Vec<Sym> = (0..u.table.len()).filter_map(|i| u.table.syms.get(i).cloned()).collect();
+        syms.push(Sym { addr: 0x6900, size: None, name: "strcmp".into(), module: None });
+        u.table = SymbolTable::new(syms);
+        let mut w = window(0, 60, 0, vec![(BIAS + 0x3000, 10, 1), (0x7ffc_0000_0b00, 30, 3), (BIAS + 0x9000, 20, 2)], vec![]);
+        w.vdso = (0x7ffc_0000_0000, 0x2000);
+        u.relocate(w.marker_fn).unwrap();
+        let layers = LayerTable::builtin();
+        let s = Symbols { kernel: &k, user: &u, layers: &layers, bar0: None };
+        let t = tally(&w, &s);
+        let names = breakdown_names();
+        let part = |n: &str| t.parts[names.iter().position(|x| *x == n).unwrap()];
+        assert_eq!(part("user: engine"), 10.0);
+        assert_eq!(part(USER_CLOCK), 30.0, "the vDSO's code is the clock's");
+        assert_eq!(part(USER_REST), 0.0, "past the binary's code: not strcmp's");
+        assert_eq!(part(USER_UNATTRIBUTED), 20.0);
+        // Without the vDSO said (an older plugin), its code is no one's.
+        w.vdso = (0, 0);
+        let t = tally(&w, &s);
+        assert_eq!(t.parts[names.iter().position(|x| *x == USER_UNATTRIBUTED).unwrap()], 50.0);
+        // Inside the binary's code, a sizeless last function still holds what follows it.
+        assert_eq!(u.lookup(BIAS + 0x6950).unwrap().name, "strcmp");
+    }
+
+    #[test]
     fn waits_for_an_interrupt_are_counted_apart_and_left_in_the_total() {
         // An interrupt-driven row: 5 waits of 600 instructions (20 user,
         // the rest kernel) added up by the plugin, tallied on vCPU 0.
@@ -1472,7 +1527,7 @@ ffffffffc0002000 t helper_without_prefix\t[nvme]
         assert_eq!(l.get("user: our driver"), Some(20.0));
         assert_eq!(l.get("user: engine"), Some(10.0));
         assert_eq!(l.get("user: latency recording"), Some(5.0));
-        assert_eq!(l.get("user: io_uring/aio library"), Some(0.0));
+        assert_eq!(l.get("user: our io_uring/aio code"), Some(0.0));
         assert_eq!(l.get(USER_REST), Some(4.0));
         // 10 in another process + 20 outside the TBs - 0.5 x 10 idle.
         assert_eq!(l.get(USER_UNATTRIBUTED), Some(2.5));

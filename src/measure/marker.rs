@@ -7,7 +7,9 @@
 //! (`0f 1f 80 53 42 56 4e`, "SBVN") starts a window, the same with `45`
 //! (`...45 42 56 4e`) stops it. `rax` carries the window's id, `rdi` the
 //! runtime address of [`start`] (or [`stop`]), so the host can relocate
-//! the position-independent binary's symbols. On a real CPU, or under QEMU
+//! the position-independent binary's symbols; at the start `rsi` and `rdx`
+//! carry where the process's vDSO is and its length, whose code (the
+//! clock's) is outside the binary. On a real CPU, or under QEMU
 //! without the plugin, they do nothing. Off x86-64 they are empty.
 //!
 //! Inside a window, two more markers price the polls that find nothing
@@ -55,19 +57,41 @@ use std::sync::OnceLock;
 #[inline(never)]
 pub fn start(id: u64) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: the bytes are one NOP instruction (`nopl disp32(%rax)`, an
-    // address that is computed, never accessed); it reads rax and rdi and
-    // changes no register, memory or flag.
-    unsafe {
-        core::arch::asm!(
-            ".byte 0x0f, 0x1f, 0x80, 0x53, 0x42, 0x56, 0x4e",
-            in("rax") id,
-            in("rdi") start as fn(u64) as usize,
-            options(nomem, nostack, preserves_flags),
-        );
+    {
+        let (vdso, vdso_len) = vdso();
+        // SAFETY: the bytes are one NOP instruction (`nopl disp32(%rax)`,
+        // an address that is computed, never accessed); it reads rax, rdi,
+        // rsi and rdx and changes no register, memory or flag.
+        unsafe {
+            core::arch::asm!(
+                ".byte 0x0f, 0x1f, 0x80, 0x53, 0x42, 0x56, 0x4e",
+                in("rax") id,
+                in("rdi") start as fn(u64) as usize,
+                in("rsi") vdso,
+                in("rdx") vdso_len,
+                options(nomem, nostack, preserves_flags),
+            );
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = id;
+}
+
+/// This process's vDSO (start, length), the `[vdso]` line of
+/// `/proc/self/maps`, read once; (0, 0) when it is not there. The START
+/// marker hands it to the plugin: the vDSO's code is the clock's
+/// (`clock_gettime` and friends), outside the binary's symbols.
+fn vdso() -> (u64, u64) {
+    static VDSO: OnceLock<(u64, u64)> = OnceLock::new();
+    *VDSO.get_or_init(|| std::fs::read_to_string("/proc/self/maps").ok().and_then(|m| vdso_in_maps(&m)).unwrap_or((0, 0)))
+}
+
+/// The `[vdso]` mapping of a `/proc/PID/maps` text: (start, length).
+fn vdso_in_maps(maps: &str) -> Option<(u64, u64)> {
+    let line = maps.lines().find(|l| l.split_whitespace().nth(5) == Some("[vdso]"))?;
+    let (a, b) = line.split_whitespace().next()?.split_once('-')?;
+    let (a, b) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?);
+    (b > a).then_some((a, b - a))
 }
 
 /// Close window `id`.
@@ -249,6 +273,19 @@ mod tests {
         super::empty();
         super::stop(7);
         super::kernel_address(super::KernelAddress::Poll, 0xffff_ffff_8100_0000);
+    }
+
+    #[test]
+    fn the_vdso_from_the_maps() {
+        let maps = "\
+7f477110c000-7f4771200000 r-xp 00000000 00:1a 12                         /run/nvb-bin/nvme-bypass
+7ffc2d5f0000-7ffc2d5f4000 r--p 00000000 00:00 0                          [vvar]
+7ffc2d5f4000-7ffc2d5f6000 r-xp 00000000 00:00 0                          [vdso]
+";
+        assert_eq!(super::vdso_in_maps(maps), Some((0x7ffc2d5f4000, 0x2000)));
+        assert_eq!(super::vdso_in_maps("7ffc2d5f0000-7ffc2d5f4000 r--p 00000000 00:00 0 [vvar]\n"), None);
+        #[cfg(target_os = "linux")]
+        assert!(super::vdso().1 > 0, "this process has a vDSO");
     }
 
     #[test]

@@ -88,6 +88,7 @@ type TbTransCb = extern "C" fn(Id, *mut Tb);
 type VcpuSimpleCb = extern "C" fn(Id, c_uint);
 type VcpuUdataCb = extern "C" fn(c_uint, *mut c_void);
 type UdataCb = extern "C" fn(Id, *mut c_void);
+type SimpleCb = extern "C" fn(Id);
 type MemCb = extern "C" fn(c_uint, u32, u64, *mut c_void);
 
 extern "C" {
@@ -126,6 +127,7 @@ extern "C" {
     fn qemu_plugin_outs(s: *const c_char);
     fn qemu_plugin_get_registers() -> *mut GArray;
     fn qemu_plugin_read_register(handle: *mut Register, buf: *mut GByteArray) -> c_int;
+    fn qemu_plugin_reset(id: Id, cb: SimpleCb);
     // glib, which QEMU links and whose symbols the plugin shares
     fn g_byte_array_new() -> *mut GByteArray;
     fn g_byte_array_free(a: *mut GByteArray, free_segment: c_int) -> *mut u8;
@@ -233,6 +235,8 @@ struct Slots {
 struct Window {
     id: u64,
     marker_fn: u64,
+    /// The marking process's vDSO: start, length (0, 0: not said).
+    vdso: (u64, u64),
     t0: Instant,
 }
 
@@ -246,9 +250,13 @@ static MMIO: AtomicBool = AtomicBool::new(true);
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static IO: Mutex<Option<HashMap<u64, [u64; 2]>>> = Mutex::new(None);
 static WINDOW: Mutex<Option<Window>> = Mutex::new(None);
-/// Register handles of rax and rdi (0: not found).
+/// Register handles of rax, rdi, rsi and rdx (0: not found).
 static REG_RAX: AtomicUsize = AtomicUsize::new(0);
 static REG_RDI: AtomicUsize = AtomicUsize::new(0);
+static REG_RSI: AtomicUsize = AtomicUsize::new(0);
+static REG_RDX: AtomicUsize = AtomicUsize::new(0);
+/// This plugin's id, for `qemu_plugin_reset`.
+static PLUGIN_ID: AtomicU64 = AtomicU64::new(0);
 static WINDOWS_WRITTEN: AtomicU64 = AtomicU64::new(0);
 /// Watched kernel addresses -> kind (K_POLL...).
 static KADDRS: Mutex<Option<HashMap<u64, u8>>> = Mutex::new(None);
@@ -326,13 +334,30 @@ pub unsafe extern "C" fn qemu_plugin_install(
             .collect(),
     );
     *IO.lock().unwrap() = Some(HashMap::new());
+    PLUGIN_ID.store(id, Ordering::Relaxed);
     qemu_plugin_register_vcpu_init_cb(id, vcpu_init);
-    qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
-    qemu_plugin_register_atexit_cb(id, at_exit, std::ptr::null_mut());
+    register(id);
     0
 }
 
-/// Find the handles of rax (window id) and rdi (marker's address).
+/// The callbacks that stay registered: translation (which adds each
+/// block's) and exit.
+fn register(id: Id) {
+    // SAFETY: registering this plugin's own callbacks with its id.
+    unsafe {
+        qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
+        qemu_plugin_register_atexit_cb(id, at_exit, std::ptr::null_mut());
+    }
+}
+
+/// A code cache flush asked for at a window's START is done (every vCPU
+/// stopped, every callback unregistered): register ours again.
+extern "C" fn after_reset(id: Id) {
+    register(id);
+}
+
+/// Find the handles of rax (window id), rdi (marker's address), rsi and
+/// rdx (the vDSO's start and length).
 extern "C" fn vcpu_init(_id: Id, _vcpu: c_uint) {
     if REG_RAX.load(Ordering::Acquire) != 0 {
         return;
@@ -350,6 +375,8 @@ extern "C" fn vcpu_init(_id: Id, _vcpu: c_uint) {
             match CStr::from_ptr(d.name).to_bytes() {
                 b"rax" => REG_RAX.store(d.handle as usize, Ordering::Release),
                 b"rdi" => REG_RDI.store(d.handle as usize, Ordering::Release),
+                b"rsi" => REG_RSI.store(d.handle as usize, Ordering::Release),
+                b"rdx" => REG_RDX.store(d.handle as usize, Ordering::Release),
                 _ => {}
             }
         }
@@ -720,12 +747,27 @@ extern "C" fn marker(_vcpu: c_uint, udata: *mut c_void) {
         if let Some(m) = IO.lock().unwrap().as_mut() {
             m.clear();
         }
+        let vdso = (
+            read_reg(REG_RSI.load(Ordering::Acquire)).unwrap_or(0),
+            read_reg(REG_RDX.load(Ordering::Acquire)).unwrap_or(0),
+        );
         *WINDOW.lock().unwrap() = Some(Window {
             id,
             marker_fn,
+            vdso,
             t0: Instant::now(),
         });
         ACTIVE.store(true, Ordering::Relaxed);
+        // Flush the code cache, so that every block the window runs is
+        // translated again, at the address of the process that runs it:
+        // QEMU shares a block between processes that map the same page
+        // (the same binary, the vDSO, a shared library) and gives the
+        // plugin the address of the process that ran it first (see
+        // "Shared code" in README.md). QEMU stops every vCPU after this
+        // block, flushes, unregisters our callbacks and calls
+        // `after_reset`, before any vCPU runs on; nothing runs uncounted.
+        // SAFETY: our own id; `after_reset` registers our callbacks again.
+        unsafe { qemu_plugin_reset(PLUGIN_ID.load(Ordering::Relaxed), after_reset) };
     } else {
         ACTIVE.store(false, Ordering::Relaxed);
         // A pass that found nothing and ran into the window's end ends here.
@@ -751,8 +793,8 @@ fn write_window(w: &Window) {
     let mut line = String::with_capacity(1 << 16);
     let _ = write!(
         line,
-        "{{\"window\": {}, \"marker_fn\": {}, \"host_ns\": {host_ns}, \"vcpus\": [",
-        w.id, w.marker_fn
+        "{{\"window\": {}, \"marker_fn\": {}, \"vdso\": [{}, {}], \"host_ns\": {host_ns}, \"vcpus\": [",
+        w.id, w.marker_fn, w.vdso.0, w.vdso.1
     );
     let mut overflow = 0u64;
     for (v, e) in entries().iter().enumerate() {
