@@ -109,6 +109,9 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     shut_down: bool,
     /// Shadow doorbell and EventIdx pages, when Doorbell Buffer Config is on.
     shadow: Option<(DmaRegion, DmaRegion)>,
+    /// The status a controller that advertises Doorbell Buffer Config
+    /// answered it with, when it refused it (its doorbells are then MMIO).
+    shadow_refused: Option<String>,
     /// Controller resets so far (queue pairs made before a reset are dead).
     generation: u64,
     /// Given up after a failed recovery: no more admin commands, only the
@@ -379,6 +382,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             cfg,
             shut_down: false,
             shadow: None,
+            shadow_refused: None,
             generation: 0,
             failed: false,
             quarantine: vec![],
@@ -406,7 +410,15 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         // Step 7 (optional): shadow doorbells, before any I/O queue exists so
         // every queue starts with zeroed slots.
         if c.cfg.shadow_doorbells && c.ident.supports_shadow_doorbells() {
-            c.enable_shadow_doorbells()?;
+            match c.enable_shadow_doorbells() {
+                Ok(()) => {}
+                // The controller answered no: shadow doorbells are an
+                // optimisation, so go on with MMIO doorbells, as Linux's
+                // nvme_dbbuf_set does ("unable to set dbbuf"). A timeout or
+                // a failed controller is no answer and stays an error.
+                Err(Error::Command { status, .. }) => c.shadow_refused = Some(status.to_string()),
+                Err(e) => return Err(e),
+            }
         }
         Ok(c)
     }
@@ -445,6 +457,13 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// True when I/O queues use shadow doorbells.
     pub fn shadow_doorbells(&self) -> bool {
         self.shadow.is_some()
+    }
+
+    /// The status the controller refused Doorbell Buffer Config with, when
+    /// it advertises the command but answered it with an error (at bring-up
+    /// or at a reset): its doorbells are then MMIO writes.
+    pub fn shadow_doorbells_refused(&self) -> Option<&str> {
+        self.shadow_refused.as_deref()
     }
 
     /// The shadow slots of I/O queue `qid`, zeroed, if shadow doorbells are

@@ -135,6 +135,42 @@ fn a_lost_command_is_not_aborted_then_reset_and_recreated_queues_recover() {
 }
 
 #[test]
+fn a_refused_doorbell_buffer_config_leaves_mmio_doorbells_at_bring_up_and_at_a_reset() {
+    // Refused at bring-up: the controller comes up with MMIO doorbells.
+    let s = sim(SimConfig::default());
+    s.faults().refuse_dbbc.store(true, Ordering::Relaxed);
+    let mut ctrl = bring_up_with(&s, 1, true);
+    assert!(!ctrl.shadow_doorbells());
+    let why = ctrl.shadow_doorbells_refused().expect("the refusal is reported");
+    assert!(why.contains("INVALID FIELD"), "{why}");
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    read(&mut qp, 0, &buf, 1);
+    assert!(poll_one(&mut qp, WAIT).unwrap().status().is_success());
+    ctrl.delete_io_queue_pair(qp).unwrap();
+    ctrl.shutdown().unwrap();
+
+    // Accepted at bring-up, refused after a reset: the re-created queue
+    // rings MMIO doorbells and works.
+    let s = sim(SimConfig::default());
+    let mut ctrl = bring_up_with(&s, 1, true);
+    assert!(ctrl.shadow_doorbells() && ctrl.shadow_doorbells_refused().is_none());
+    let qp = ctrl.create_io_queue_pair(8).unwrap();
+    s.faults().refuse_dbbc.store(true, Ordering::Relaxed);
+    ctrl.reset(WAIT).unwrap();
+    assert!(!ctrl.shadow_doorbells());
+    assert!(ctrl.shadow_doorbells_refused().is_some());
+    let (mut qp, _) = ctrl.recreate_io_queue_pair(qp, WAIT).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    for tag in 0..20 {
+        read(&mut qp, 0, &buf, tag);
+        assert!(poll_one(&mut qp, WAIT).expect("I/O works on MMIO doorbells").status().is_success());
+    }
+    ctrl.delete_io_queue_pair(qp).unwrap();
+    ctrl.shutdown().unwrap();
+}
+
+#[test]
 fn fatal_status_is_detected_admin_commands_fail_fast_and_a_reset_recovers() {
     let (sim, mut ctrl) = bring_up(SimConfig::default());
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();

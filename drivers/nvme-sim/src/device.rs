@@ -105,6 +105,9 @@ pub struct Faults {
     /// stay live (a controller that does not reset). The reset happens when
     /// it is cleared.
     pub ignore_disable: AtomicBool,
+    /// Answer Doorbell Buffer Config with Invalid Field in Command while
+    /// set (a controller that advertises it and refuses it).
+    pub refuse_dbbc: AtomicBool,
 }
 
 /// A completion held back by `Faults::stall_every`.
@@ -492,7 +495,7 @@ impl Device {
                 }
                 let f = cfg.namespace_formats.get(i).copied().unwrap_or_default();
                 let lbads = if n.lba_size == 4096 { 12 } else { 9 };
-                let mut lbaf = [LbaFormat::default(); 16];
+                let mut lbaf = nvme_spec::identify::LbaFormats::default();
                 lbaf[0] = LbaFormat { ms: 0, lbads: 9, rp: 0 };
                 lbaf[1] = LbaFormat { ms: 0, lbads: 12, rp: 0 };
                 // A format with metadata is a third one, in use.
@@ -1459,6 +1462,9 @@ impl Device {
     fn doorbell_buffer_config(&mut self, sqe: &Sqe) -> Outcome {
         if !self.cfg.shadow_doorbells {
             return Err(err(gs::INVALID_OPCODE));
+        }
+        if self.faults.refuse_dbbc.load(Ordering::Relaxed) {
+            return Err(err(gs::INVALID_FIELD));
         }
         let ps = self.page_size as u64;
         if sqe.prp1 & (ps - 1) != 0 || sqe.prp2 & (ps - 1) != 0 || sqe.prp1 == 0 || sqe.prp2 == 0 {

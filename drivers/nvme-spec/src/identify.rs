@@ -295,6 +295,35 @@ impl IdentifyController {
     }
 }
 
+/// Identify Namespace's 64 LBA Format descriptors (indexed as a slice).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LbaFormats(pub [LbaFormat; 64]);
+
+impl Default for LbaFormats {
+    fn default() -> Self {
+        LbaFormats([LbaFormat::default(); 64])
+    }
+}
+
+impl std::ops::Deref for LbaFormats {
+    type Target = [LbaFormat];
+    fn deref(&self) -> &[LbaFormat] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for LbaFormats {
+    fn deref_mut(&mut self) -> &mut [LbaFormat] {
+        &mut self.0
+    }
+}
+
+impl serde::Serialize for LbaFormats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.as_slice().serialize(s)
+    }
+}
+
 /// One LBA Format descriptor. NVMe 1.4c §5.15.2.2, Figure 250.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LbaFormat {
@@ -365,14 +394,16 @@ pub struct IdentifyNamespace {
     pub nguid: [u8; 16],
     /// IEEE Extended Unique Identifier (127:120).
     pub eui64: [u8; 8],
-    /// LBA Format 0..15 (191:128), `nlbaf + 1` of them valid.
-    pub lbaf: [LbaFormat; 16],
+    /// LBA Format 0..63 (383:128), `nlbaf + 1` of them valid. NVMe 1.4c
+    /// has 16 (191:128) and reserves the rest; NVMe Base 2.0c's NVM
+    /// Command Set allows 64.
+    pub lbaf: LbaFormats,
 }
 
 impl IdentifyNamespace {
     /// Parse the 4096-byte Identify Namespace page.
     pub fn parse(b: &[u8; IDENTIFY_SIZE]) -> Self {
-        let mut lbaf = [LbaFormat::default(); 16];
+        let mut lbaf = LbaFormats::default();
         for (i, f) in lbaf.iter_mut().enumerate() {
             *f = LbaFormat::parse(le32(b, 128 + 4 * i));
         }
@@ -428,9 +459,17 @@ impl IdentifyNamespace {
         b
     }
 
-    /// Index of the LBA format in use (FLBAS bits 3:0).
+    /// Index of the LBA format in use: FLBAS bits 3:0, and with more than
+    /// 16 formats (NLBAF, 0's based, 16 or more) bits 6:5 as the index's
+    /// bits 5:4 (NVMe 2.0 NVM Command Set; before 2.0 bits 6:5 are
+    /// reserved; Linux's `nvme_lbaf_index`).
     pub fn format_index(&self) -> usize {
-        (self.flbas & 0xf) as usize
+        let low = (self.flbas & 0xf) as usize;
+        if self.nlbaf >= 16 {
+            low | ((self.flbas & 0x60) as usize) >> 1
+        } else {
+            low
+        }
     }
     /// The LBA format in use.
     pub fn current_format(&self) -> LbaFormat {
@@ -463,9 +502,9 @@ impl IdentifyNamespace {
     pub fn pi_first(&self) -> bool {
         self.dps & 8 != 0
     }
-    /// The valid LBA formats (`nlbaf + 1` of them, at most 16) with their index.
+    /// The valid LBA formats (`nlbaf + 1` of them, at most 64) with their index.
     pub fn formats(&self) -> impl Iterator<Item = (usize, LbaFormat)> + '_ {
-        self.lbaf.iter().copied().enumerate().take(self.nlbaf.min(15) as usize + 1)
+        self.lbaf.iter().copied().enumerate().take(self.nlbaf.min(63) as usize + 1)
     }
 
     /// The fields as nvme-cli's `id-ns` names and formats them, in order.
@@ -673,6 +712,26 @@ mod tests {
         assert_eq!(n.eui64, [1, 2, 3, 4, 5, 6, 7, 8]);
         assert!(!n.is_inactive());
         assert_eq!(*n.to_bytes(), *namespace_fixture(9));
+    }
+
+    #[test]
+    fn nvme_2_0_format_index_above_15() {
+        // 20 formats (NLBAF 19), format 18 in use: FLBAS bits 3:0 = 2 and
+        // bits 6:5 = 01b (index bits 5:4).
+        let mut b = namespace_fixture(9);
+        b[25] = 19;
+        let d = 8u32 | 12 << 16; // 4 KiB + 8 bytes of metadata
+        b[128 + 4 * 18..132 + 4 * 18].copy_from_slice(&d.to_le_bytes());
+        b[26] = 0x20 | 2;
+        let n = IdentifyNamespace::parse(&b);
+        assert_eq!(n.format_index(), 18);
+        assert_eq!(n.current_format(), LbaFormat { ms: 8, lbads: 12, rp: 0 });
+        assert_eq!(n.lba_size(), 4096);
+        assert_eq!(n.formats().count(), 20);
+        assert_eq!(*n.to_bytes(), *b);
+        // With 16 formats or fewer bits 6:5 are reserved: not read.
+        b[25] = 7;
+        assert_eq!(IdentifyNamespace::parse(&b).format_index(), 2);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! Every type here is pinned to **NVM Express Base Specification, Revision
 //! 1.4c** (2021-06-10), cited as `NVMe 1.4c §x.y` or `NVMe 1.4c Figure N`.
 //! 1.4c is the revision QEMU's emulated controller reports (VS = 1.4) and the
-//! one most deployed SSDs implement; the structures used here did not change
-//! in 2.0 except where a comment says so.
+//! one most deployed SSDs implement; where 2.0 changed a structure used here
+//! (Identify Namespace's 64 LBA formats and FLBAS bits 6:5), a comment says
+//! so and the 2.0 form is read.
 //!
 //! This crate does no I/O. It describes bytes: the controller registers
 //! ([`regs`]), the 64-byte submission entry ([`sqe`]), the 16-byte completion

@@ -173,10 +173,15 @@ impl Target for VfioTarget {
         if self._msix.is_none() {
             d.push(("completions".into(), "polled (no interrupts)".into()));
         }
-        let shadow = self.target.with_controller(|c| c.shadow_doorbells()).unwrap_or(false);
+        let (shadow, refused) =
+            self.target.with_controller(|c| (c.shadow_doorbells(), c.shadow_doorbells_refused().map(str::to_string))).unwrap_or((false, None));
         d.push((
             "doorbells".into(),
-            if shadow { "shadow doorbells (Doorbell Buffer Config), MMIO only when EventIdx asks" } else { "every doorbell an MMIO write" }.into(),
+            match (shadow, refused) {
+                (true, _) => "shadow doorbells (Doorbell Buffer Config), MMIO only when EventIdx asks".into(),
+                (false, Some(why)) => format!("every doorbell an MMIO write (the controller refused Doorbell Buffer Config: {why})"),
+                (false, None) => "every doorbell an MMIO write".into(),
+            },
         ));
         // Asked now, not at open: the queues and buffers are allocated after it.
         let st = self.dma.stats();

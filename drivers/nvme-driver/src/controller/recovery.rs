@@ -142,7 +142,17 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         if let Some((dbs, eis)) = self.shadow.clone() {
             dbs.fill(0, dbs.len(), 0);
             eis.fill(0, eis.len(), 0);
-            self.admin_command_within(cmd::doorbell_buffer_config(dbs.iova(), eis.iova()), None, timeout)?;
+            match self.admin_command_within(cmd::doorbell_buffer_config(dbs.iova(), eis.iova()), None, timeout) {
+                Ok(_) => {}
+                // Refused this time: the queues created from now on ring
+                // MMIO doorbells (shadow_slots gives them none), as at
+                // bring-up. Their dead slots keep their buffers alive.
+                Err(Error::Command { status, .. }) => {
+                    self.shadow = None;
+                    self.shadow_refused = Some(status.to_string());
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }
