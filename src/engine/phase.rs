@@ -828,21 +828,22 @@ impl<'c> Phase<'c> {
     /// check or a stop (false). Every look that finds the batch not ready
     /// is an empty poll, and the same few instructions each time, so the
     /// counting boot's calibration (K looks) prices them exactly; the time
-    /// between the first look and the last is empty-poll time.
+    /// from the end of the first look that missed to the last look is
+    /// empty-poll time.
     #[inline(never)]
     fn spin(&mut self, q: &dyn IoQueue, want: usize, limit: u64) -> bool {
+        // Each look is a pass of its own for the counting plugin: the one
+        // that finds the batch is not an empty poll. A batch already there
+        // at the first look costs no clock reading.
+        marker::pass();
+        if q.ready(want) == Some(true) {
+            return true;
+        }
+        marker::empty();
         let clock = self.ctx.clock;
         let t0 = clock.now();
-        let mut looks = 0u64;
+        let mut looks = 1u64;
         let ready = loop {
-            // Each look is a pass of its own for the counting plugin: the
-            // one that finds the batch is not an empty poll.
-            marker::pass();
-            if q.ready(want) == Some(true) {
-                break true;
-            }
-            marker::empty();
-            looks += 1;
             if looks >= limit {
                 break false;
             }
@@ -853,6 +854,12 @@ impl<'c> Phase<'c> {
                 }
             }
             std::hint::spin_loop();
+            marker::pass();
+            if q.ready(want) == Some(true) {
+                break true;
+            }
+            marker::empty();
+            looks += 1;
         };
         self.m.polls += looks;
         self.m.empty += looks;
