@@ -135,3 +135,51 @@ pub fn dio_offset_align(path: &std::path::Path) -> Option<u32> {
     };
     (rc == 0 && st.stx_mask & libc::STATX_DIOALIGN != 0 && st.stx_dio_offset_align != 0).then_some(st.stx_dio_offset_align)
 }
+
+/// On signal `sig`: the first time, store `sig` in `slot` and set `flag`
+/// (a request to stop); again, at least `force_ns` after the first, exit
+/// at once with status 1; sooner, nothing (the same request, delivered
+/// twice). Everything the handler does is async-signal-safe: atomics,
+/// clock_gettime, _exit.
+pub fn on_stop_signal(
+    sig: i32,
+    slot: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    force_ns: u64,
+) -> std::io::Result<()> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    /// CLOCK_MONOTONIC of the first stop signal (0: none yet), shared by
+    /// every signal registered here.
+    static FIRST: AtomicU64 = AtomicU64::new(0);
+    let handler = move || {
+        let now = clock_ns(libc::CLOCK_MONOTONIC).max(1);
+        match FIRST.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => {
+                slot.store(sig as usize, Ordering::SeqCst);
+                flag.store(true, Ordering::SeqCst);
+            }
+            Err(first) if now.saturating_sub(first) >= force_ns => signal_hook::low_level::exit(1),
+            Err(_) => {}
+        }
+    };
+    // SAFETY: the handler only touches atomics, reads CLOCK_MONOTONIC and
+    // may call _exit, all async-signal-safe; it allocates nothing and
+    // takes no lock.
+    unsafe { signal_hook::low_level::register(sig, handler) }.map(|_| ())
+}
+
+/// Drop the page cache of `f`'s whole range (posix_fadvise
+/// POSIX_FADV_DONTNEED), as fio's `invalidate` does before a job: clean
+/// pages go, dirty ones are written back first by the kernel only if
+/// already under writeback (so `fsync` first when it matters).
+pub fn drop_page_cache(f: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: posix_fadvise only advises the kernel about a descriptor we
+    // hold open; it touches no memory of ours.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(rc))
+    }
+}

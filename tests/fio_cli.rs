@@ -193,6 +193,56 @@ fn unsupported_options_are_refused_by_name() {
 }
 
 #[test]
+fn command_lines_and_job_files_as_fio_reads_them() {
+    let Some(d) = workdir("cmdline") else { return };
+    std::fs::write(d.join("one.fio"), "[job1] ; the job\nfilename=f1 # its file\nsize=2M\nrw=randread\nioengine=psync\n").unwrap();
+    // Options after the job file apply to its jobs (fio reads job files
+    // after the whole command line); inline comments are not values.
+    let (code, out, err) = fio_in(&d, &["one.fio", "--bs=8k", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["global options"]["bs"], "8k", "{out}");
+    let r = &v["jobs"][0]["read"];
+    assert_eq!(r["io_bytes"].as_u64().unwrap() / r["total_ios"].as_u64().unwrap(), 8192);
+    assert!(d.join("f1").exists());
+    // --showcmd prints the jobs as a command line and runs nothing;
+    // --eta takes its value as fio's does; --parse-only prints nothing.
+    let (code, out, err) = fio_in(&d, &["--showcmd", "--eta", "never", "one.fio"]);
+    assert_eq!((code, out.trim()), (0, "fio --name=job1 --filename=f1 --size=2M --rw=randread --ioengine=psync"), "{err}");
+    let (code, out, _) = fio_in(&d, &["--parse-only", "one.fio"]);
+    assert_eq!((code, out.as_str()), (0, ""));
+    // --readonly: a file is not extended; an offset past a file's end
+    // without size= is refused, the file untouched.
+    let (code, _, err) = fio_in(&d, &["--readonly", "--name=r", "--filename=f1", "--size=4M", "--rw=read"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--readonly"), "{err}");
+    let (code, _, err) = fio_in(&d, &["--name=r", "--filename=f1", "--rw=read", "--offset=4M"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("at or past the end"), "{err}");
+    assert_eq!(std::fs::metadata(d.join("f1")).unwrap().len(), 2 << 20, "refused jobs leave the file as it was");
+    // A directory= that is not there is refused, not made.
+    let (code, _, err) = fio_in(&d, &["--name=x", "--directory=nodir", "--filename=f", "--size=1M"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("directory=nodir is not a directory") && !d.join("nodir").exists(), "{err}");
+    // fio's sizes: KiB is 1000 under its default kb_base=1024, so 4KiB is
+    // no block size for O_DIRECT; io_size under a block is one I/O.
+    let (code, _, err) = fio_in(&d, &["--name=x", "--filename=f1", "--rw=read", "--direct=1", "--bs=4KiB"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bs=4000"), "{err}");
+    let (code, out, err) = fio_in(&d, &["--name=x", "--filename=f1", "--rw=read", "--io_size=1k", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["jobs"][0]["read"]["total_ios"], 1);
+    // A job that cannot run is said; the others' figures are reported
+    // and the exit status is fio's 1.
+    std::fs::write(d.join("late.fio"), "[global]\nsize=1M\nioengine=nvme-bypass-sim\n[a]\nrw=read\n[b]\nstonewall\nioengine=nvme-bypass-vfio\nfilename=0000\\:ff\\:1f.7\n[c]\nstonewall\nrw=randread\n").unwrap();
+    let (code, out, err) = fio_in(&d, &["late.fio"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(out.matches("read: IOPS=").count(), 2, "{out}");
+    assert!(err.contains("job b:") && err.contains("not run"), "{err}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
 fn files_as_fio_finds_them_read_only_sized_by_themselves_in_new_directories() {
     let Some(d) = workdir("files") else { return };
     // Directories a file name leads through are made, as fio makes them;

@@ -270,7 +270,9 @@ fn interrupt_after(args: &[&str], after: Duration, signals: &[i32]) -> Run {
     for &sig in signals {
         // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
         assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
-        std::thread::sleep(Duration::from_millis(50));
+        // A repeat sooner than half a second is the same request (as
+        // `timeout` sends its signal twice): a second one comes later.
+        std::thread::sleep(Duration::from_millis(if signals.len() > 1 { 700 } else { 50 }));
     }
     let o = child.wait_with_output().unwrap();
     Run {
@@ -303,11 +305,24 @@ fn an_interrupt_on_a_hung_device_ends_within_the_capped_timeout() {
     // Well before the 30 s --io-timeout (the margin a loaded machine keeps).
     assert!(r.took < Duration::from_secs(20), "took {:?}", r.took);
     assert!(r.err.contains("the I/O timeout after an interrupt") && r.err.contains("controller reset failed"), "{}", r.err);
-    // A second signal does not wait at all: the process ends before the
-    // 2 s timeout runs out and the reset is tried (said, not timed).
+    // A second signal (0.7 s after the first) does not wait: the process
+    // ends before the 2 s timeout runs out and the reset is tried (said,
+    // not timed).
     let r = interrupt_after(&args, Duration::from_millis(1500), &[libc::SIGINT, libc::SIGINT]);
     assert_eq!(r.code, 1, "{}", r.err);
     assert!(!r.err.contains("controller reset failed") && !r.out.contains("interrupted  :"), "waited for the timeout: {}", r.err);
+    // The same signal twice at once (`timeout` signals the process and its
+    // group) is one request: the run stops as after one.
+    let child = Command::new(BIN).args(["bench", "--backend", "sim", "--rw", "randread", "--iodepth", "8", "--runtime", "60", "--sim-size", "8M", "--no-c2c"]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    for _ in 0..2 {
+        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    }
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("interrupted  : stopped by a signal"), "{out}");
 }
 
 // --------------------------------------------------------------- bad input

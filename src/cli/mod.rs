@@ -76,12 +76,12 @@ pub fn main() -> i32 {
 }
 
 /// Ctrl-C / SIGTERM request `stop`: the runs stop submitting and drain.
+/// Another one at least half a second later ends the process at once (exit 1;
+/// VFIO's release of the device then resets it); one sooner is the same
+/// request again: `timeout` sends its signal to the process and to its
+/// process group, two copies at once.
 fn install_signal_handlers(stop: &crate::engine::Stop) {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal while the first is being handled ends the process
-        // at once (exit 1); VFIO's release of the device then resets it.
-        let _ = signal_hook::flag::register_conditional_shutdown(sig, 1, stop.flag());
-        let _ = signal_hook::flag::register_usize(sig, stop.signal_slot(), sig as usize);
-        let _ = signal_hook::flag::register(sig, stop.flag());
+        let _ = crate::sys::on_stop_signal(sig, stop.signal_slot(), stop.flag(), 500_000_000);
     }
 }

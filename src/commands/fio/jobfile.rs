@@ -35,7 +35,14 @@ pub struct RunOpts {
     pub sections: Vec<String>,
     pub parse_only: bool,
     pub readonly: bool,
+    /// `--showcmd`: print each job as a command line and run nothing.
+    pub showcmd: bool,
 }
+
+/// fio's options of the run (not of a job) that take no argument.
+const RUN_FLAGS: &[&str] = &["parse-only", "readonly", "version", "help", "showcmd", "warnings-fatal", "cpuclock-test", "crctest"];
+/// fio's options of the run that take one (`--eta never` as `--eta=never`).
+const RUN_VALUED: &[&str] = &["output", "output-format", "section", "eta", "eta-newline", "eta-interval", "debug", "aux-path", "status-interval", "max-jobs", "alloc-size", "trigger-file", "trigger-timeout", "trigger", "trigger-remote", "inflate-log", "bandwidth-log", "cmdhelp", "enghelp", "client", "server", "idle-prof"];
 
 /// Substitute `${VAR}` from the environment; an unset variable is an error
 /// naming it (fio would pass the text through and fail later).
@@ -74,8 +81,10 @@ fn lines_of(path: &Path, depth: usize, env: &dyn Fn(&str) -> Option<String>) -> 
     let text = std::fs::read_to_string(path).map_err(|e| Error::usage(format!("cannot read job file {}: {e}", path.display())))?;
     let mut out = vec![];
     for raw in text.lines() {
-        let l = raw.trim();
-        if l.is_empty() || l.starts_with(';') || l.starts_with('#') {
+        // fio ends a line at its first ';' or '#' (strip_blank_end): a
+        // comment after a value is not part of it.
+        let l = raw.split([';', '#']).next().unwrap_or("").trim();
+        if l.is_empty() {
             continue;
         }
         let l = substitute_env(l, env)?;
@@ -88,6 +97,27 @@ fn lines_of(path: &Path, depth: usize, env: &dyn Fn(&str) -> Option<String>) -> 
         out.push(l);
     }
     Ok(out)
+}
+
+/// The jobs as one fio command line (`--showcmd`): each job's globals not
+/// yet given, then `--name=JOB` and its own options, in order.
+pub fn as_command_line(jobs: &[JobDef]) -> String {
+    let mut out = String::from("fio");
+    let mut given = 0;
+    let arg = |(k, v): &Opt| match v {
+        Some(v) => format!(" --{k}={v}"),
+        None => format!(" --{k}"),
+    };
+    for j in jobs {
+        if j.inherited < given {
+            given = 0; // another job file: its globals start over
+        }
+        out.extend(j.opts[given..j.inherited].iter().map(arg));
+        given = j.inherited;
+        out.push_str(&format!(" --name={}", j.name));
+        out.extend(j.opts[j.inherited..].iter().filter(|(k, _)| k != "name").map(arg));
+    }
+    out
 }
 
 /// Parse a job file: its jobs, each with the globals before it. `global`
@@ -122,32 +152,39 @@ pub fn parse_file(path: &Path, global: &[Opt], env: &dyn Fn(&str) -> Option<Stri
 }
 
 /// Parse fio's command line (after `fio`): run options, and the jobs of
-/// `--name` sections and job files, in order.
+/// `--name` sections, then those of the job files, as fio orders them (it
+/// reads the job files after the whole command line). Options outside any
+/// `--name` job are globals, wherever they stand beside a job file: they
+/// apply to the `--name` jobs after them and to every job of the first job
+/// file, under the file's own `[global]` (fio starts each further job file
+/// from its defaults).
 pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<(RunOpts, Vec<JobDef>), Error> {
     let mut run = RunOpts::default();
     let mut global: Vec<Opt> = vec![];
     let mut jobs: Vec<JobDef> = vec![];
     let mut cmdline_job: Option<usize> = None;
+    let mut files: Vec<String> = vec![];
     let mut i = 0;
     while i < args.len() {
         let a = &args[i];
         i += 1;
         let Some(opt) = a.strip_prefix("--").or_else(|| a.strip_prefix('-').filter(|s| s.len() > 1)) else {
-            // A job file.
-            jobs.extend(parse_file(Path::new(a), &global, env)?);
-            cmdline_job = None;
+            // A job file: read after the command line, as fio does.
+            files.push(a.clone());
             continue;
         };
         let (key, mut val) = split_kv(opt);
         // `--key value`: a boolean takes the next argument only when it is
-        // a boolean word (fio's bare set options, e.g. --thread, take none).
-        let bare_ok = matches!(key.as_str(), "parse-only" | "readonly" | "version" | "help");
+        // a boolean word (fio's bare set options, e.g. --thread, take none);
+        // a run option takes it when fio's does.
+        let bare_ok = RUN_FLAGS.contains(&key.as_str());
         if val.is_none() && !bare_ok && i < args.len() {
             let next = args[i].as_str();
             // A log's prefix is optional (bare: the job's name), so the
             // next option is not taken for it.
             let optional = matches!(key.as_str(), "write_bw_log" | "write_iops_log" | "write_lat_log") && next.starts_with('-');
-            if !optional && (!is_bool(&key) || matches!(next, "0" | "1" | "true" | "false" | "on" | "off" | "yes" | "no")) {
+            let valued = RUN_VALUED.contains(&key.as_str());
+            if valued || (!optional && (!is_bool(&key) || matches!(next, "0" | "1" | "true" | "false" | "on" | "off" | "yes" | "no"))) {
                 val = Some(next.to_string());
                 i += 1;
             }
@@ -169,7 +206,8 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
             "minimal" | "terse-version" | "append-terse" | "bandwidth-log" | "status-interval" | "inflate-log" | "server" | "client" | "cmdhelp" | "enghelp" | "crctest" | "idle-prof" | "trigger-file" | "trigger" | "trigger-remote" | "alloc-size" | "max-jobs" | "merge-blktrace-only" => {
                 return Err(Error::usage(format!("fio's --{key} is not supported by nvme-bypass fio; remove it")));
             }
-            "eta" | "eta-newline" | "eta-interval" | "warnings-fatal" | "debug" | "showcmd" | "aux-path" => {}
+            "showcmd" => run.showcmd = true,
+            "eta" | "eta-newline" | "eta-interval" | "warnings-fatal" | "debug" | "aux-path" => {}
             "name" => {
                 let name = need(&val)?;
                 let mut opts = global.clone();
@@ -186,6 +224,16 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
                 }
             }
         }
+    }
+    for (n, f) in files.iter().enumerate() {
+        let globals = if n == 0 { &global[..] } else { &[] };
+        let mut more = parse_file(Path::new(f), globals, env)?;
+        // fio separates job files by a stonewall on the first job of each
+        // after the first.
+        if let (Some(first), true) = (more.first_mut(), n > 0) {
+            first.opts.push(("stonewall".into(), None));
+        }
+        jobs.extend(more);
     }
     if jobs.is_empty() {
         return Err(Error::usage("no jobs: give --name=NAME with the job's options (as fio needs), or a job file"));
@@ -263,6 +311,25 @@ mod tests {
         assert_eq!(jobs[0].name, "second");
         let e = parse_command_line(&args(&["--section=nope", f.to_str().unwrap()]), &env).err().unwrap().to_string();
         assert!(e.contains("first, second, third"), "{e}");
+        // Options after the job file are globals too, and a job file's
+        // own [global] comes after them; a second job file starts from
+        // the defaults, behind a stonewall.
+        std::fs::write(d.join("two.fio"), "[global]\nbs=16k ; inline comment\n[fourth]\nrw=write # another\n").unwrap();
+        let t = d.join("two.fio");
+        let (_, jobs) = parse_command_line(&args(&[f.to_str().unwrap(), "--runtime=7", "--bs=2k", t.to_str().unwrap()]), &env).unwrap();
+        assert_eq!(get(&jobs[0], "runtime"), Some("7"), "an option after the job file applies to its jobs");
+        assert_eq!(get(&jobs[0], "bs"), Some("4k"), "the file's [global] is read after the command line's");
+        assert_eq!(get(&jobs[3], "runtime"), None, "a second job file starts from the defaults");
+        assert_eq!(get(&jobs[3], "bs"), Some("16k"), "the comment is not part of the value");
+        assert_eq!(get(&jobs[3], "rw"), Some("write"));
+        assert!(jobs[3].opts.contains(&("stonewall".into(), None)));
+        assert!(!jobs[0].opts.contains(&("stonewall".into(), None)));
+        // --name jobs come first, then the files'; run options that take a
+        // value take the next argument, flags do not.
+        let (run, jobs) = parse_command_line(&args(&["--showcmd", t.to_str().unwrap(), "--eta", "never", "--name=cli", "--rw=read"]), &env).unwrap();
+        assert!(run.showcmd);
+        assert_eq!(jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(), ["cli", "fourth"]);
+        assert_eq!(as_command_line(&jobs), "fio --name=cli --rw=read --bs=16k --name=fourth --rw=write");
         std::fs::write(d.join("bad.fio"), "[j]\nfilename=${NOPE}\n").unwrap();
         let e = parse_command_line(&args(&[d.join("bad.fio").to_str().unwrap()]), &env).err().unwrap().to_string();
         assert!(e.contains("${NOPE}") && e.contains("export NOPE"), "{e}");

@@ -10,9 +10,9 @@
 //! passthru; `nvme-bypass-vfio` (filename a PCI address, colons escaped as
 //! fio wants: `0000\:01\:00.0`) = our userspace driver; `nvme-bypass-sim` =
 //! the simulated controller. Several files (`a:b`) drive several devices
-//! from every thread. The jobs of one group run at the same time, each on
-//! threads of its own, and the next group starts when they have all ended
-//! (`stonewall`, `new_group`), as in fio.
+//! from every thread. Jobs run at the same time, each on threads of its
+//! own, up to a `stonewall`, whose job starts when they have all ended; a
+//! `stonewall` or a `new_group` starts a reporting group, as in fio.
 
 pub mod diskutil;
 pub mod jobfile;
@@ -46,7 +46,11 @@ pub struct FioArgs {
 /// One job, checked and ready to run.
 struct Planned {
     opts: JobOpts,
+    /// Reporting group (a `stonewall` or `new_group` starts the next).
     group: usize,
+    /// Jobs of one wave run at the same time; a `stonewall` waits for the
+    /// wave before it (a `new_group` does not).
+    wave: usize,
     paths: Vec<PathSpec>,
     /// Regular files to lay out first: (path, bytes).
     layout: Vec<(PathBuf, u64)>,
@@ -103,13 +107,29 @@ fn file_blocks_fit(o: &JobOpts, at: &Path, md: &std::fs::Metadata) -> Result<(),
 /// Check one job and decide its path(s), as fio's engine and filename say.
 /// `earlier`: the files earlier jobs lay out (path, bytes), which this
 /// job finds in place as fio's later jobs find them.
-fn plan(o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]) -> Result<Planned, Error> {
-    let job = &o.name;
+fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]) -> Result<Planned, Error> {
     if o.numjobs == 0 || o.iodepth == 0 {
-        return Err(Error::usage(format!("job {job}: numjobs and iodepth must be at least 1")));
+        return Err(Error::usage(format!("job {}: numjobs and iodepth must be at least 1", o.name)));
     }
+    // fio runs a synchronous engine at depth 1 whatever iodepth says, and
+    // says so.
+    if o.ioengine == "psync" && o.iodepth > 1 {
+        eprintln!("note: both iodepth >= 1 and synchronous I/O engine are selected, queue depth will be capped at 1");
+        o.iodepth = 1;
+    }
+    let o = o;
+    let job = &o.name;
     if readonly && o.rw.writes() {
         return Err(Error::usage(format!("job {job}: rw={} writes, and --readonly was given", o.rw.as_str())));
+    }
+    if let Some(size) = o.size.filter(|&s| s < o.bs) {
+        return Err(Error::usage(format!("job {job}: size={size} is smaller than one block (bs={}): give a size of at least one block", o.bs)));
+    }
+    // fio drops a job whose directory= is not a directory (it makes the
+    // directories of a filename=, not this one): a typo in a mount point
+    // must not land the job on the root filesystem.
+    if let Some(d) = o.directory.as_deref().filter(|d| !Path::new(d).is_dir()) {
+        return Err(Error::usage(format!("job {job}: directory={d} is not a directory (fio drops the job too); create it, or fix the path")));
     }
     // Times read as fio reads them, said aloud where that is probably not
     // what was meant (runtime=0.5 is no runtime in fio, runtime=5min 5 us).
@@ -180,8 +200,25 @@ fn plan(o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]) ->
     // is shorter.
     let regular_file = |layout: &mut Vec<(PathBuf, u64)>, f: &Path, have: u64, at: &Path, md: &std::fs::Metadata| -> Result<(), Error> {
         file_blocks_fit(&o, at, md)?;
+        // Without size= a file is used from offset to its end: an offset
+        // at or past the end leaves nothing (fio refuses it, the file
+        // untouched).
+        if o.size.is_none() && have > 0 && o.offset >= have {
+            return Err(Error::usage(format!(
+                "job {job}: offset={} is at or past the end of {} ({have} bytes) and no size= is given; give a smaller offset, or size= to extend the file",
+                o.offset,
+                f.display()
+            )));
+        }
         let need = o.offset + o.size.unwrap_or(0);
         if have < need {
+            // fio: "refusing extend of file due to read-only".
+            if readonly {
+                return Err(Error::usage(format!(
+                    "job {job}: {} would be laid out to {need} bytes (it has {have}), and --readonly was given; drop --readonly, or give a size that fits the file",
+                    f.display()
+                )));
+            }
             layout.push((f.to_path_buf(), need));
         }
         Ok(())
@@ -288,7 +325,7 @@ fn plan(o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]) ->
     if paths.len() > 1 && o.verify {
         return Err(Error::usage(format!("job {job}: verify with several files is not supported (a block's expected content would depend on which device served it); verify each on its own")));
     }
-    Ok(Planned { opts: o, group, paths, layout, cpus, context, batch_complete, global_options: Default::default(), job_options: Default::default() })
+    Ok(Planned { opts: o, group, wave: 0, paths, layout, cpus, context, batch_complete, global_options: Default::default(), job_options: Default::default() })
 }
 
 /// A message of the paths and the engine, which name `bench`'s options,
@@ -380,6 +417,18 @@ struct Ran {
 
 fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>, RunSummary, JobSpec), Error> {
     let o = &p.opts;
+    // fio's invalidate=1 (its default): the job's files leave the page
+    // cache first, so a buffered job measures the device, not memory.
+    if o.invalidate {
+        for ps in &p.paths {
+            if let PathSpec::Block(k) = ps {
+                let dropped = std::fs::File::open(&k.device).and_then(|f| crate::sys::drop_page_cache(&f));
+                if let Err(e) = dropped {
+                    eprintln!("nvme-bypass: warning: job {}: could not drop {}'s page cache (invalidate=1): {e}", o.name, k.device);
+                }
+            }
+        }
+    }
     let queues = o.numjobs.min(u16::MAX as usize) as u16;
     let target: Box<dyn Target> = if p.paths.len() > 1 {
         let mut ts = vec![];
@@ -392,7 +441,9 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
     };
     let geo = target.geometry();
     let size = o.size.unwrap_or_else(|| geo.bytes().saturating_sub(o.offset));
-    let ios = if o.time_based { None } else { Some(o.io_size.unwrap_or(size) / o.bs.max(1) * o.loops.max(1)) };
+    // An io_size under one block is one I/O, as fio does it.
+    let io = o.io_size.unwrap_or(size);
+    let ios = if o.time_based { None } else { Some((io / o.bs.max(1)).max((io > 0) as u64) * o.loops.max(1)) };
     let spec = JobSpec {
         rw: o.rw,
         bs: o.bs as usize,
@@ -485,18 +536,27 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     }
     let genesis = std::time::Instant::now();
     let (run, defs) = jobfile::parse_command_line(args, &|k| std::env::var(k).ok())?;
+    if run.showcmd {
+        // fio's --showcmd: the jobs as one command line; nothing runs.
+        println!("{}", jobfile::as_command_line(&defs));
+        return Ok(exit::OK);
+    }
     let mut plans = vec![];
-    let mut group = 0;
+    let (mut group, mut wave) = (0, 0);
     for (i, d) in defs.iter().enumerate() {
         let mut o = JobOpts { name: d.name.clone(), ..Default::default() };
         for (k, v) in &d.opts {
             o.set(k, v.as_deref()).map_err(|e| Error::usage(format!("job {}: {e}", d.name)))?;
         }
-        if i > 0 && o.stonewall {
+        if i > 0 && (o.stonewall || o.new_group) {
             group += 1;
+        }
+        if i > 0 && o.stonewall {
+            wave += 1;
         }
         let earlier: Vec<(PathBuf, u64)> = plans.iter().flat_map(|p: &Planned| p.layout.iter().cloned()).collect();
         let mut p = plan(o, group, run.readonly, &earlier)?;
+        p.wave = wave;
         // fio lists the options given with a value (a bare `stonewall` or
         // `norandommap` is not listed).
         let as_json = |o: &[jobfile::Opt]| o.iter().filter_map(|(k, v)| Some((k.clone(), serde_json::Value::from(v.clone()?)))).collect::<serde_json::Map<_, _>>();
@@ -511,20 +571,18 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     };
     for (i, a) in plans.iter().enumerate() {
         let mine = vfio(a);
-        let clash = plans[i + 1..].iter().filter(|b| b.group == a.group).find_map(|b| Some((b, vfio(b).into_iter().find(|d| mine.contains(d))?)));
+        let clash = plans[i + 1..].iter().filter(|b| b.wave == a.wave).find_map(|b| Some((b, vfio(b).into_iter().find(|d| mine.contains(d))?)));
         if let Some((b, bdf)) = clash {
             return Err(Error::usage(format!(
-                "jobs {} and {} run at the same time (group {}) on controller {bdf} with our driver, which one process opens once: make them one job with numjobs=2 (each thread gets its own queue pair), or put stonewall in the second",
-                a.opts.name, b.opts.name, a.group
+                "jobs {} and {} run at the same time (no stonewall between them) on controller {bdf} with our driver, which one process opens once: make them one job with numjobs=2 (each thread gets its own queue pair), or put stonewall in the second",
+                a.opts.name, b.opts.name
             )));
         }
     }
     let normal = run.output_format.iter().any(|f| f == "normal");
     let json = run.output_format.iter().any(|f| f == "json" || f == "json+");
     if run.parse_only {
-        for p in &plans {
-            print!("{}", output::header_line(&p.opts, p.group));
-        }
+        // fio checks the options and prints nothing.
         return Ok(exit::OK);
     }
     let mut out: Box<dyn Write> = match &run.output {
@@ -577,13 +635,17 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     let disks = diskutil::watch(&devices);
     let run_start = std::time::Instant::now();
     let mut ran: Vec<Ran> = vec![];
-    // A group's jobs run at the same time, each on threads of its own, as
-    // fio runs them; the next group starts when all of them have ended
-    // (stonewall / new_group).
+    // A job that cannot run (its file cannot be opened, the device
+    // refuses it) is said and left out; the others, and later groups, run
+    // and are reported, as fio goes on, which then exits 1.
+    let mut job_errors: Vec<Error> = vec![];
+    // The jobs up to a stonewall run at the same time, each on threads of
+    // its own, as fio runs them; a stonewall's job starts when all of them
+    // have ended (a new_group only starts a reporting group).
     let mut first = 0;
     while first < plans.len() && !stop.requested() {
-        let g = plans[first].group;
-        let end = plans[first..].iter().position(|p| p.group != g).map_or(plans.len(), |k| first + k);
+        let g = plans[first].wave;
+        let end = plans[first..].iter().position(|p| p.wave != g).map_or(plans.len(), |k| first + k);
         let members = &plans[first..end];
         let started_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
         let results: Vec<_> = if members.len() == 1 {
@@ -596,7 +658,13 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         };
         for (k, r) in results.into_iter().enumerate() {
             let p = &plans[first + k];
-            let (threads, mut summary, spec) = r.map_err(|e| Error::usage(format!("job {}: {}", p.opts.name, in_fio_words(&crate::error::chain(&e)))))?;
+            let (threads, mut summary, spec) = match r {
+                Ok(x) => x,
+                Err(e) => {
+                    job_errors.push(Error::usage(format!("job {}: {}", p.opts.name, in_fio_words(&crate::error::chain(&e)))));
+                    continue;
+                }
+            };
             summary.emulated = !p.context.contains("not emulated");
             // fio numbers threads across every job, in order, from 1.
             let number = 1 + plans[..first + k].iter().map(|q| q.opts.numjobs).sum::<usize>();
@@ -606,6 +674,10 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         first = end;
     }
     let disk_util = diskutil::finish(&disks, run_start.elapsed().as_millis() as u64);
+    // No job ran: the error is the run's (refused as bad input, exit 2).
+    if ran.is_empty() && !job_errors.is_empty() && !stop.requested() {
+        return Err(job_errors.remove(0));
+    }
     // As fio: a signal ends the jobs running (their figures cover the time
     // run), no later group starts, the line below says so, and the exit
     // status is 128.
@@ -803,9 +875,12 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             }
         }
     }
+    for e in &job_errors {
+        eprintln!("nvme-bypass fio: error: {e} (not run; the other jobs' figures are above)");
+    }
     Ok(if signalled {
         exit::SIGNALLED
-    } else if failed {
+    } else if failed || !job_errors.is_empty() {
         exit::RUN_FAILED
     } else {
         exit::OK
@@ -823,7 +898,7 @@ Options are fio's (--key=value, --key value, bare booleans). Engines:
   ioengine=nvme-bypass-vfio        our userspace driver; filename=0000\\:01\\:00.0 (a vfio-pci bound controller)
   ioengine=nvme-bypass-sim         our driver on the in-process simulated controller
 Options that are not supported are refused by name, saying whether ignoring them would change the result.
-A group's jobs run at the same time; stonewall/new_group start the next group. See docs/fio.md.";
+Jobs run at the same time up to a stonewall, which waits for them; stonewall and new_group start a reporting group. See docs/fio.md.";
 
 #[cfg(test)]
 mod tests {

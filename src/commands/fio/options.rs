@@ -73,7 +73,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("randrepeat", Kind::Ignored("offsets are always from a fixed seed (--randseed), so every run repeats")),
     ("norandommap", Kind::Bool),
     ("description", Kind::Ignored("a comment")),
-    ("invalidate", Kind::Ignored("drops the page cache before buffered runs; O_DIRECT runs do not use it, and buffered runs here start without dropping it (see docs/fio.md)")),
+    ("invalidate", Kind::Bool),
     ("eta", Kind::Ignored("progress display")),
     ("eta-newline", Kind::Ignored("progress display")),
     ("clat_percentiles", Kind::Ignored("percentiles are always of the completion latency (clat), fio's default")),
@@ -177,6 +177,9 @@ pub struct JobOpts {
     pub numjobs: usize,
     pub loops: u64,
     pub direct: bool,
+    /// fio's `invalidate` (default 1): drop the file's page cache before
+    /// the job, so a buffered job reads the device, not memory.
+    pub invalidate: bool,
     pub group_reporting: bool,
     pub gtod_reduce: bool,
     pub batch: usize,
@@ -210,6 +213,9 @@ pub struct JobOpts {
     /// default, is an entry per I/O: refused with a log).
     pub log_avg_msec: u64,
     pub stonewall: bool,
+    /// fio's `new_group`: a new reporting group, started with the others
+    /// (only `stonewall` waits).
+    pub new_group: bool,
     pub continue_on_error: bool,
     pub allow_mounted_write: bool,
     pub nsid: u32,
@@ -237,6 +243,7 @@ impl Default for JobOpts {
             numjobs: 1,
             loops: 1,
             direct: false,
+            invalidate: true,
             group_reporting: false,
             gtod_reduce: false,
             batch: 1,
@@ -260,6 +267,7 @@ impl Default for JobOpts {
             lat_log: None,
             log_avg_msec: 0,
             stonewall: false,
+            new_group: false,
             continue_on_error: false,
             allow_mounted_write: false,
             nsid: 1,
@@ -268,8 +276,10 @@ impl Default for JobOpts {
     }
 }
 
-/// fio's sizes: a number with an optional k/m/g/t/p suffix; with fio's
-/// default kb_base=1024 "k", "K", "KB" and "KiB" are all 1024.
+/// fio's sizes: a number with an optional k/m/g/t/p suffix, as fio's
+/// default kb_base=1024 reads them (parse.c `__get_mult_bytes`, its
+/// "opposite units" for old scripts): "k", "K" and "KB" are 1024, and the
+/// IEC "KiB" is 1000 (likewise m, g, t, p).
 pub fn fio_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     if t.ends_with('%') {
@@ -280,11 +290,16 @@ pub fn fio_size(s: &str) -> Result<u64, String> {
     let n: u64 = num.parse().map_err(|_| format!("'{s}' is not a size; write e.g. 4k, 8M, 4G"))?;
     let m: u64 = match suf.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        "p" | "pb" | "pib" => 1 << 50,
+        "k" | "kb" => 1 << 10,
+        "m" | "mb" => 1 << 20,
+        "g" | "gb" => 1 << 30,
+        "t" | "tb" => 1 << 40,
+        "p" | "pb" => 1 << 50,
+        "kib" => 1000,
+        "mib" => 1_000_000,
+        "gib" => 1_000_000_000,
+        "tib" => 1_000_000_000_000,
+        "pib" => 1_000_000_000_000_000,
         _ => return Err(format!("'{s}' has an unknown size suffix; use k, m, g, t or p")),
     };
     n.checked_mul(m).ok_or_else(|| format!("'{s}' is too large"))
@@ -458,12 +473,19 @@ impl JobOpts {
                 }
             }
             "bs" => {
+                // fio's bs=READ,WRITE[,TRIM]: an empty field is the default
+                // (4k); without a comma one value is every direction's.
                 let s = need()?;
-                let parts: Vec<u64> = s.split(',').filter(|p| !p.trim().is_empty()).map(fio_size).collect::<Result<_, _>>().map_err(bad)?;
+                let parts: Vec<u64> = s.split(',').map(|p| if p.trim().is_empty() { Ok(4096) } else { fio_size(p) }).collect::<Result<_, _>>().map_err(bad)?;
                 match parts.as_slice() {
                     [b] => self.bs = *b,
-                    [b, rest @ ..] if rest.iter().all(|x| x == b) => self.bs = *b,
-                    _ => return Err(Error::usage(format!("bs={s}: different read/write block sizes are not supported; give one bs"))),
+                    [r, w, ..] if r == w => self.bs = *r,
+                    [r, w, ..] => {
+                        return Err(Error::usage(format!(
+                            "bs={s}: reads of {r} bytes and writes of {w} (fio reads an empty field as its default, 4k): different read and write block sizes are not supported; give one bs"
+                        )))
+                    }
+                    [] => unreachable!("split gives at least one field"),
                 }
             }
             "iodepth" => self.iodepth = num(name, need()?)?,
@@ -479,6 +501,7 @@ impl JobOpts {
             "numjobs" => self.numjobs = num(name, need()?)?,
             "loops" => self.loops = num(name, need()?)?,
             "direct" => self.direct = boolean(name, v)?,
+            "invalidate" => self.invalidate = boolean(name, v)?,
             "buffered" => self.direct = !boolean(name, v)?,
             "group_reporting" => self.group_reporting = boolean(name, v)?,
             "gtod_reduce" => self.gtod_reduce = boolean(name, v)?,
@@ -513,7 +536,8 @@ impl JobOpts {
             "randseed" => self.seed = num(name, need()?)?,
             "norandommap" => self.norandommap = boolean(name, v)?,
             "disable_slat" => self.disable_slat = boolean(name, v)?,
-            "stonewall" | "new_group" => self.stonewall = boolean(name, v)?,
+            "stonewall" => self.stonewall = boolean(name, v)?,
+            "new_group" => self.new_group = boolean(name, v)?,
             "continue_on_error" => {
                 self.continue_on_error = match need()?.trim() {
                     "none" | "0" => false,
@@ -595,7 +619,10 @@ mod tests {
     fn sizes_and_times_as_fio_reads_them() {
         assert_eq!(fio_size("4k"), Ok(4096));
         assert_eq!(fio_size("4K"), Ok(4096));
-        assert_eq!(fio_size("4KiB"), Ok(4096));
+        assert_eq!(fio_size("4KB"), Ok(4096));
+        // fio's default kb_base=1024 reads the IEC units as powers of 1000.
+        assert_eq!(fio_size("4KiB"), Ok(4000));
+        assert_eq!(fio_size("1MiB"), Ok(1_000_000));
         assert_eq!(fio_size("4G"), Ok(4 << 30));
         assert_eq!(fio_size("8M"), Ok(8 << 20));
         assert_eq!(fio_size("512"), Ok(512));
@@ -664,6 +691,10 @@ mod tests {
         let e = j.set("no_such_option", Some("1")).unwrap_err().to_string();
         assert!(e.contains("'no_such_option'") && e.contains("refused"), "{e}");
         assert!(j.set("bs", Some("4k,8k")).is_err());
+        assert!(j.set("bs", Some(",8k")).is_err(), "reads 4k, writes 8k");
+        assert!(j.set("bs", Some("8k,")).is_err(), "reads 8k, writes 4k");
+        j.set("bs", Some("8k,8k")).unwrap();
+        assert_eq!(j.bs, 8192);
         assert!(j.set("rw", Some("randtrim")).is_err());
         assert!(j.set("kb_base", Some("1000")).is_err());
     }
