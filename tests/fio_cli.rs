@@ -194,6 +194,8 @@ fn unsupported_options_are_refused_by_name() {
 
 #[test]
 fn command_lines_and_job_files_as_fio_reads_them() {
+    // Its runs, back to back, would slow the interval-rate tests part way.
+    let _one = RATES.lock().unwrap_or_else(|e| e.into_inner());
     let Some(d) = workdir("cmdline") else { return };
     std::fs::write(d.join("one.fio"), "[job1] ; the job\nfilename=f1 # its file\nsize=2M\nrw=randread\nioengine=psync\n").unwrap();
     // Options after the job file apply to its jobs (fio reads job files

@@ -151,10 +151,44 @@ pub fn lookup(key: &str) -> Result<(&'static str, Kind), Error> {
     let canon = ALIASES.iter().find(|(a, _)| *a == key).map(|(_, c)| *c).unwrap_or(key);
     match TABLE.iter().find(|(n, _)| *n == canon) {
         Some(&(n, k)) => Ok((n, k)),
-        None => Err(Error::usage(format!(
-            "fio option '{key}' is not one nvme-bypass knows, so it cannot tell whether ignoring it would change the result: refused; remove it (docs/fio.md lists what is supported)"
-        ))),
+        None => match nearest(key) {
+            // A typo of a known option: say which, as fio does ("Did you mean").
+            Some(near) => Err(Error::usage(format!("fio option '{key}' is not an option: did you mean {near}?"))),
+            None => Err(Error::usage(format!(
+                "fio option '{key}' is not one nvme-bypass knows, so it cannot tell whether ignoring it would change the result: refused; remove it (docs/fio.md lists what is supported)"
+            ))),
+        },
     }
+}
+
+/// The known option (or alias) closest to `key`, within two edits (a
+/// typo), if there is one.
+fn nearest(key: &str) -> Option<&'static str> {
+    let names = TABLE.iter().map(|(n, _)| *n).chain(ALIASES.iter().map(|(a, _)| *a));
+    names.map(|n| (edits(key, n), n)).filter(|&(d, _)| d <= 2 && d < key.len()).min_by_key(|&(d, _)| d).map(|(_, n)| n)
+}
+
+/// Levenshtein distance, an adjacent swap counting one (optimal string
+/// alignment), on bytes.
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = (a[i - 1] != b[j - 1]) as usize;
+            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// One job's settings, with fio's defaults.
@@ -690,6 +724,10 @@ mod tests {
         assert!(e.contains("'write_hist_log'") && e.contains("would not change the figures"), "{e}");
         let e = j.set("no_such_option", Some("1")).unwrap_err().to_string();
         assert!(e.contains("'no_such_option'") && e.contains("refused"), "{e}");
+        let typo = |k: &str| lookup(k).err().unwrap().to_string();
+        assert!(typo("iodepht").contains("did you mean iodepth?"), "{}", typo("iodepht"));
+        assert!(typo("runtim").contains("did you mean runtime?"));
+        assert!(typo("bogus").contains("is not one nvme-bypass knows"), "{}", typo("bogus"));
         assert!(j.set("bs", Some("4k,8k")).is_err());
         assert!(j.set("bs", Some(",8k")).is_err(), "reads 4k, writes 8k");
         assert!(j.set("bs", Some("8k,")).is_err(), "reads 8k, writes 4k");

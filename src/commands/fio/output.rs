@@ -302,8 +302,9 @@ pub fn dir_bytes_ms(threads: &[ThreadResult], summary: &RunSummary, bs: u64, pic
 /// [`dir_bytes_ms`]) over the longest runtime.
 pub fn group_agg(per: &[[(u64, u64); 2]]) -> [f64; 2] {
     [0, 1].map(|pick| {
+        // over the jobs that did the direction, as the group lines
         let total: u64 = per.iter().map(|p| p[pick].0).sum();
-        let max_run = per.iter().map(|p| p[pick].1).max().unwrap_or(1);
+        let max_run = per.iter().filter(|p| p[pick].0 > 0).map(|p| p[pick].1).max().unwrap_or(1).max(1);
         (total * 1000 / max_run) as f64
     })
 }
@@ -444,7 +445,9 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
 pub fn group_block(group: usize, blocks: &[Block]) -> String {
     let mut o = format!("\nRun status group {group} (all jobs):\n");
     for (label, pick) in [("   READ", 0usize), ("  WRITE", 1)] {
-        let per: Vec<(u64, u64)> = blocks.iter().map(|b| b.dir_bytes_ms(pick)).collect();
+        // The jobs that did this direction, as fio's group figures take
+        // only those (a read job is no 0 B/s writer beside a write job).
+        let per: Vec<(u64, u64)> = blocks.iter().map(|b| b.dir_bytes_ms(pick)).filter(|p| p.0 > 0).collect();
         let total: u64 = per.iter().map(|p| p.0).sum();
         if total == 0 {
             continue;
