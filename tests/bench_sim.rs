@@ -91,7 +91,8 @@ fn json_is_fio_shaped_with_cpu_figures() {
     assert!(nb["clock"].as_str().is_some_and(|c| c.contains("CLOCK_MONOTONIC")), "{}", nb["clock"]);
     assert!(nb.get("clocksource").is_some() && nb.get("irq_time_accounting").is_some(), "{nb}");
     assert_eq!(nb["interrupt_driven"], false, "the simulator is polled");
-    assert_eq!(j["nvme_bypass"]["emulated"], true);
+    // The simulator's figures are labelled simulated, never emulated.
+    assert_eq!((&j["nvme_bypass"]["simulated"], &j["nvme_bypass"]["emulated"]), (&serde_json::json!(true), &serde_json::json!(false)));
     // The ceilings are models and say so: the thread ceiling is 1 s over
     // useful thread CPU, the system ceiling at or above the measured IOPS
     // per busy core; no figure keeps the unlabelled name.
@@ -230,7 +231,7 @@ fn the_plain_path_counts_every_io_and_byte_in_every_mode() {
                 _ => assert!(ri > 1000 && wi > 600, "{rw}: a 60/40 mix, got {ri}/{wi}"),
             }
             assert_eq!(j["nvme_bypass"]["errors"], 0);
-            let note = j["nvme_bypass"]["emulated_note"].as_str().unwrap();
+            let note = j["nvme_bypass"]["simulated_note"].as_str().unwrap();
             assert_eq!(note.contains("--sim-sync"), sync, "{note}");
         }
     }

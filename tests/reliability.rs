@@ -353,6 +353,8 @@ fn bad_options_are_refused_before_any_io() {
         (&["--bs", "4k", "--size", "2k"], "holds no whole --bs"),
         (&["--device", "/dev/nvme0n1"], "--device is not used by --backend sim"),
         (&["--verify-only", "--rw", "randread"], "--verify-only needs --verify"),
+        (&["--runtime", "0"], "--runtime 0 measures nothing"),
+        (&["--ios", "0"], "--ios 0 measures nothing"),
     ];
     for (extra, want) in cases {
         let args = b(extra);
@@ -360,6 +362,13 @@ fn bad_options_are_refused_before_any_io() {
         refused(&args, want);
     }
     refused(&["bench", "--backend", "block", "--device", "/dev/null", "--sim-fault", "hang-after=1"], "needs --backend sim");
+    // The other commands' figures and stories: a block size the simulator
+    // cannot do, and a story too long to read or of the wrong controller.
+    refused(&["driver-cost", "--bs", "0"], "--bs 0 is not a multiple");
+    refused(&["driver-cost", "--bs", "1000"], "--bs 1000 is not a multiple");
+    refused(&["driver-cost", "--ios", "0"], "--ios must be at least 1");
+    refused(&["trace", "--commands", "100000000"], "--commands must be 1..=10000");
+    refused(&["trace", "--device", "0000:01:00.0"], "add --backend vfio");
 }
 
 #[test]

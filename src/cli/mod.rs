@@ -61,7 +61,7 @@ pub fn main() -> i32 {
         Command::Bind(a) => crate::commands::bind::bind(&a),
         Command::Unbind(a) => crate::commands::bind::unbind(&a),
         Command::Trace(a) => crate::commands::trace::trace(&a),
-        Command::DriverCost(a) => crate::commands::driver_cost::driver_cost(&a),
+        Command::DriverCost(a) => crate::commands::driver_cost::driver_cost(&a, &stop),
         Command::CountReport(a) => crate::commands::count_report::count_report(&a),
         Command::Idle(a) => commands::idle::idle(&a),
         Command::Window(a) => commands::idle::window(&a),

@@ -115,6 +115,13 @@ pub struct BenchArgs {
 }
 
 pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
+    // Nothing measured is no figure (CPU shares of an empty interval).
+    if a.runtime.is_some_and(|r| r.is_zero()) {
+        return Err(Error::usage("--runtime 0 measures nothing; give e.g. --runtime 2"));
+    }
+    if a.ios == Some(0) {
+        return Err(Error::usage("--ios 0 measures nothing; give e.g. --ios 100000, or --runtime"));
+    }
     if a.backend != PathKind::Sim && !a.allow_write && (a.rw.writes() || (a.verify && !a.verify_only)) {
         return Err(Error::usage(format!(
             "--rw {}{} writes to the device, which destroys its data; add --allow-write if {} holds nothing you need",
@@ -217,8 +224,8 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         summary.emulated_note = Some(note);
     }
     if is_sim {
-        summary.emulated = true;
-        summary.emulated_note = Some(if a.sim.sim_sync {
+        summary.simulated = true;
+        summary.simulated_note = Some(if a.sim.sim_sync {
             "in-process simulated controller, run on the job's thread (--sim-sync): CPU figures include the controller's work; use it to count instructions, not to time".into()
         } else {
             crate::experiment::session::SIM_NOTE.into()

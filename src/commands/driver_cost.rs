@@ -64,7 +64,13 @@ pub fn host_complete_pass(q: &mut dyn IoQueue, done: &mut [IoDone], ts: &[u64], 
 }
 
 /// Run the measurement.
-pub fn driver_cost(a: &CostArgs) -> Result<i32, Error> {
+pub fn driver_cost(a: &CostArgs, stop: &crate::engine::Stop) -> Result<i32, Error> {
+    if a.bs == 0 || a.bs % 512 != 0 || a.bs > 1 << 20 {
+        return Err(Error::usage(format!("--bs {} is not a multiple of the simulator's 512-byte block from 512 to 1M; use e.g. --bs 4k", a.bs)));
+    }
+    if a.ios == 0 || a.iodepth == 0 || a.iodepth > 1024 {
+        return Err(Error::usage("--ios must be at least 1 and --iodepth 1 to 1024 (the I/Os run in whole rounds of --iodepth)"));
+    }
     // Null data, the controller synchronous (stepped below) and so no shadow doorbells.
     let o = SimOptions { null: true, threaded: false, shadow_doorbells: false, ..SimOptions::default() };
     let target = SimTarget::open(&o)?;
@@ -86,6 +92,10 @@ pub fn driver_cost(a: &CostArgs) -> Result<i32, Error> {
     let cpu0 = crate::measure::stats::CpuTime::thread_total_ns();
     let (mut host_ticks, mut total) = (0u64, 0u64);
     for _ in 0..rounds {
+        // Ctrl-C ends the count (outside the functions callgrind counts).
+        if stop.requested() {
+            break;
+        }
         let t0 = clock.now();
         let s = host_submit_batch(&mut *q, &mut ios, &lbas, &mut next, &mut ts, &clock);
         let t1 = clock.now();

@@ -328,10 +328,21 @@ fn path(a: &TraceArgs) -> Result<PathSpec, Error> {
     })
 }
 
+/// Most read/write commands a story tells.
+const MAX_COMMANDS: u32 = 10_000;
+
 /// Run the story.
 pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
     if a.queue_entries < 2 || a.queue_entries > 64 {
         return Err(Error::usage("--queue-entries must be 2..=64 (small, so the story wraps the rings)"));
+    }
+    // The story is kept whole (JSON) or printed as told: a story a reader
+    // can follow, not a benchmark (bench runs long).
+    if a.commands == 0 || a.commands > MAX_COMMANDS {
+        return Err(Error::usage(format!("--commands must be 1..={MAX_COMMANDS}: a story to read; for a long run use `nvme-bypass bench`")));
+    }
+    if a.device.is_some() && a.backend != PathKind::Vfio {
+        return Err(Error::usage("--device is used by --backend vfio only: add --backend vfio to trace that controller (without it the story is the simulator's)"));
     }
     let print = a.output_format == OutputFormat::Normal;
     let tr = Tracer::new(print);

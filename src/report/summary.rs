@@ -64,10 +64,15 @@ pub fn system_over_union(threads: &[ThreadResult]) -> Option<(SystemCpu, u64)> {
 pub struct RunSummary {
     /// Path name.
     pub backend: String,
-    /// True when the device is emulated (QEMU or the simulator).
+    /// True when the device is emulated (QEMU's NVMe model).
     pub emulated: bool,
     /// Why it is emulated, in words.
     pub emulated_note: Option<String>,
+    /// True when the controller is our in-process simulator (its figures
+    /// are labelled SIMULATED, never EMULATED).
+    pub simulated: bool,
+    /// What the simulator was, in words.
+    pub simulated_note: Option<String>,
     /// Facts about the target.
     pub target: Vec<(String, String)>,
     /// Threads.
@@ -156,6 +161,8 @@ impl RunSummary {
             backend,
             emulated: false,
             emulated_note: None,
+            simulated: false,
+            simulated_note: None,
             target,
             threads: threads.len(),
             elapsed_ns,

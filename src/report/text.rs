@@ -45,6 +45,9 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
     if let Some(note) = &s.emulated_note {
         o.push_str(&format!("  EMULATED: {note}\n"));
     }
+    if let Some(note) = &s.simulated_note {
+        o.push_str(&format!("  SIMULATED: {note}\n"));
+    }
     for (k, v) in &s.target {
         o.push_str(&format!("  {k}: {v}\n"));
     }

@@ -665,7 +665,8 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     continue;
                 }
             };
-            summary.emulated = !p.context.contains("not emulated");
+            summary.emulated = p.context.starts_with("measured, emulated");
+            summary.simulated = p.context.starts_with("measured, simulated");
             // fio numbers threads across every job, in order, from 1.
             let number = 1 + plans[..first + k].iter().map(|q| q.opts.numjobs).sum::<usize>();
             output::write_logs(&p.opts, &threads, number);

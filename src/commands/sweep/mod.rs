@@ -361,8 +361,8 @@ fn run_sim(r: &mut Runner, pi: usize, v: &Variant, round: usize, sim_cpu: Option
         let run = match engine::validate(&spec, &geo).and_then(|_| engine::run(&*target, &spec, r.clock, r.status)) {
             Ok(threads) => {
                 let mut s = RunSummary::new(label.to_string(), target.describe(), &threads, r.clock.source());
-                s.emulated = true;
-                s.emulated_note = Some(SIM_NOTE.into());
+                s.simulated = true;
+                s.simulated_note = Some(SIM_NOTE.into());
                 Run::of(round, s)
             }
             Err(e) => Run::failed(round, crate::error::chain(&Error::from(e))),
