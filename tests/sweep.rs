@@ -221,4 +221,13 @@ fn sweep_refuses_bad_input_with_what_to_do() {
     let (code, _, err) = nvb(&["sweep", "--paths", "sim", "--repeat", "0", "--out", "/nonexistent/never"]);
     assert_eq!(code, 2);
     assert!(err.contains("--repeat 0") && err.contains("e.g. --repeat 3"), "{err}");
+    // An earlier sweep's results are not written over.
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("sweep-kept-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("sweep.json"), "{}").unwrap();
+    let (code, _, err) = nvb(&["sweep", "--paths", "sim", "--out", d.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds an earlier sweep's results"), "{err}");
+    assert_eq!(std::fs::read_to_string(d.join("sweep.json")).unwrap(), "{}");
+    let _ = std::fs::remove_dir_all(d);
 }

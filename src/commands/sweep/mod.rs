@@ -471,6 +471,14 @@ pub fn sweep(a: &SweepArgs, stop: &Stop) -> Result<i32, Error> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         PathBuf::from(format!("results/sweep-{}", utc_stamp(now)))
     });
+    // A sweep's figures are measurements: an earlier one's are not
+    // written over (a report made from inputs, as count-report's, may be).
+    if out.join("sweep.json").exists() {
+        return Err(Error::usage(format!(
+            "--out {} holds an earlier sweep's results (sweep.json), which this one would overwrite: give another --out, or move that one away first",
+            out.display()
+        )));
+    }
     std::fs::create_dir_all(&out).map_err(|e| Error::setup(format!("cannot create --out {}", out.display()), "pick a folder you can write", e))?;
     eprintln!(
         "nvme-bypass: sweeping {} point{} x {} path{}{} ({} each, {} warm-up) into {}",
