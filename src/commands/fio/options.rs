@@ -153,7 +153,11 @@ pub fn lookup(key: &str) -> Result<(&'static str, Kind), Error> {
         Some(&(n, k)) => Ok((n, k)),
         None => match nearest(key) {
             // A typo of a known option: say which, as fio does ("Did you mean").
-            Some(near) => Err(Error::usage(format!("fio option '{key}' is not an option: did you mean {near}?"))),
+            // (fio has options nvme-bypass does not know, such as `ba`
+            // beside `bs`: the suggestion does not say there is none.)
+            Some(near) => Err(Error::usage(format!(
+                "fio option '{key}' is not one nvme-bypass knows: did you mean {near}? (if not, it cannot tell whether ignoring it would change the result: refused; remove it)"
+            ))),
             None => Err(Error::usage(format!(
                 "fio option '{key}' is not one nvme-bypass knows, so it cannot tell whether ignoring it would change the result: refused; remove it (docs/fio.md lists what is supported)"
             ))),
