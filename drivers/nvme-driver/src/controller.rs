@@ -23,7 +23,11 @@ pub struct ControllerConfig {
     pub admin_queue_entries: u16,
     /// How many I/O queue pairs to ask for (Set Features Number of Queues).
     pub io_queues: u16,
-    /// Timeout for one admin command.
+    /// Timeout for one admin command. The default is 10 s, below Linux's
+    /// 60 (`nvme_admin_timeout`): this driver sends only commands a
+    /// controller answers in milliseconds (Identify, queue creation and
+    /// deletion, features, logs; never Format, Sanitize or a firmware
+    /// commit), and a wait the user cannot interrupt should not be a minute.
     pub admin_timeout: Duration,
     /// Override of the controller's ready timeouts for enable/disable
     /// waits (None: CAP.TO, or for enabling CRTO.CRWMT when CAP.CRMS
@@ -112,6 +116,9 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     /// The status a controller that advertises Doorbell Buffer Config
     /// answered it with, when it refused it (its doorbells are then MMIO).
     shadow_refused: Option<String>,
+    /// The status Set Features Number of Queues was refused with: the
+    /// controller then has an admin queue only.
+    queues_refused: Option<String>,
     /// Controller resets so far (queue pairs made before a reset are dead).
     generation: u64,
     /// Given up after a failed recovery: no more admin commands, only the
@@ -383,6 +390,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             shut_down: false,
             shadow: None,
             shadow_refused: None,
+            queues_refused: None,
             generation: 0,
             failed: false,
             quarantine: vec![],
@@ -390,26 +398,48 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             resetting: false,
         };
 
-        // Step 5: Identify Controller: MDTS bounds every transfer.
+        // Step 5: Identify Controller: MDTS bounds every transfer. A
+        // Discovery or Administrative controller has no I/O queues, and CC
+        // was set to the NVM command set's entry sizes, which the
+        // controller must take (NVMe 1.4c §7.6.1 step 3: within SQES and
+        // CQES). Returning drops `c`, which shuts the controller down.
         c.ident = c.identify_controller()?;
+        if let Some(why) = c.ident.not_an_io_controller() {
+            return Err(Error::Unsupported(format!("{why}: name an NVMe I/O controller (an SSD's)")));
+        }
+        if let Err(why) = c.ident.entry_sizes_fit(nvme_spec::sqe::SQE_SIZE_LOG2, nvme_spec::cqe::CQE_SIZE_LOG2) {
+            return Err(Error::Unsupported(format!("{why}: this driver cannot queue commands to it")));
+        }
         let mdts = c.ident.max_transfer_bytes(cap.min_page_size()).unwrap_or(c.cfg.default_max_transfer);
         c.max_transfer = mdts.min(nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND as usize * 512).max(PAGE_SIZE);
 
         // Step 6: Set Features - Number of Queues, once, before any I/O queue.
         let want = c.cfg.io_queues.max(1);
-        let cqe = c.admin_command(cmd::set_number_of_queues(want, want), None)?;
-        // A controller may allocate more queues than asked for (QEMU's
-        // allocates all it has): use only those asked for, as Linux does
-        // (nvme_set_queue_count). Doorbells, interrupt vectors and shadow
-        // doorbell slots were provided for that many.
-        let (nsq, ncq) = cmd::number_of_queues_allocated(cqe.dw0);
-        c.io_queues_granted = nsq.min(ncq).min(want as u32) as u16;
+        // A degraded controller may refuse it: as Linux's
+        // nvme_set_queue_count does, keep the admin queue (Identify and the
+        // logs that may explain it still work) with no I/O queues, and say
+        // why when one is asked for.
+        c.io_queues_granted = match c.admin_command(cmd::set_number_of_queues(want, want), None) {
+            // A controller may allocate more queues than asked for (QEMU's
+            // allocates all it has): use only those asked for, as Linux
+            // does. Doorbells, interrupt vectors and shadow doorbell slots
+            // were provided for that many.
+            Ok(cqe) => {
+                let (nsq, ncq) = cmd::number_of_queues_allocated(cqe.dw0);
+                nsq.min(ncq).min(want as u32) as u16
+            }
+            Err(Error::Command { status, .. }) => {
+                c.queues_refused = Some(status.to_string());
+                0
+            }
+            Err(e) => return Err(e),
+        };
         c.qids_in_use = vec![false; c.io_queues_granted as usize + 1];
         c.qids_in_use[0] = true;
 
         // Step 7 (optional): shadow doorbells, before any I/O queue exists so
         // every queue starts with zeroed slots.
-        if c.cfg.shadow_doorbells && c.ident.supports_shadow_doorbells() {
+        if c.cfg.shadow_doorbells && c.ident.supports_shadow_doorbells() && c.io_queues_granted > 0 {
             match c.enable_shadow_doorbells() {
                 Ok(()) => {}
                 // The controller answered no: shadow doorbells are an
@@ -693,6 +723,9 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// the SQ names it.
     pub fn create_io_queue_pair(&mut self, entries: u32) -> Result<QueuePair<R>, Error> {
         let Some(qid) = self.qids_in_use.iter().position(|u| !u) else {
+            if let Some(status) = &self.queues_refused {
+                return Err(Error::QueueCountRefused { status: status.clone() });
+            }
             return Err(Error::NoQueues { granted: self.io_queues_granted });
         };
         // qids_in_use has io_queues_granted + 1 (at most 65535) entries.

@@ -71,6 +71,11 @@ pub enum Error {
     /// All granted I/O queues are in use.
     #[error("all {granted} I/O queue pairs the controller granted are in use; use fewer threads")]
     NoQueues { granted: u16 },
+    /// Set Features Number of Queues was refused at bring-up: the
+    /// controller has no I/O queues (Linux's driver then keeps only the
+    /// admin queue too, "Could not set queue count").
+    #[error("the controller refused Set Features Number of Queues ({status}), so it has no I/O queues: a controller that does this is usually degraded. Identify still answers (`nvme-bypass info`); give it back to the kernel (`nvme-bypass unbind`), read `nvme smart-log` and `nvme error-log`, then reset or power-cycle it")]
+    QueueCountRefused { status: String },
     /// Deleting an I/O queue pair failed: the controller may still use its memory.
     #[error("deleting I/O queue pair {qid} failed: {source}. The controller may still write into its queues and data buffers, so that memory stays allocated (never reused) until the controller is reset or shut down; if this repeats, reset the device (`nvme-bypass unbind`, or power-cycle it)")]
     QueueDeletion {

@@ -171,6 +171,42 @@ fn a_refused_doorbell_buffer_config_leaves_mmio_doorbells_at_bring_up_and_at_a_r
 }
 
 #[test]
+fn a_refused_queue_count_keeps_the_admin_queue_and_says_why_no_io_queue_can_be_made() {
+    let s = sim(SimConfig::default());
+    s.faults().refuse_queue_count.store(true, Ordering::Relaxed);
+    let mut ctrl = bring_up_with(&s, 2, true);
+    assert_eq!(ctrl.io_queues_granted(), 0);
+    assert!(!ctrl.shadow_doorbells(), "no queue, no shadow doorbell buffer");
+    // The admin queue still works: Identify answers.
+    assert_eq!(ctrl.identify_namespace(1).unwrap().nsze, 1 << 17);
+    let e = ctrl.create_io_queue_pair(8).err().expect("no I/O queue without a queue count");
+    assert!(matches!(e, Error::QueueCountRefused { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("Number of Queues") && msg.contains("INTERNAL DEVICE ERROR"), "{msg}");
+    ctrl.shutdown().unwrap();
+}
+
+#[test]
+fn a_controller_that_is_not_an_io_controller_or_takes_other_entry_sizes_is_refused_and_left_disabled() {
+    for (cfg, says) in [
+        (SimConfig { controller_type: 2, ..Default::default() }, "Discovery"),
+        (SimConfig { controller_type: 3, ..Default::default() }, "Administrative"),
+        (SimConfig { entry_sizes: (0x77, 0x44), ..Default::default() }, "SQES 0x77"),
+        (SimConfig { entry_sizes: (0x66, 0x55), ..Default::default() }, "CQES 0x55"),
+    ] {
+        let s = sim(cfg);
+        let cfg = ControllerConfig { admin_timeout: Duration::from_secs(5), ..Default::default() };
+        let e = Controller::new(s.registers(), s.allocator(), cfg).err().expect("refused");
+        assert!(e.to_string().contains(says), "{e}");
+        // Dropping the half-made controller shut it down: not enabled.
+        assert_eq!(s.registers().read32(offset::CC) & 1, 0, "{says}: CC.EN cleared");
+    }
+    // Type 0 (not reported, before NVMe 1.4) is an I/O controller.
+    let s = sim(SimConfig { controller_type: 0, ..Default::default() });
+    bring_up_with(&s, 1, true).shutdown().unwrap();
+}
+
+#[test]
 fn fatal_status_is_detected_admin_commands_fail_fast_and_a_reset_recovers() {
     let (sim, mut ctrl) = bring_up(SimConfig::default());
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();

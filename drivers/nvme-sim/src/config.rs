@@ -95,6 +95,12 @@ pub struct SimConfig {
     pub model: String,
     /// Firmware revision (Identify FR).
     pub firmware: String,
+    /// Controller Type reported in Identify Controller (CNTRLTYPE: 1 I/O,
+    /// 2 Discovery, 3 Administrative; 0 not reported).
+    pub controller_type: u8,
+    /// Identify Controller SQES and CQES (bits 3:0 required, 7:4 largest
+    /// entry size, log2 bytes): 0x66 and 0x44 for the NVM command set.
+    pub entry_sizes: (u8, u8),
     /// Advertise and implement Doorbell Buffer Config (OACS bit 8).
     pub shadow_doorbells: bool,
     /// Count register writes (an atomic increment per write).
@@ -134,6 +140,8 @@ impl Default for SimConfig {
             serial: "NVBSIM0001".into(),
             model: "nvme-bypass simulated controller".into(),
             firmware: "1.0".into(),
+            controller_type: 1,
+            entry_sizes: (0x66, 0x44),
             shadow_doorbells: true,
             count_register_writes: false,
             cpu: None,

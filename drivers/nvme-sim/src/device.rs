@@ -108,6 +108,9 @@ pub struct Faults {
     /// Answer Doorbell Buffer Config with Invalid Field in Command while
     /// set (a controller that advertises it and refuses it).
     pub refuse_dbbc: AtomicBool,
+    /// Answer Set Features Number of Queues with Internal Error while set
+    /// (a degraded controller, as Linux's nvme_set_queue_count expects).
+    pub refuse_queue_count: AtomicBool,
 }
 
 /// A completion held back by `Faults::stall_every`.
@@ -471,13 +474,13 @@ impl Device {
             mdts: cfg.mdts,
             ver: 0x0001_0400,
             rtd3e: cfg.rtd3e_us,
-            cntrltype: 1,
+            cntrltype: cfg.controller_type,
             oacs: if cfg.shadow_doorbells { nvme_spec::identify::oacs::DOORBELL_BUFFER_CONFIG } else { 0 },
             acl: 3,
             aerl: 3,
             elpe: 0,
-            sqes: 0x66,
-            cqes: 0x44,
+            sqes: cfg.entry_sizes.0,
+            cqes: cfg.entry_sizes.1,
             maxcmd: 0,
             nn: cfg.namespaces.len() as u32 + cfg.inactive_namespaces,
             oncs: nvme_spec::identify::oncs::DATASET_MANAGEMENT | nvme_spec::identify::oncs::WRITE_ZEROES,
@@ -1390,6 +1393,9 @@ impl Device {
     fn set_features(&mut self, sqe: &Sqe) -> Outcome {
         match (sqe.cdw10 & 0xff) as u8 {
             feature::NUMBER_OF_QUEUES => {
+                if self.faults.refuse_queue_count.load(Ordering::Relaxed) {
+                    return Err(err(gs::INTERNAL_ERROR));
+                }
                 if self.any_io_queue() {
                     return Err(err(gs::COMMAND_SEQUENCE_ERROR));
                 }

@@ -46,6 +46,19 @@ pub mod oacs {
     pub const GET_LBA_STATUS: u16 = 1 << 9;
 }
 
+/// Controller Type (CNTRLTYPE), Identify Controller byte 111. NVMe 1.4c
+/// Figure 247: 0 is "not reported" (controllers before 1.4), so it is an
+/// I/O controller as far as a host can tell.
+pub mod cntrltype {
+    pub const NOT_REPORTED: u8 = 0;
+    /// An I/O controller: namespaces, I/O queues.
+    pub const IO: u8 = 1;
+    /// A Discovery controller (NVMe over Fabrics): no I/O queues.
+    pub const DISCOVERY: u8 = 2;
+    /// An Administrative controller: no I/O queues.
+    pub const ADMINISTRATIVE: u8 = 3;
+}
+
 /// ONCS bits (Optional NVM Command Support), Identify Controller bytes 521:520.
 pub mod oncs {
     pub const COMPARE: u16 = 1 << 0;
@@ -241,6 +254,41 @@ impl IdentifyController {
     /// True when Doorbell Buffer Config is supported (OACS bit 8).
     pub fn supports_shadow_doorbells(&self) -> bool {
         self.oacs & oacs::DOORBELL_BUFFER_CONFIG != 0
+    }
+    /// Why this controller cannot carry I/O queues, when its Controller
+    /// Type says it is not an I/O controller (a Discovery or an
+    /// Administrative controller); None for an I/O controller or one that
+    /// does not report its type.
+    pub fn not_an_io_controller(&self) -> Option<String> {
+        let kind = match self.cntrltype {
+            cntrltype::NOT_REPORTED | cntrltype::IO => return None,
+            cntrltype::DISCOVERY => "a Discovery controller",
+            cntrltype::ADMINISTRATIVE => "an Administrative controller",
+            _ => "of a controller type the specification reserves",
+        };
+        Some(format!("Identify Controller CNTRLTYPE is {} ({kind}): it has no I/O queues", self.cntrltype))
+    }
+    /// Whether queue entries of `sqe_log2` and `cqe_log2` bytes (log2, as
+    /// CC.IOSQES and CC.IOCQES take them) lie in the ranges SQES and CQES
+    /// report (bits 3:0 the required size, 7:4 the largest). A field of 0
+    /// reports nothing and accepts any size, as before NVMe 1.0 fixed it.
+    pub fn entry_sizes_fit(&self, sqe_log2: u8, cqe_log2: u8) -> Result<(), String> {
+        let fits = |v: u8, r: u8| r == 0 || ((r & 0xf) <= v && v <= (r >> 4).max(r & 0xf));
+        if fits(sqe_log2, self.sqes) && fits(cqe_log2, self.cqes) {
+            return Ok(());
+        }
+        Err(format!(
+            "the controller takes submission entries of {}..={} bytes and completion entries of {}..={} bytes \
+             (Identify Controller SQES {:#04x}, CQES {:#04x}); the NVM command set's are {} and {} bytes",
+            1u32 << (self.sqes & 0xf),
+            1u32 << (self.sqes >> 4).max(self.sqes & 0xf),
+            1u32 << (self.cqes & 0xf),
+            1u32 << (self.cqes >> 4).max(self.cqes & 0xf),
+            self.sqes,
+            self.cqes,
+            1u32 << sqe_log2,
+            1u32 << cqe_log2
+        ))
     }
     /// True when Write Zeroes is supported (ONCS bit 3).
     pub fn supports_write_zeroes(&self) -> bool {
@@ -712,6 +760,34 @@ mod tests {
         assert_eq!(n.eui64, [1, 2, 3, 4, 5, 6, 7, 8]);
         assert!(!n.is_inactive());
         assert_eq!(*n.to_bytes(), *namespace_fixture(9));
+    }
+
+    #[test]
+    fn controller_type_and_entry_sizes_are_checked_as_the_specification_encodes_them() {
+        let mut c = IdentifyController { cntrltype: cntrltype::IO, sqes: 0x66, cqes: 0x44, ..Default::default() };
+        assert!(c.not_an_io_controller().is_none());
+        assert!(c.entry_sizes_fit(6, 4).is_ok());
+        c.cntrltype = cntrltype::NOT_REPORTED;
+        assert!(c.not_an_io_controller().is_none(), "before NVMe 1.4 the type is not reported");
+        c.cntrltype = cntrltype::DISCOVERY;
+        assert!(c.not_an_io_controller().unwrap().contains("Discovery"));
+        c.cntrltype = cntrltype::ADMINISTRATIVE;
+        assert!(c.not_an_io_controller().unwrap().contains("Administrative"));
+        // A range that includes ours (64..=128 byte entries), and fields of 0.
+        c.sqes = 0x76;
+        assert!(c.entry_sizes_fit(6, 4).is_ok());
+        c.sqes = 0;
+        c.cqes = 0;
+        assert!(c.entry_sizes_fit(6, 4).is_ok());
+        // A controller that requires 128-byte submission entries.
+        c.sqes = 0x77;
+        c.cqes = 0x44;
+        let why = c.entry_sizes_fit(6, 4).unwrap_err();
+        assert!(why.contains("128..=128") && why.contains("SQES 0x77"), "{why}");
+        // Largest below the required: read as the required size alone.
+        c.sqes = 0x06;
+        c.cqes = 0x05;
+        assert!(c.entry_sizes_fit(6, 4).is_err());
     }
 
     #[test]
