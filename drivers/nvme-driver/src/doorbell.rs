@@ -18,7 +18,6 @@
 //! queue keeps its MMIO doorbells, as Linux does.
 
 use nvme_hal::{DmaRegion, DmaWord};
-use std::sync::atomic::{fence, Ordering};
 
 /// True when moving a doorbell from `old` to `new` crosses `event_idx`, the
 /// value the controller asked to be woken at: then an MMIO write is needed.
@@ -67,7 +66,7 @@ impl ShadowSlot {
         // The shadow store must be visible before we read EventIdx, or we
         // could miss a controller that just went to sleep (store-load
         // ordering needs a full fence; Linux: mb()).
-        fence(Ordering::SeqCst);
+        nvme_hal::barrier::full();
         self.crossed(new, old)
     }
 
@@ -81,7 +80,7 @@ impl ShadowSlot {
     pub fn update_pair(a: (&Self, u16, u16), b: (&Self, u16, u16)) -> (bool, bool) {
         a.0.store(a.1);
         b.0.store(b.1);
-        fence(Ordering::SeqCst);
+        nvme_hal::barrier::full();
         (a.0.crossed(a.1, a.2), b.0.crossed(b.1, b.2))
     }
 

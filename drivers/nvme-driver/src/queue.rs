@@ -16,7 +16,6 @@ use crate::doorbell::ShadowSlot;
 use nvme_hal::{CqRing, DmaRegion, RegisterWindow, RingCursor, RingEntry, SqRing};
 use nvme_spec::cqe::{Cqe, CQE_SIZE};
 use nvme_spec::sqe::{Sqe, SQE_SIZE};
-use std::sync::atomic::{fence, Ordering};
 
 // The rings' entry sizes are the specification's (NVMe 1.4c §4.2, §4.6).
 const _: () = assert!(1 << 6 == SQE_SIZE && 1 << 4 == CQE_SIZE);
@@ -163,7 +162,7 @@ impl SubmissionQueue {
     pub fn ring_doorbell<R: RegisterWindow + ?Sized>(&mut self, regs: &R) -> bool {
         // Do not reorder the entry stores after the doorbell store: the
         // controller may fetch the entries as soon as it sees the new tail.
-        fence(Ordering::Release);
+        nvme_hal::barrier::before_doorbell();
         let mmio = match &self.shadow {
             Some(s) => s.update(self.sq_tail, self.last_sq_tail),
             None => true,
@@ -188,7 +187,7 @@ impl SubmissionQueue {
         };
         // Entry stores, and our loads of consumed completions, before the
         // doorbell stores (as in the two ring_doorbell).
-        fence(Ordering::Release);
+        nvme_hal::barrier::before_doorbell();
         let (sq_mmio, cq_mmio) =
             ShadowSlot::update_pair((s, self.sq_tail, self.last_sq_tail), (c, cq.cq_head, cq.last_cq_head));
         if sq_mmio {
@@ -394,6 +393,7 @@ impl CompletionQueue {
             if !is_new(dw3, phase) {
                 break;
             }
+            nvme_hal::barrier::after_phase();
             phase = advance_cq_head(&mut head, phase);
             if f(n, NewCqe { entry, dw3 }) {
                 n += 1;
@@ -427,6 +427,7 @@ impl CompletionQueue {
                     empty = 1;
                     break 'fill;
                 }
+                nvme_hal::barrier::after_phase();
                 phase = advance_cq_head(&mut head, phase);
                 if f(&mut *o, NewCqe { entry, dw3 }) {
                     break;
@@ -466,7 +467,7 @@ impl CompletionQueue {
     pub fn ring_doorbell<R: RegisterWindow + ?Sized>(&mut self, regs: &R) -> bool {
         // Our loads of the consumed entries must complete before the
         // controller may overwrite those slots.
-        fence(Ordering::Release);
+        nvme_hal::barrier::before_doorbell();
         let mmio = match &self.shadow {
             Some(s) => s.update(self.cq_head, self.last_cq_head),
             None => true,
@@ -500,6 +501,7 @@ fn advance_cq_head(head: &mut RingCursor<'_, 4>, phase: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
     use nvme_hal::{HostMemory, MemRegisters};
     use nvme_spec::CqeStatus;
 

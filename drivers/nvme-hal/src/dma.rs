@@ -546,6 +546,8 @@ impl<'a, const SHIFT: u32> RingView<'a, SHIFT> {
             // memory and never faults; p is inside the ring besides.
             unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p) }
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = index;
     }
     /// Store of dwords 0-2 of the entry at `index` (the controller side of
     /// a completion: everything but the status and phase dword), as one

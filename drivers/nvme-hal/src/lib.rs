@@ -22,6 +22,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod barrier;
 mod dma;
 mod os;
 mod regs;

@@ -29,6 +29,10 @@ pub enum VfioError {
     /// A check shared with binding failed (no device, no IOMMU, group not viable).
     #[error(transparent)]
     Bind(#[from] BindError),
+    /// This architecture's queue barriers do not order against a device
+    /// (see `nvme_hal::barrier`).
+    #[error("the userspace driver's memory barriers are written for x86-64 and aarch64, not {arch}: a controller could read half-written commands. Measure this machine with the block or passthru paths")]
+    NoDeviceBarriers { arch: &'static str },
     /// The device is not on vfio-pci.
     #[error("{bdf} is bound to {}, not vfio-pci: run `nvme-bypass bind {bdf}` first (and `nvme-bypass unbind {bdf}` afterwards to give it back to the kernel)", .driver.as_deref().unwrap_or("no driver"))]
     NotBound { bdf: Bdf, driver: Option<String> },
@@ -212,6 +216,9 @@ impl VfioPci {
     /// Open `bdf`, which must be bound to vfio-pci and alone (or with
     /// VFIO-safe company) in its IOMMU group.
     pub fn open(host: &Host, bdf: &Bdf) -> Result<VfioPci, VfioError> {
+        if !nvme_hal::barrier::DEVICE_BARRIERS {
+            return Err(VfioError::NoDeviceBarriers { arch: std::env::consts::ARCH });
+        }
         let dev_dir = host.pci_device(bdf);
         if !dev_dir.exists() {
             return Err(BindError::NoDevice { bdf: *bdf, path: dev_dir }.into());
