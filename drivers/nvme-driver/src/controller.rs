@@ -414,26 +414,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         c.max_transfer = mdts.min(nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND as usize * 512).max(PAGE_SIZE);
 
         // Step 6: Set Features - Number of Queues, once, before any I/O queue.
-        let want = c.cfg.io_queues.max(1);
-        // A degraded controller may refuse it: as Linux's
-        // nvme_set_queue_count does, keep the admin queue (Identify and the
-        // logs that may explain it still work) with no I/O queues, and say
-        // why when one is asked for.
-        c.io_queues_granted = match c.admin_command(cmd::set_number_of_queues(want, want), None) {
-            // A controller may allocate more queues than asked for (QEMU's
-            // allocates all it has): use only those asked for, as Linux
-            // does. Doorbells, interrupt vectors and shadow doorbell slots
-            // were provided for that many.
-            Ok(cqe) => {
-                let (nsq, ncq) = cmd::number_of_queues_allocated(cqe.dw0);
-                nsq.min(ncq).min(want as u32) as u16
-            }
-            Err(Error::Command { status, .. }) => {
-                c.queues_refused = Some(status.to_string());
-                0
-            }
-            Err(e) => return Err(e),
-        };
+        c.io_queues_granted = c.set_queue_count(c.cfg.admin_timeout)?;
         c.qids_in_use = vec![false; c.io_queues_granted as usize + 1];
         c.qids_in_use[0] = true;
 
@@ -451,6 +432,30 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             }
         }
         Ok(c)
+    }
+
+    /// Set Features Number of Queues for the I/O queue pairs the
+    /// configuration asks for; the pairs granted. A controller may allocate
+    /// more than asked for (QEMU's allocates all it has): only those asked
+    /// for are used, as Linux does, since doorbells, interrupt vectors and
+    /// shadow doorbell slots were provided for that many. A degraded
+    /// controller may refuse the command: as Linux's nvme_set_queue_count
+    /// does, that leaves the admin queue (Identify and the logs that may
+    /// explain it still work) and no I/O queues, and the status is kept to
+    /// say why when one is asked for.
+    fn set_queue_count(&mut self, timeout: Duration) -> Result<u16, Error> {
+        let want = self.cfg.io_queues.max(1);
+        match self.admin_command_within(cmd::set_number_of_queues(want, want), None, timeout) {
+            Ok(cqe) => {
+                let (nsq, ncq) = cmd::number_of_queues_allocated(cqe.dw0);
+                Ok(nsq.min(ncq).min(want as u32) as u16)
+            }
+            Err(Error::Command { status, .. }) => {
+                self.queues_refused = Some(status.to_string());
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Doorbell Buffer Config: a buffer of shadow doorbells and one of

@@ -123,20 +123,9 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         enable_with_admin_queue(&*self.regs, entries, &asq, &acq, self.enable_timeout())?;
 
         // Step 6: Number of Queues again (the reset forgot it); as many as before.
-        let want = self.cfg.io_queues.max(1);
-        let granted = match self.admin_command_within(cmd::set_number_of_queues(want, want), None, timeout) {
-            Ok(cqe) => {
-                let (nsq, ncq) = cmd::number_of_queues_allocated(cqe.dw0);
-                nsq.min(ncq).min(want as u32) as u16
-            }
-            // Refused (as at bring-up): no I/O queues, which is an error
-            // below only if there were some before.
-            Err(Error::Command { status, .. }) => {
-                self.queues_refused = Some(status.to_string());
-                0
-            }
-            Err(e) => return Err(e),
-        };
+        // Refused (as at bring-up): no I/O queues, an error only if there
+        // were some before.
+        let granted = self.set_queue_count(timeout)?;
         if granted < self.io_queues_granted {
             return Err(Error::Unsupported(format!(
                 "after the reset the controller grants {granted} I/O queue pairs, {} before{}",
