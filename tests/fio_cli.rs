@@ -940,7 +940,10 @@ fn libaio_reaps_with_io_getevents_as_fios_engine_does() {
 }
 
 /// When fio itself is installed: the keys of our JSON come in fio's order
-/// (top level, job, direction, percentiles), those fio has too.
+/// (top level, job, direction, percentiles), those fio has too, each
+/// number an integer where fio's is and a float where fio's is, and the
+/// text in fio's layout (`"key" : value`, floats as `%f`), so that a
+/// script reading fio's JSON as text reads ours.
 #[test]
 fn json_keys_in_fios_order_when_it_is_installed() {
     if !fio_installed() {
@@ -966,8 +969,18 @@ fn json_keys_in_fios_order_when_it_is_installed() {
             if let (Some(a), Some(b)) = (a.first(), b.first()) {
                 walk(a, b, &format!("{at}[0]"));
             }
+        } else if a.is_number() && b.is_number() {
+            assert_eq!(b.is_f64(), a.is_f64(), "at {at:?}: ours {b}, fio's {a}: integer or float as fio's");
         }
     }
     walk(&parse(&theirs.stdout), &parse(&ours.stdout), "");
+    // The layout, line by line: the same lines up to the first value that
+    // differs in kind, each `"key" : value` with the value as fio prints it.
+    let shape = |b: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(b).lines().take(12).map(|l| l.split(" : ").next().unwrap().to_string()).collect()
+    };
+    assert_eq!(shape(&ours.stdout), shape(&theirs.stdout), "fio's layout");
+    let text = String::from_utf8_lossy(&ours.stdout);
+    assert!(text.lines().any(|l| l.trim_start().starts_with("\"iops\" : ") && l.ends_with(",") && l.split('.').nth(1).is_some_and(|d| d.len() == 7)), "iops as %f: {text}");
     let _ = std::fs::remove_dir_all(d);
 }

@@ -31,7 +31,9 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                 "jobname": format!("{}-{}", s.backend, t.thread),
                 "groupid": 0,
                 "error": if t.errors > 0 { 5 } else { 0 },
-                "eta": 0,
+                // What fio 3.33 reports for a job that has finished (its
+                // ETA is unknown once the job is gone: INT_MAX).
+                "eta": i32::MAX,
                 "elapsed": (t.elapsed_ns / 1_000_000_000).max(1),
                 "job options": job_options(spec, &s.backend),
                 "read": dir_json(&ts.read, t, s.read.bw_bytes, false),

@@ -3,6 +3,7 @@
 //! [`RunSummary`]; the number formatters every table shares ([`fmt`]).
 
 pub mod fio_json;
+pub mod fio_layout;
 pub mod fmt;
 pub mod summary;
 pub mod text;

@@ -857,7 +857,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                 a["disk_util"] = disk_util.clone().into();
             }
             in_order(&mut a, &["fio version", "timestamp", "timestamp_ms", "time", "global options", "jobs", "disk_util"]);
-            w(&mut out, &format!("{}\n", serde_json::to_string_pretty(&a).unwrap()))?;
+            w(&mut out, &format!("{}\n", crate::report::fio_layout::to_string(&a)))?;
         }
     }
     w(&mut out, &normal_text)?;
