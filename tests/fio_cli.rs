@@ -687,15 +687,27 @@ fn bandwidth_and_iops_logs_as_fios_averaged_ones() {
     for (file, job, dirs) in [("m_bw.1.log", 0, 2), ("io_iops.1.log", 0, 2), ("io_iops.3.log", 2, 1)] {
         let text = std::fs::read_to_string(d.join(file)).unwrap();
         let e: Vec<(u64, u64, u64)> = text.lines().map(|l| log_entry(l).unwrap_or_else(|| panic!("{file}: not fio's shape: {l:?}"))).collect();
-        // An entry per 250 ms and direction, from the start.
-        assert!((3 * dirs..=5 * dirs).contains(&e.len()), "{file}: {text}");
-        assert!(e[0].0 <= 260, "{file}: the first entry covers the first interval: {text}");
+        // An entry per 250 ms and direction, from the start (a sampler
+        // woken late on a loaded machine takes one longer interval instead
+        // of two, as fio's helper thread does: at least 2 of the 4-5).
+        assert!((2 * dirs..=5 * dirs).contains(&e.len()), "{file}: {text}");
+        // Taken by the I/O thread within 5 ms of its time (more when the
+        // machine is loaded).
+        assert!((250..=300).contains(&e[0].0), "{file}: the first entry covers the first interval: {text}");
         assert!(e.windows(2).all(|w| w[0].0 <= w[1].0), "{file}: times in order");
         assert_eq!(e.iter().filter(|x| x.2 == 1).count() * dirs, e.len() * (dirs - 1), "{file}: directions");
-        // The entries' mean near the thread's own figure (KiB/s or IOPS).
+        // The entries' mean near the thread's own figure (KiB/s or IOPS),
+        // each weighted by its interval (from the entry before it): a late
+        // sampler's longer interval counts for its length.
         let (key, unit) = if file.contains("bw") { ("bw", 1.0) } else { ("iops", 1.0) };
         let x = &j["jobs"][job]["read"];
-        let mean = e.iter().filter(|x| x.2 == 0).map(|x| x.1 as f64).sum::<f64>() / e.iter().filter(|x| x.2 == 0).count() as f64;
+        let reads: Vec<&(u64, u64, u64)> = e.iter().filter(|x| x.2 == 0).collect();
+        let (mut sum, mut prev) = (0.0, 0);
+        for r in &reads {
+            sum += r.1 as f64 * (r.0 - prev) as f64;
+            prev = r.0;
+        }
+        let mean = sum / prev.max(1) as f64;
         let want = x[key].as_f64().unwrap() * unit;
         assert!((mean - want).abs() < 0.3 * want, "{file}: entries average {mean}, the job {want}");
     }
@@ -736,7 +748,10 @@ fn bandwidth_and_iops_samples_per_direction_in_the_text_and_the_json() {
     for dir in ["read", "write"] {
         let x = &j["jobs"][0][dir];
         let n = x["bw_samples"].as_u64().unwrap();
-        assert!((2..=4).contains(&n), "{dir}: 500 ms samples in 1.7 s: {n}");
+        // Three 500 ms samples fit in 1.7 s; a sampler woken late on a
+        // loaded machine takes one longer interval instead of two, as
+        // fio's helper thread does (`__add_samples`).
+        assert!((1..=4).contains(&n), "{dir}: 500 ms samples in 1.7 s: {n}");
         assert_eq!(x["iops_samples"].as_u64(), Some(n));
         // The text's lines hold the JSON's figures in fio's layout (KiB/s;
         // MiB/s past 1 GiB/s, min and max truncated; fio's %5.02f pads a

@@ -274,12 +274,13 @@ pub struct ThreadResult {
     /// IOPS samples, `log_avg_msec`'s default).
     pub samples: Vec<Sample>,
     /// The same, over [`JobSpec::log_ns`] intervals when it is set (fio's
-    /// `log_avg_msec`: the bandwidth and IOPS logs' entries); else empty.
+    /// `log_avg_msec`: the bandwidth and IOPS logs' entries), from the
+    /// counters in [`lat_log`](Self::lat_log); else empty.
     pub log: Vec<Sample>,
     /// The sampler's counters at the start of the measured interval.
     pub progress0: Reading,
-    /// fio's latency log: the latencies so far every [`JobSpec::log_ns`]
-    /// (empty without it).
+    /// fio's logs: the latencies and counters so far every
+    /// [`JobSpec::log_ns`] (empty without it).
     pub lat_log: Vec<LatEntry>,
     /// A group_reporting entry's clones' own samples, one list per clone
     /// ([`ThreadResult::merged`]; empty for one thread): fio sums their
@@ -359,13 +360,18 @@ impl IoDepths {
     }
 }
 
-/// One latency log entry (see `ThreadResult::lat_log`): at `end`
-/// (CLOCK_MONOTONIC ns), per direction (read, write), the (count, sum in
-/// ns) of lat, clat and slat so far in the measured interval.
+/// One log entry (see `ThreadResult::lat_log`), taken by the I/O thread
+/// itself every `log_avg_msec` from its start: at `end` (CLOCK_MONOTONIC
+/// ns), per direction (read, write), the (count, sum in ns) of lat, clat
+/// and slat so far in the measured interval, and the thread's completion
+/// counters (the bandwidth and IOPS logs' entries). `partial`: the last
+/// interval's, at the end, shorter than the others.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LatEntry {
     pub end: u64,
     pub dirs: [[(u64, f64); 3]; 2],
+    pub progress: Reading,
+    pub partial: bool,
 }
 
 /// One interval's completions (see `ThreadResult::samples`).

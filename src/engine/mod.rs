@@ -96,16 +96,15 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
             .zip(readings)
             .map(|(h, r)| {
                 h.join().expect("worker panicked").map(|mut t| {
-                    let period = progress::period_ns(spec.log_ns);
-                    t.samples = progress::samples_within(&r, t.start_mono_ns, t.end_mono_ns, (progress::SAMPLE_NS / period) as usize);
-                    if let Some(l) = spec.log_ns.filter(|&l| l > 0) {
-                        // From the start of the measured interval, as fio's
-                        // first entry covers the job's first interval; no
-                        // last, partial one (fio writes none for these).
-                        let step = (l / period) as usize;
+                    t.samples = progress::samples_within(&r, t.start_mono_ns, t.end_mono_ns);
+                    if spec.log_ns.is_some_and(|l| l > 0) {
+                        // The thread's own entries, from the start of the
+                        // measured interval, as fio's first entry covers
+                        // the job's first interval; no last, partial one
+                        // (fio writes none for these).
                         let mut from = vec![t.progress0];
-                        from.extend(r.iter().filter(|x| x.t > t.start_mono_ns && x.t <= t.end_mono_ns).skip(step.max(1) - 1).step_by(step.max(1)));
-                        t.log = progress::samples_within(&from, t.start_mono_ns, t.end_mono_ns, 1);
+                        from.extend(t.lat_log.iter().filter(|e| !e.partial).map(|e| e.progress));
+                        t.log = progress::samples_within(&from, t.start_mono_ns, t.end_mono_ns);
                     }
                     t
                 })

@@ -322,22 +322,24 @@ impl Measured {
     /// direction's (count, sum in ns) of lat, clat and slat so far, read
     /// from the histograms (their mean times their count), so the I/O
     /// path itself does nothing for the log.
+    /// Taken by this thread, the logs' intervals stay aligned to its start
+    /// however late another thread would wake (a loaded machine).
     #[cold]
-    fn log_latencies(&mut self) {
+    fn log_latencies(&mut self, progress: &Progress) {
         let now = mono_ns();
         if now < self.next_log {
             return;
         }
-        self.push_latencies(now);
+        self.push_latencies(now, progress, false);
         self.next_log += self.log_ns * ((now - self.next_log) / self.log_ns + 1);
     }
 
-    /// A latency log entry at `now` (also the last, partial interval's at
-    /// the end, as fio's finalize_logs writes it).
-    fn push_latencies(&mut self, now: u64) {
+    /// A log entry at `now` (also the last, partial interval's at the end,
+    /// as fio's finalize_logs writes it for the latency logs).
+    fn push_latencies(&mut self, now: u64, progress: &Progress, partial: bool) {
         let of = |h: Option<&hdrhistogram::Histogram<u64>>| h.map_or((0, 0.0), |h| (h.len(), h.mean() * h.len() as f64));
         let dir = |d: &DirResult| [of(Some(&d.lat)), of(d.clat.as_ref()), of(d.slat.as_ref())];
-        self.lat_log.push(LatEntry { end: now, dirs: [dir(&self.read), dir(&self.write)] });
+        self.lat_log.push(LatEntry { end: now, dirs: [dir(&self.read), dir(&self.write)], progress: progress.read(now), partial });
     }
 
     fn new(q: &dyn IoQueue, on: bool, main: bool, thread: usize, spec: &JobSpec, progress: &Progress) -> Self {
@@ -392,10 +394,10 @@ impl Measured {
     }
 
     /// Into the thread's results, at the end of the main phase.
-    fn finish(mut self, q: &dyn IoQueue, clock: Clock, bs: u64, res: &mut ThreadResult) {
+    fn finish(mut self, q: &dyn IoQueue, clock: Clock, bs: u64, res: &mut ThreadResult, progress: &Progress) {
         let mono1 = mono_ns();
         if self.next_log != u64::MAX {
-            self.push_latencies(mono1);
+            self.push_latencies(mono1, progress, true);
         }
         if let Some(id) = self.window {
             marker::stop(id);
@@ -517,10 +519,14 @@ impl<'c> Phase<'c> {
         let depth = q.depth();
         let main = kind == PhaseKind::Main;
         let mut wd = Watchdog::new(depth, clock, clock.now(), spec.reliability, spec.stop.clone());
-        // A latency log's entries are taken by the periodic check: often
-        // enough that each lands within a tenth of its interval.
+        // The logs' entries are taken by the periodic check: often enough
+        // that each lands within a fiftieth of its interval (5 ms of fio's
+        // 250), as near its time as fio's helper thread takes them, but
+        // not more often than every millisecond or a tenth of the interval
+        // (a check every few microseconds would cost the loop I/Os).
         if let Some(l) = spec.log_ns.filter(|&l| l > 0 && main) {
-            wd.check_at_least_every(clock.ticks(std::time::Duration::from_nanos(l / 10)).max(1));
+            let every = (l / 50).max((l / 10).min(1_000_000));
+            wd.check_at_least_every(clock.ticks(std::time::Duration::from_nanos(every)).max(1));
         }
         let start = clock.now();
         let ramp_end = start + if main { clock.ticks(spec.ramp) } else { 0 };
@@ -941,7 +947,7 @@ impl<'c> Phase<'c> {
     #[cold]
     fn check(&mut self, q: &mut dyn IoQueue, wl: &Workload, mut verifier: Option<&mut Verifier>, res: &mut ThreadResult, t: u64) -> Result<(), BackendError> {
         if self.m.next_log != u64::MAX && self.m.on {
-            self.m.log_latencies();
+            self.m.log_latencies(self.ctx.progress);
         }
         let blocks = wl.blocks;
         for (slot, why) in self.wd.check(t, q, &self.slots, wl, &mut res.recovery)? {
@@ -990,7 +996,7 @@ impl<'c> Phase<'c> {
     /// the I/O count of the others.
     fn finish(self, q: &dyn IoQueue, res: &mut ThreadResult) {
         if self.kind == PhaseKind::Main {
-            self.m.finish(q, self.ctx.clock, self.ctx.spec.bs as u64, res);
+            self.m.finish(q, self.ctx.clock, self.ctx.spec.bs as u64, res, self.ctx.progress);
         } else {
             res.verify_ios += self.total_ios;
         }

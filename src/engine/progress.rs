@@ -46,17 +46,7 @@ impl Finished {
 }
 
 
-/// How often the sampler reads the counters: every [`SAMPLE_NS`], or, with
-/// logs every `log_ns` (fio's `log_avg_msec`), the greatest interval both
-/// are whole multiples of.
-pub fn period_ns(log_ns: Option<u64>) -> u64 {
-    fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 { a } else { gcd(b, a % b) }
-    }
-    log_ns.filter(|&l| l > 0).map_or(SAMPLE_NS, |l| gcd(SAMPLE_NS, l))
-}
-
-/// Every thread's progress counters read every [`period_ns`] until every
+/// Every thread's progress counters read every [`SAMPLE_NS`] until every
 /// worker has finished, per thread. The workers only store their
 /// counters, as they did for the status line: the reading costs them
 /// nothing.
@@ -69,7 +59,7 @@ pub fn sample_loop(spec: &JobSpec, progress: &[Progress], finished: &Finished, s
     };
     let mut out = vec![vec![]; progress.len()];
     read(&mut out);
-    let period = period_ns(spec.log_ns);
+    let period = SAMPLE_NS;
     let mut next = crate::measure::clock::mono_ns() + period;
     std::thread::scope(|s| {
         if status_line {
@@ -88,12 +78,11 @@ pub fn sample_loop(spec: &JobSpec, progress: &[Progress], finished: &Finished, s
     out
 }
 
-/// The intervals between every `step`-th reading of one thread's counters
-/// (`sample_loop`) from the first inside [start, end] (its measured
-/// interval), those wholly inside it, as samples: `step` 1 at the
-/// sampler's own period, more for a longer interval made of its readings.
-pub fn samples_within(readings: &[Reading], start: u64, end: u64, step: usize) -> Vec<crate::engine::job::Sample> {
-    let inside: Vec<&Reading> = readings.iter().filter(|r| r.t >= start && r.t <= end).step_by(step.max(1)).collect();
+/// The intervals between consecutive readings of one thread's counters
+/// (`sample_loop`'s, or the thread's own log entries) inside [start, end]
+/// (its measured interval), those wholly inside it, as samples.
+pub fn samples_within(readings: &[Reading], start: u64, end: u64) -> Vec<crate::engine::job::Sample> {
+    let inside: Vec<&Reading> = readings.iter().filter(|r| r.t >= start && r.t <= end).collect();
     inside
         .windows(2)
         .map(|w| crate::engine::job::Sample {
@@ -169,22 +158,10 @@ mod tests {
     fn samples_are_the_intervals_inside_the_measured_one() {
         let r = [(0, 0, 0, 0), (500, 10, 40, 2), (1000, 30, 120, 5), (1500, 60, 240, 15), (2000, 70, 280, 16)]
             .map(|(t, ios, bytes, writes)| Reading { t, ios, bytes, writes, flushes: 0 });
-        let s = samples_within(&r, 400, 1600, 1);
+        let s = samples_within(&r, 400, 1600);
         assert_eq!(s.len(), 2, "{s:?}");
         assert_eq!((s[0].ns, s[0].ios, s[0].bytes, s[0].dir_ios(false), s[0].dir_ios(true)), (500, 20, 80, 17, 3));
         assert_eq!((s[1].ns, s[1].ios, s[1].bytes, s[1].dir_ios(false), s[1].dir_ios(true)), (500, 30, 120, 20, 10));
-        assert!(samples_within(&r, 100, 900, 1).is_empty(), "no whole interval inside");
-        // Every second reading: one interval of 1000 from the first inside.
-        let s = samples_within(&r, 400, 2000, 2);
-        assert_eq!(s.len(), 1, "{s:?}");
-        assert_eq!((s[0].end, s[0].ns, s[0].ios), (1500, 1000, 50));
-    }
-
-    #[test]
-    fn the_sampler_reads_at_an_interval_both_figures_are_made_of() {
-        assert_eq!(period_ns(None), SAMPLE_NS);
-        for (log_ms, period_ms) in [(1000, 500), (250, 250), (100, 100), (300, 100), (500, 500), (700, 100)] {
-            assert_eq!(period_ns(Some(log_ms * 1_000_000)), period_ms * 1_000_000, "log_avg_msec={log_ms}");
-        }
+        assert!(samples_within(&r, 100, 900).is_empty(), "no whole interval inside");
     }
 }

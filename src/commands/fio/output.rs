@@ -569,7 +569,7 @@ mod tests {
         // Running (count, sum ns) of lat, clat, slat: each entry is the
         // mean of the I/Os since the one before; none for a direction
         // without I/O in the interval.
-        let e = |end: u64, r: (u64, f64), w: (u64, f64)| LatEntry { end, dirs: [[r, (r.0, r.1 / 2.0), (0, 0.0)], [w, (w.0, w.1 / 2.0), (0, 0.0)]] };
+        let e = |end: u64, r: (u64, f64), w: (u64, f64)| LatEntry { end, dirs: [[r, (r.0, r.1 / 2.0), (0, 0.0)], [w, (w.0, w.1 / 2.0), (0, 0.0)]], ..Default::default() };
         t.lat_log = vec![e(1_260_000_000, (10, 10_000.0), (5, 50_000.0)), e(1_510_000_000, (30, 50_000.0), (5, 50_000.0))];
         assert_eq!(lat_log_lines(&o, &t, 0), "260, 1000, 0, 0, 0\n260, 10000, 1, 0, 0\n510, 2000, 0, 0, 0\n");
         assert_eq!(lat_log_lines(&o, &t, 1), "260, 500, 0, 0, 0\n260, 5000, 1, 0, 0\n510, 1000, 0, 0, 0\n");
