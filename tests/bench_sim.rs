@@ -141,6 +141,10 @@ fn bad_input_is_refused_clearly() {
         (&["--offset", "100"], "not a multiple"),
         (&["--nsid", "2"], "namespace 2 is not active"),
         (&["--sim-lba-size", "1024"], "use 512 or 4096"),
+        // An MDTS the driver would cap without a word (from 52 up, every I/O failed).
+        (&["--sim-mdts", "14"], "'--sim-mdts <SIM_MDTS>': MDTS 14 is more than our driver can use"),
+        (&["--sim-mdts", "60"], "use 1 to 13"),
+        (&["--sim-mqes", "0"], "'--sim-mqes <SIM_MQES>': 0 is out of range; use 1 (2-entry queues"),
         (&["--backend", "block", "--device", "/dev/nvme0n1", "--rw", "randwrite"], "--allow-write"),
         (&["--backend", "vfio"], "needs --device"),
         (&["--verify-only", "--verify", "--rw", "randwrite"], "read pattern"),

@@ -31,11 +31,11 @@ pub struct SimArgs {
     /// CPU for the simulated controller's thread (default: a CPU the job threads do not use).
     #[arg(long, value_parser = parse_cpu)]
     pub sim_cpu: Option<usize>,
-    /// Simulated MDTS (max transfer 4 KiB << MDTS).
-    #[arg(long, default_value_t = 7)]
+    /// Simulated MDTS (max transfer 4 KiB << MDTS): 1 to 13, or 0 for no limit (our driver then caps transfers at 1 MiB).
+    #[arg(long, default_value_t = 7, value_parser = parse_sim_mdts)]
     pub sim_mdts: u8,
     /// Simulated CAP.MQES, 0's based as in QEMU's `mqes=` option: queues of up to N + 1 entries (65535: 65536; 1: 2-entry queues).
-    #[arg(long, default_value_t = 2047)]
+    #[arg(long, default_value_t = 2047, value_parser = parse_sim_mqes)]
     pub sim_mqes: u16,
     /// Run the simulated controller on the job's own thread, stepped at each MMIO doorbell write (so shadow doorbells are off), instead of on its own CPU. Timings then include the controller's work; it exists for repeatable instruction counts of the whole I/O loop (scripts/callgrind-driver.sh).
     #[arg(long)]
@@ -43,6 +43,32 @@ pub struct SimArgs {
     /// Inject a device fault into the simulated controller (repeatable; key=value[,key=value]): drop-every=N, delay-us=N, status-every=N, status=SCT:SC, dnr=0|1, fatal-after=N, hang-after=N, stall-every=N, corrupt-cid-every=N, bad-sqid-every=N, corrupt-data-every=N. See docs/reliability.md.
     #[arg(long, value_parser = crate::commands::reliability_args::sim_fault_arg)]
     pub sim_fault: Vec<Vec<crate::cli::parse::SimFault>>,
+}
+
+/// Largest `--sim-mdts`: 4 KiB << 13 = 32 MiB, the most one read or write
+/// carries with 512-byte blocks (65536 blocks), where our driver caps every
+/// transfer; a larger MDTS would be capped without a word (and from 52 up
+/// the simulator's own limit wraps to nothing, failing every I/O).
+pub const SIM_MDTS_MAX: u8 = 13;
+
+/// `--sim-mdts`: 0 (no limit) or 1 to [`SIM_MDTS_MAX`].
+pub fn parse_sim_mdts(s: &str) -> Result<u8, String> {
+    let range = format!("use 1 to {SIM_MDTS_MAX} (max transfer 4 KiB << MDTS: 7 = 512 KiB, {SIM_MDTS_MAX} = 32 MiB), or 0 for no limit");
+    match s.trim().parse::<u64>() {
+        Ok(m) if m <= SIM_MDTS_MAX as u64 => Ok(m as u8),
+        Ok(m) => Err(format!("MDTS {m} is more than our driver can use (it caps one transfer at 32 MiB, MDTS {SIM_MDTS_MAX}); {range}")),
+        Err(_) => Err(format!("'{s}' is not a number; {range}")),
+    }
+}
+
+/// `--sim-mqes`: 1 (2-entry queues, the least the specification allows) to 65535.
+pub fn parse_sim_mqes(s: &str) -> Result<u16, String> {
+    let range = "use 1 (2-entry queues, the least NVMe allows) to 65535 (65536 entries); it is 0's based, as QEMU's mqes=";
+    match s.trim().parse::<u64>() {
+        Ok(m @ 1..=65535) => Ok(m as u16),
+        Ok(m) => Err(format!("{m} is out of range; {range}")),
+        Err(_) => Err(format!("'{s}' is not a number; {range}")),
+    }
 }
 
 /// Options of the kernel paths (passthru, block), named as fio's.
