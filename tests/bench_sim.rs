@@ -169,6 +169,35 @@ fn bad_input_is_refused_clearly() {
     assert!(err.contains("invalid value 'nosuch'"), "{err}");
 }
 
+/// A region too small for one I/O is refused in the words of the option
+/// that made it: --size when given, else --sim-size (the simulator's
+/// namespace) or the namespace from --offset; never a --size the user did
+/// not give.
+#[test]
+fn region_refusals_name_the_options_given() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--sim-size", "1000"], "--sim-size 1000 from --offset 0 holds no whole --bs 4096 I/O; use --sim-size 4096 or more"),
+        (&["--sim-size", "1000", "--bs", "512"], "--sim-size 1000 is not a whole number of 512-byte blocks (--sim-lba-size); use a multiple of 512, such as 512 or 1024"),
+        (&["--sim-size", "1k"], "--sim-size 1024 from --offset 0 holds no whole --bs 4096 I/O; use --sim-size 4096 or more, or a smaller --bs"),
+        (&["--sim-size", "8k", "--offset", "4k", "--bs", "8k"], "use --sim-size 12288 or more"),
+        (&["--sim-size", "100", "--bs", "512"], "--sim-size 100 from --offset 0 holds no whole --bs 512 I/O; use --sim-size 512 or more"),
+        (&["--size", "2k"], "--size 2048 holds no whole --bs 4096 I/O; use a larger --size or a smaller --bs"),
+        (&["--offset", "1g"], "--offset 1073741824 is beyond the namespace (1073741824 bytes = 2097152 blocks of 512); use an --offset below 1073741824"),
+        (&["--sim-size", "64k", "--verify", "--numjobs", "32"], "the namespace (65536 bytes = 128 blocks of 512) from --offset 0 holds no whole --bs 4096 I/O for each of --numjobs 32"),
+    ];
+    for (args, want) in cases {
+        let mut a = args.to_vec();
+        a.extend(["--ios", "10", "--no-c2c"]);
+        let (code, out, err) = bench(&a);
+        assert_eq!(code, 2, "{args:?} should exit 2, stderr: {err}");
+        assert!(err.contains(want), "{args:?}: expected '{want}' in: {err}");
+        assert!(out.is_empty(), "{args:?}: a refused run printed a report: {out}");
+        if !args.contains(&"--size") {
+            assert!(!err.contains("--size "), "{args:?}: names a --size the user did not give: {err}");
+        }
+    }
+}
+
 #[test]
 fn two_pinned_threads_have_their_own_queue_pairs_and_the_aggregate_adds_up() {
     let j = json(&["--backend", "sim", "--sim-data", "null", "--numjobs", "2", "--cpus", "0,1", "--iodepth", "8", "--runtime", "500ms"]);

@@ -161,8 +161,17 @@ pub fn sim_options(a: &SimArgs, driver: &DriverArgs, queues: u16, cpu: Option<us
     if a.sim_lba_size != 512 && a.sim_lba_size != 4096 {
         return Err(Error::usage(format!("--sim-lba-size {} is not supported; use 512 or 4096", a.sim_lba_size)));
     }
-    if a.sim_size < a.sim_lba_size as u64 {
-        return Err(Error::usage("--sim-size is smaller than one block"));
+    let lba = a.sim_lba_size as u64;
+    if a.sim_size < lba {
+        return Err(Error::usage(format!("--sim-size {} is smaller than one {lba}-byte block (--sim-lba-size); use e.g. --sim-size 1G", a.sim_size)));
+    }
+    if a.sim_size % lba != 0 {
+        return Err(Error::usage(format!(
+            "--sim-size {} is not a whole number of {lba}-byte blocks (--sim-lba-size); use a multiple of {lba}, such as {} or {}",
+            a.sim_size,
+            a.sim_size / lba * lba,
+            (a.sim_size / lba + 1) * lba
+        )));
     }
     Ok(SimOptions {
         size: a.sim_size,

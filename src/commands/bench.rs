@@ -144,6 +144,17 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         return Err(Error::usage("--bs is too large"));
     }
     let is_sim = a.backend == PathKind::Sim;
+    // Without --size the simulator's region is --sim-size from --offset:
+    // a refusal names the option that made it too small.
+    if is_sim && a.size.is_none() && a.offset < a.sim.sim_size && a.sim.sim_size - a.offset < a.bs {
+        return Err(Error::usage(format!(
+            "--sim-size {} from --offset {} holds no whole --bs {} I/O; use --sim-size {} or more, or a smaller --bs",
+            a.sim.sim_size,
+            a.offset,
+            a.bs,
+            a.offset + a.bs
+        )));
+    }
     let (cpus, sim_cpu) = if is_sim { sim_placement(a.numjobs, a.cpus.as_deref(), a.sim.sim_cpu) } else { (a.cpus.clone().unwrap_or_default(), None) };
     // A synchronous controller has no thread (and no CPU) of its own.
     let sim_cpu = sim_cpu.filter(|_| !a.sim.sim_sync);
@@ -194,6 +205,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         rwmixread: a.rwmixread,
         offset: a.offset,
         size,
+        size_given: a.size.is_some(),
         runtime: a.runtime,
         ios: a.ios,
         ramp: a.ramp_time,

@@ -474,6 +474,7 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         rwmixread: a.rwmixread,
         offset: a.offset,
         size: a.size.unwrap_or(0),
+        size_given: a.size.is_some(),
         runtime: Some(a.runtime),
         ios: a.ios,
         ramp: a.ramp_time,

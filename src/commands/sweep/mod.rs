@@ -248,6 +248,7 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop)
         rwmixread: a.rwmixread,
         offset: a.offset,
         size,
+        size_given: a.size.is_some(),
         runtime: Some(a.runtime),
         ios: None,
         ramp: a.ramp_time,
