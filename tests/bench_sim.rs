@@ -150,6 +150,9 @@ fn bad_input_is_refused_clearly() {
         (&["--verify-only", "--verify", "--rw", "randwrite"], "read pattern"),
         (&["--rwmixread", "101", "--rw", "randrw"], "percentage"),
         (&["--wait-fast-c2c", "30"], "--wait-fast-c2c needs"),
+        // One controller named twice is not two devices.
+        (&["--backend", "vfio", "--device", "01:00.0", "--device", "0000:01:00.0"], "--device 0000:01:00.0 is given twice (01:00.0 and 0000:01:00.0 are both 0000:01:00.0)"),
+        (&["--backend", "block", "--device", "/dev/nvme9n1", "--device", "/dev/nvme9n1"], "--device /dev/nvme9n1 is given twice"),
     ];
     for (args, want) in cases {
         let mut a = args.to_vec();

@@ -189,6 +189,37 @@ pub fn sim_options(a: &SimArgs, driver: &DriverArgs, queues: u16, cpu: Option<us
     })
 }
 
+/// The one name of a device, for telling two `--device` apart: a PCI
+/// address in its canonical form (`01:00.0` is `0000:01:00.0`), a path with
+/// its links resolved (`/dev/disk/by-id/...` is the `/dev/nvme0n1` it
+/// points to). `sim` names no device: each is a controller of its own.
+pub fn device_identity(d: &str) -> Option<String> {
+    if d == "sim" {
+        return None;
+    }
+    if let Some(b) = crate::measure::topology::canonical_bdf(d) {
+        return Some(b);
+    }
+    Some(std::fs::canonicalize(d).map(|p| p.display().to_string()).unwrap_or_else(|_| d.to_string()))
+}
+
+/// Refuse a device given twice: two jobs on one controller are not two
+/// devices, and figures per device would be wrong by half.
+pub fn refuse_duplicate_devices(devices: &[String]) -> Result<(), Error> {
+    let mut seen: Vec<(String, &str)> = vec![];
+    for d in devices {
+        let Some(id) = device_identity(d) else { continue };
+        if let Some((_, first)) = seen.iter().find(|(s, _)| *s == id) {
+            let same = if *first == d.as_str() { String::new() } else { format!(" ({first} and {d} are both {id})") };
+            return Err(Error::usage(format!(
+                "--device {d} is given twice{same}: one device driven as two would count its I/Os twice; give each device once (--iodepth is per device: raise it for more I/Os in flight on one)"
+            )));
+        }
+        seen.push((id, d));
+    }
+    Ok(())
+}
+
 /// The path a command asks for: `--backend`, `--device`, `--nsid` and the
 /// option groups, checked. `sim_cpu` is the simulator's from [`sim_placement`].
 pub fn path_spec(kind: PathKind, device: Option<&str>, nsid: u32, sim: &SimArgs, kernel: &KernelArgs, driver: &DriverArgs, sim_cpu: Option<usize>) -> Result<PathSpec, Error> {
@@ -278,6 +309,33 @@ mod tests {
             let e = spec(args).unwrap_err().to_string();
             assert!(e.contains(want), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn a_device_given_twice_is_refused_after_normalising_its_name() {
+        let v = |d: &[&str]| d.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let dir = std::env::temp_dir().join(format!("nvb-dup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("ns");
+        std::fs::write(&file, b"").unwrap();
+        let link = dir.join("by-id");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let (file, link) = (file.display().to_string(), link.display().to_string());
+        for (devices, want) in [
+            (v(&["0000:01:00.0", "0000:01:00.0"]), "--device 0000:01:00.0 is given twice:".to_string()),
+            (v(&["01:00.0", "0000:01:00.0"]), "--device 0000:01:00.0 is given twice (01:00.0 and 0000:01:00.0 are both 0000:01:00.0)".to_string()),
+            (v(&["0000:AB:00.0", "0000:ab:00.0"]), "are both 0000:ab:00.0".to_string()),
+            (v(&["/dev/nvme9n9", "/dev/nvme9n9"]), "--device /dev/nvme9n9 is given twice".to_string()),
+            (v(&[&file, &link]), format!("({file} and {link} are both {file})")),
+        ] {
+            let e = refuse_duplicate_devices(&devices).unwrap_err().to_string();
+            assert!(e.contains(&want) && e.contains("give each device once"), "{devices:?}: {e}");
+        }
+        // Two devices, and the simulator's controllers (each its own), pass.
+        refuse_duplicate_devices(&v(&["0000:01:00.0", "0000:02:00.0"])).unwrap();
+        refuse_duplicate_devices(&v(&["sim", "sim"])).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
 

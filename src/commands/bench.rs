@@ -133,6 +133,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
     if a.verify_only && !a.verify {
         return Err(Error::usage("--verify-only needs --verify"));
     }
+    refuse_duplicate_devices(&a.device)?;
     let reliability = a.reliability.apply()?;
     if a.backend != PathKind::Sim && !a.sim.sim_fault.is_empty() {
         return Err(Error::usage("--sim-fault injects faults into the simulated controller; it needs --backend sim"));
