@@ -400,15 +400,30 @@ fn non_nvme_function() -> Option<(String, Option<String>)> {
 
 #[test]
 fn a_function_that_is_not_an_nvme_controller_is_refused() {
-    let Some((bdf, driver)) = non_nvme_function() else {
+    let Some((bdf, _driver)) = non_nvme_function() else {
         eprintln!("skipped: no PCI functions visible in /sys/bus/pci/devices");
         return;
     };
-    // bind checks the class before it writes anything to sysfs.
-    refused(&["bind", &bdf], "is not an NVMe controller");
-    // The vfio path: not on vfio-pci, so not ours to open.
-    if driver.as_deref() != Some("vfio-pci") {
-        refused(&["bench", "--backend", "vfio", "--device", &bdf], "not vfio-pci: run `nvme-bypass bind");
+    // bind checks the class before it writes anything to sysfs; every
+    // command that takes --device says the same before anything about the
+    // function's driver (which sent the user to bind it, and bind to unbind
+    // it). Also written the short way (01:00.0).
+    let class = std::fs::read_to_string(format!("/sys/bus/pci/devices/{bdf}/class")).unwrap();
+    let want = format!("{bdf} is not an NVMe controller (class {};", class.trim());
+    let short = bdf.strip_prefix("0000:").unwrap_or(&bdf).to_string();
+    for args in [
+        vec!["bind", &bdf],
+        vec!["bench", "--backend", "vfio", "--device", &bdf],
+        vec!["bench", "--backend", "vfio", "--device", &short],
+        vec!["info", "--backend", "vfio", "--device", &bdf],
+        vec!["compare", "--device", &bdf, "--runtime", "1"],
+        vec!["sweep", "--device", &bdf, "--out", "/nonexistent/nvb-sweep"],
+        vec!["trace", "--backend", "vfio", "--device", &bdf],
+    ] {
+        let r = run_cmd(&args);
+        assert_eq!(r.code, 2, "{args:?} should exit 2; stderr: {}", r.err);
+        assert!(r.err.contains(&want), "{args:?}: expected '{want}' in: {}", r.err);
+        assert!(!r.err.contains("nvme-bypass bind") && !r.err.contains("nvme-bypass unbind"), "{args:?}: circular advice: {}", r.err);
     }
 }
 

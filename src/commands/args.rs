@@ -189,6 +189,22 @@ pub fn sim_options(a: &SimArgs, driver: &DriverArgs, queues: u16, cpu: Option<us
     })
 }
 
+/// Refuse a `--device` that names a PCI function other than an NVMe
+/// controller, first of all: what else there is to say about it (its
+/// driver, binding it to vfio-pci or giving it back) sends a user round in
+/// circles. Device paths, and addresses with no device behind them, are
+/// left to the path that opens them.
+pub fn refuse_non_nvme(device: &str) -> Result<(), Error> {
+    let Some(bdf) = crate::measure::topology::canonical_bdf(device) else { return Ok(()) };
+    let host = nvme_vfio::Host::system();
+    let bdf = nvme_vfio::Bdf::parse(&bdf)?;
+    if !host.pci_device(&bdf).exists() {
+        return Ok(());
+    }
+    nvme_vfio::bind::check_device(&host, &bdf)?;
+    Ok(())
+}
+
 /// The one name of a device, for telling two `--device` apart: a PCI
 /// address in its canonical form (`01:00.0` is `0000:01:00.0`), a path with
 /// its links resolved (`/dev/disk/by-id/...` is the `/dev/nvme0n1` it

@@ -115,6 +115,9 @@ pub struct BenchArgs {
 }
 
 pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
+    for d in &a.device {
+        refuse_non_nvme(d)?;
+    }
     // Nothing measured is no figure (CPU shares of an empty interval).
     if a.runtime.is_some_and(|r| r.is_zero()) {
         return Err(Error::usage("--runtime 0 measures nothing; give e.g. --runtime 2"));

@@ -26,6 +26,9 @@ pub struct InfoArgs {
 }
 
 pub fn info(a: &InfoArgs) -> Result<i32, Error> {
+    if let Some(d) = &a.device {
+        refuse_non_nvme(d)?;
+    }
     let (ctrl, namespaces, path) = match a.backend {
         PathKind::Sim => {
             if a.device.as_deref().is_some_and(|d| d != "sim") {

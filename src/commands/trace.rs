@@ -333,6 +333,9 @@ const MAX_COMMANDS: u32 = 10_000;
 
 /// Run the story.
 pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
+    if let Some(d) = &a.device {
+        crate::commands::args::refuse_non_nvme(d)?;
+    }
     if a.queue_entries < 2 || a.queue_entries > 64 {
         return Err(Error::usage("--queue-entries must be 2..=64 (small, so the story wraps the rings)"));
     }

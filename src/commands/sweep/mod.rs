@@ -161,6 +161,9 @@ fn dedup<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {
 
 /// Check the options; returns (sim paths, device row names), in the order given.
 fn check(a: &SweepArgs) -> Result<(Vec<&'static str>, Vec<String>), Error> {
+    if let Some(d) = &a.device {
+        crate::commands::args::refuse_non_nvme(d)?;
+    }
     let paths: Vec<String> = match &a.paths {
         Some(p) => p.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
         None if a.device.is_some() => DEFAULT_DEVICE_PATHS.iter().map(|s| s.to_string()).collect(),
