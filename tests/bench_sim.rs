@@ -156,7 +156,11 @@ fn bad_input_is_refused_clearly() {
     ];
     for (args, want) in cases {
         let mut a = args.to_vec();
-        a.extend(["--runtime", "1", "--no-c2c"]);
+        a.extend(["--runtime", "1"]);
+        // The simulator's own option, refused on the other backends.
+        if !a.windows(2).any(|w| w[0] == "--backend" && w[1] != "sim") {
+            a.push("--no-c2c");
+        }
         let (code, _, err) = bench(&a);
         assert_eq!(code, 2, "{args:?} should exit 2, stderr: {err}");
         assert!(err.contains(want), "{args:?}: expected '{want}' in: {err}");
@@ -170,6 +174,51 @@ fn bad_input_is_refused_clearly() {
     let (code, _, err) = bench(&["--backend", "nosuch"]);
     assert_eq!(code, 2);
     assert!(err.contains("invalid value 'nosuch'"), "{err}");
+}
+
+/// An option of another backend is refused, naming the backend it belongs
+/// to, never ignored: on bench (every backend's options) and info (the
+/// simulator's).
+#[test]
+fn options_of_another_backend_are_refused() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--backend", "block", "--device", "/dev/nvme0n1", "--sim-mdts", "5"], "--sim-mdts has no effect on --backend block: it is an option of --backend sim; drop it, or pick --backend sim"),
+        (&["--backend", "passthru", "--device", "/dev/ng0n1", "--sim-size", "1G"], "--sim-size has no effect on --backend passthru"),
+        (&["--backend", "vfio", "--device", "0000:01:00.0", "--sim-data", "null"], "--sim-data has no effect on --backend vfio"),
+        (&["--backend", "vfio", "--device", "0000:01:00.0", "--no-c2c"], "--no-c2c has no effect on --backend vfio: it is an option of --backend sim"),
+        (&["--backend", "block", "--device", "/dev/nvme0n1", "--wait-fast-c2c", "100"], "--wait-fast-c2c has no effect on --backend block"),
+        (&["--interrupts"], "--interrupts has no effect on --backend sim: it is an option of --backend vfio; drop it, or pick --backend vfio"),
+        (&["--backend", "block", "--device", "/dev/nvme0n1", "--no-shadow-doorbells"], "--no-shadow-doorbells has no effect on --backend block: it is an option of --backend vfio and --backend sim"),
+        (&["--backend", "passthru", "--device", "/dev/ng0n1", "--cached-sq-stores"], "--cached-sq-stores has no effect on --backend passthru"),
+        (&["--backend", "vfio", "--device", "0000:01:00.0", "--ioengine", "libaio"], "--ioengine has no effect on --backend vfio: it is an option of --backend block"),
+        (&["--ioengine", "io_uring"], "--ioengine has no effect on --backend sim"),
+        (&["--backend", "passthru", "--device", "/dev/ng0n1", "--buffered"], "--buffered has no effect on --backend passthru"),
+        (&["--fixedbufs"], "--fixedbufs has no effect on --backend sim: it is an option of --backend block and --backend passthru"),
+        (&["--backend", "vfio", "--device", "0000:01:00.0", "--hipri"], "--hipri has no effect on --backend vfio"),
+        (&["--sqthread-poll", "--sqthread-poll-cpu", "1"], "--sqthread-poll has no effect on --backend sim"),
+        (&["--register-ring"], "--register-ring has no effect on --backend sim"),
+        (&["--wait-timeout", "5s"], "--wait-timeout bounds the wait of --wait-fast-c2c"),
+    ];
+    for (args, want) in cases {
+        let mut a = args.to_vec();
+        a.extend(["--runtime", "1"]);
+        let (code, out, err) = bench(&a);
+        assert_eq!(code, 2, "{args:?} should exit 2, stderr: {err}");
+        assert!(err.contains(want), "{args:?}: expected '{want}' in: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+    }
+    // The same option at its default value is still refused: it was given.
+    let (code, _, err) = bench(&["--backend", "vfio", "--device", "0000:01:00.0", "--sim-mdts", "7"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--sim-mdts has no effect on --backend vfio"), "{err}");
+    // info: the simulator's options on another backend.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nvme-bypass"))
+        .args(["info", "--backend", "passthru", "--device", "/dev/nvme0", "--sim-lba-size", "4096"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--sim-lba-size has no effect on --backend passthru: it is an option of --backend sim"), "{err}");
 }
 
 /// A region too small for one I/O is refused in the words of the option

@@ -361,7 +361,7 @@ fn bad_options_are_refused_before_any_io() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         refused(&args, want);
     }
-    refused(&["bench", "--backend", "block", "--device", "/dev/null", "--sim-fault", "hang-after=1"], "needs --backend sim");
+    refused(&["bench", "--backend", "block", "--device", "/dev/null", "--sim-fault", "hang-after=1"], "--sim-fault has no effect on --backend block: it is an option of --backend sim");
     // The other commands' figures and stories: a block size the simulator
     // cannot do, and a story too long to read or of the wrong controller.
     refused(&["driver-cost", "--bs", "0"], "--bs 0 is not a multiple");

@@ -221,6 +221,13 @@ fn sweep_refuses_bad_input_with_what_to_do() {
     let (code, _, err) = nvb(&["sweep", "--paths", "sim", "--repeat", "0", "--out", "/nonexistent/never"]);
     assert_eq!(code, 2);
     assert!(err.contains("--repeat 0") && err.contains("e.g. --repeat 3"), "{err}");
+    // Options of paths not swept are refused, not ignored.
+    let (code, _, err) = nvb(&["sweep", "--nsid", "2", "--out", "/nonexistent/never"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--nsid has no effect on --paths sim,sim-null"), "{err}");
+    let (code, _, err) = nvb(&["sweep", "--device", "/dev/nvme9n9", "--paths", "block", "--sim-size", "1G", "--out", "/nonexistent/never"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--sim-size has no effect on --paths block: it is an option of the simulator paths"), "{err}");
     // An earlier sweep's results are not written over.
     let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("sweep-kept-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();

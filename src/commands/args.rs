@@ -140,6 +140,68 @@ impl KernelArgs {
     }
 }
 
+/// The options that belong to some backends only, each with the backends
+/// it has an effect on (clap's ids: the field names). One given for
+/// another backend is refused, not ignored: a user who adds --sim-mdts to
+/// a block run believes it did something.
+const OWN_OPTIONS: &[(&str, &[PathKind])] = {
+    use PathKind::*;
+    &[
+        ("sim_data", &[Sim]),
+        ("sim_size", &[Sim]),
+        ("sim_lba_size", &[Sim]),
+        ("sim_cpu", &[Sim]),
+        ("sim_mdts", &[Sim]),
+        ("sim_mqes", &[Sim]),
+        ("sim_sync", &[Sim]),
+        ("sim_fault", &[Sim]),
+        ("no_c2c", &[Sim]),
+        ("wait_fast_c2c", &[Sim]),
+        ("wait_timeout", &[Sim]),
+        ("ioengine", &[Block]),
+        ("buffered", &[Block]),
+        ("fixedbufs", &[Block, Passthru]),
+        ("registerfiles", &[Block, Passthru]),
+        ("hipri", &[Block, Passthru]),
+        ("sqthread_poll", &[Block, Passthru]),
+        ("sqthread_poll_cpu", &[Block, Passthru]),
+        ("defer_taskrun", &[Block, Passthru]),
+        ("register_ring", &[Block, Passthru]),
+        ("interrupts", &[Vfio]),
+        ("no_shadow_doorbells", &[Vfio, Sim]),
+        ("cached_sq_stores", &[Vfio, Sim]),
+    ]
+};
+
+/// An option's id as the command line spells it.
+fn flag(id: &str) -> String {
+    format!("--{}", id.replace('_', "-"))
+}
+
+/// Refuse every option in `given` (the ids of the options on the command
+/// line) that has no effect on `backend`, naming the backend it belongs to.
+/// (The kernel paths' options among themselves, an io_uring option with
+/// another engine, are [`crate::backend::kernel::KernelOptions::check`]'s.)
+pub fn refuse_foreign_options(given: &[String], backend: PathKind) -> Result<(), Error> {
+    for id in given {
+        let Some((_, kinds)) = OWN_OPTIONS.iter().find(|(o, _)| o == id) else { continue };
+        if !kinds.contains(&backend) {
+            let names: Vec<String> = kinds.iter().map(|k| format!("--backend {}", k.name())).collect();
+            return Err(Error::usage(format!(
+                "{} has no effect on --backend {}: it is an option of {}; drop it, or pick {}",
+                flag(id),
+                backend.name(),
+                names.join(" and "),
+                names.join(" or ")
+            )));
+        }
+    }
+    if given.iter().any(|g| g == "wait_timeout") && !given.iter().any(|g| g == "wait_fast_c2c") {
+        return Err(Error::usage("--wait-timeout bounds the wait of --wait-fast-c2c: add --wait-fast-c2c NS, or drop it"));
+    }
+    Ok(())
+}
+
 /// Simulator runs: keep the job threads and the controller thread on
 /// different CPUs, as a device would be. Job threads go on `cpus` or, when
 /// none are given, round robin over every CPU but the last; the controller on

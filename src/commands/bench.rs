@@ -112,6 +112,10 @@ pub struct BenchArgs {
     pub kernel: KernelArgs,
     #[command(flatten)]
     pub driver: DriverArgs,
+    /// The options given on the command line (clap's ids), filled in by
+    /// the dispatcher: those of another backend are refused.
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
@@ -137,10 +141,8 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         return Err(Error::usage("--verify-only needs --verify"));
     }
     refuse_duplicate_devices(&a.device)?;
+    refuse_foreign_options(&a.given, a.backend)?;
     let reliability = a.reliability.apply()?;
-    if a.backend != PathKind::Sim && !a.sim.sim_fault.is_empty() {
-        return Err(Error::usage("--sim-fault injects faults into the simulated controller; it needs --backend sim"));
-    }
     if a.verify_only && a.rw.writes() {
         return Err(Error::usage("--verify-only checks existing data; use a read pattern (--rw read or randread)"));
     }

@@ -23,12 +23,17 @@ pub struct InfoArgs {
     pub output_format: OutputFormat,
     #[command(flatten)]
     pub sim: SimArgs,
+    /// The options given on the command line (clap's ids), filled in by
+    /// the dispatcher: those of another backend are refused.
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 pub fn info(a: &InfoArgs) -> Result<i32, Error> {
     if let Some(d) = &a.device {
         refuse_non_nvme(d)?;
     }
+    refuse_foreign_options(&a.given, a.backend)?;
     let (ctrl, namespaces, path) = match a.backend {
         PathKind::Sim => {
             if a.device.as_deref().is_some_and(|d| d != "sim") {

@@ -146,6 +146,10 @@ pub struct SweepArgs {
     /// Folder for sweep.json, table.txt and the SVG charts (created; default results/sweep-<UTC time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// The options given on the command line (clap's ids), filled in by
+    /// the dispatcher: those of another backend are refused.
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 /// Keep the first of each value: `1,4,4,16` sweeps 1,4,16.
@@ -190,6 +194,16 @@ fn check(a: &SweepArgs) -> Result<(Vec<&'static str>, Vec<String>), Error> {
                 DEVICE_PATHS.join(", ")
             )));
         }
+    }
+    // Options of the paths not swept have no effect: refused, not ignored.
+    let given = |id: &str| a.given.iter().any(|g| g == id);
+    for (id, flag) in [("sim_size", "--sim-size"), ("sim_cpu", "--sim-cpu")] {
+        if given(id) && sim.is_empty() {
+            return Err(Error::usage(format!("{flag} has no effect on --paths {}: it is an option of the simulator paths (sim, sim-null); drop it, or add them to --paths", paths.join(","))));
+        }
+    }
+    if given("nsid") && device.is_empty() {
+        return Err(Error::usage(format!("--nsid has no effect on --paths {}: the simulator has namespace 1 only; drop it, or sweep a device's paths with --device", paths.join(","))));
     }
     if !device.is_empty() && a.device.is_none() {
         return Err(Error::usage(format!(
