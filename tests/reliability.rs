@@ -377,6 +377,11 @@ fn bad_device_addresses_are_refused_with_what_to_do() {
     refused(&["bench", "--backend", "vfio", "--device", "00:01"], "0000:01:00.0");
     refused(&["info", "--backend", "vfio", "--device", "0000:01:00.9"], "is not a PCI address");
     refused(&["bind", "1:2:3"], "is not a PCI address");
+    // info on every backend it lists: block identifies through the block
+    // device, as passthru through the generic one (it said "not available").
+    refused(&["info", "--backend", "block"], "--backend block needs --device (e.g. --device /dev/nvme0n1)");
+    refused(&["info", "--backend", "block", "--device", "/dev/null"], "use /dev/nvmeX, /dev/nvmeXnY or /dev/ngXnY");
+    refused(&["info", "--backend", "block", "--device", "/dev/nvme99n9"], "ls /dev/nvme* /dev/ng*");
     // A well-formed address with no device behind it.
     refused(&["bench", "--backend", "vfio", "--device", "0000:ff:1f.7"], "there is no PCI device 0000:ff:1f.7");
     refused(&["bind", "0000:ff:1f.7"], "lspci");
