@@ -94,3 +94,19 @@ fn text_output_and_hex() {
     assert!(s.contains("00: 02 00"), "hex of a Read SQE (opcode 02h first)");
     assert!(s.contains("phase_flip"));
 }
+
+/// --backend offers only the paths whose queues are ours to show; a kernel
+/// path is refused saying what to use instead, and --help lists none.
+#[test]
+fn kernel_paths_are_not_offered() {
+    for b in ["passthru", "block"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).args(["trace", "--backend", b]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("use --backend sim or vfio") && err.contains(&format!("nvme-bypass bench --backend {b}")), "{err}");
+    }
+    let help = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).args(["trace", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let backend = &help[help.find("--backend").unwrap()..help.find("--device").unwrap()];
+    assert!(backend.contains("sim") && backend.contains("vfio") && !backend.contains("Possible values"), "{backend}");
+}

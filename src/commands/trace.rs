@@ -39,8 +39,9 @@ pub struct TraceArgs {
     /// Read/write commands in the story.
     #[arg(long, default_value_t = 10)]
     pub commands: u32,
-    /// Path: the simulator (default) or a controller bound to vfio-pci (--device BDF).
-    #[arg(long, value_enum, default_value = "sim")]
+    /// Path: sim (the simulator, default) or vfio (a controller bound to vfio-pci, --device BDF): our driver's
+    /// queues. The kernel paths (passthru, block) are not offered: their queues are the kernel's, out of sight.
+    #[arg(long, default_value = "sim", value_parser = parse_trace_backend)]
     pub backend: PathKind,
     /// PCI address for --backend vfio.
     #[arg(long)]
@@ -326,6 +327,18 @@ fn path(a: &TraceArgs) -> Result<PathSpec, Error> {
         }),
         other => return Err(Error::usage(format!("trace runs on --backend sim or vfio (our driver), not {}", other.name()))),
     })
+}
+
+/// `trace --backend`: the paths whose queues are ours to show.
+fn parse_trace_backend(s: &str) -> Result<PathKind, String> {
+    match s {
+        "sim" => Ok(PathKind::Sim),
+        "vfio" => Ok(PathKind::Vfio),
+        "passthru" | "block" => Err(format!(
+            "trace tells our driver's story, on sim or vfio; {s} goes through the kernel's nvme driver, whose queues are out of sight: use --backend sim or vfio, or `nvme-bypass bench --backend {s}` for that path's figures"
+        )),
+        _ => Err(format!("'{s}' is not a path; use --backend sim or vfio")),
+    }
 }
 
 /// Most read/write commands a story tells.
