@@ -198,6 +198,7 @@ fn options_of_another_backend_are_refused() {
         (&["--sqthread-poll", "--sqthread-poll-cpu", "1"], "--sqthread-poll has no effect on --backend sim"),
         (&["--register-ring"], "--register-ring has no effect on --backend sim"),
         (&["--wait-timeout", "5s"], "--wait-timeout bounds the wait of --wait-fast-c2c"),
+        (&["--backend", "block", "--device", "/dev/nvme0n1", "--io-timeout", "5s"], "--io-timeout has no effect on --backend block: it is an option of --backend sim and --backend vfio"),
     ];
     for (args, want) in cases {
         let mut a = args.to_vec();

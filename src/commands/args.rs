@@ -155,6 +155,9 @@ const OWN_OPTIONS: &[(&str, &[PathKind])] = {
         ("sim_mqes", &[Sim]),
         ("sim_sync", &[Sim]),
         ("sim_fault", &[Sim]),
+        // The kernel's nvme driver times its own commands out
+        // (nvme_core.io_timeout); the kernel paths never abort.
+        ("io_timeout", &[Sim, Vfio]),
         ("no_c2c", &[Sim]),
         ("wait_fast_c2c", &[Sim]),
         ("wait_timeout", &[Sim]),
