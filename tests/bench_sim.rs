@@ -235,6 +235,7 @@ fn region_refusals_name_the_options_given() {
         (&["--sim-size", "8k", "--offset", "4k", "--bs", "8k"], "use --sim-size 12288 or more"),
         (&["--sim-size", "100", "--bs", "512"], "--sim-size 100 from --offset 0 holds no whole --bs 512 I/O; use --sim-size 512 or more"),
         (&["--size", "2k"], "--size 2048 holds no whole --bs 4096 I/O; use a larger --size or a smaller --bs"),
+        (&["--size", "0"], "--size 0 holds no I/O; give a --size of at least --bs 4096 (up to 1073741824 bytes from this --offset), or leave --size out"),
         (&["--offset", "1g"], "--offset 1073741824 is beyond the namespace (1073741824 bytes = 2097152 blocks of 512); use an --offset below 1073741824"),
         (&["--sim-size", "64k", "--verify", "--numjobs", "32"], "the namespace (65536 bytes = 128 blocks of 512) from --offset 0 holds no whole --bs 4096 I/O for each of --numjobs 32"),
     ];

@@ -158,7 +158,14 @@ pub fn validate(spec: &JobSpec, geo: &Geometry) -> Result<(), BackendError> {
     if spec.offset >= cap {
         return Err(BackendError::Invalid(format!("--offset {} is beyond {namespace}; use an --offset below {cap}", spec.offset)));
     }
-    if spec.size_given && (spec.size == 0 || spec.offset + spec.size > cap) {
+    if spec.size_given && spec.size == 0 {
+        return Err(BackendError::Invalid(format!(
+            "--size 0 holds no I/O; give a --size of at least --bs {} (up to {} bytes from this --offset), or leave --size out for the rest of the namespace",
+            spec.bs,
+            cap - spec.offset
+        )));
+    }
+    if spec.size_given && spec.offset + spec.size > cap {
         return Err(BackendError::Invalid(format!(
             "--offset {} + --size {} is beyond {namespace}; use a --size of 1 to {} bytes from this --offset",
             spec.offset,
