@@ -360,6 +360,9 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
     if a.device.is_some() && a.backend != PathKind::Vfio {
         return Err(Error::usage("--device is used by --backend vfio only: add --backend vfio to trace that controller (without it the story is the simulator's)"));
     }
+    if a.allow_write && a.backend != PathKind::Vfio {
+        return Err(Error::usage("--allow-write has no effect on --backend sim: it permits the story's writes on a real controller (--backend vfio); the simulator's namespace is its own, drop it"));
+    }
     let print = a.output_format == OutputFormat::Normal;
     let tr = Tracer::new(print);
     match path(a)? {
