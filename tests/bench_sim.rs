@@ -141,15 +141,26 @@ fn bad_input_is_refused_clearly() {
         (&["--offset", "100"], "not a multiple"),
         (&["--nsid", "2"], "namespace 2 is not active"),
         (&["--sim-lba-size", "1024"], "use 512 or 4096"),
+        // An MDTS the driver would cap without a word (from 52 up, every I/O failed).
+        (&["--sim-mdts", "14"], "'--sim-mdts <SIM_MDTS>': MDTS 14 is more than our driver can use"),
+        (&["--sim-mdts", "60"], "use 1 to 13"),
+        (&["--sim-mqes", "0"], "'--sim-mqes <SIM_MQES>': 0 is out of range; use 1 (2-entry queues"),
         (&["--backend", "block", "--device", "/dev/nvme0n1", "--rw", "randwrite"], "--allow-write"),
         (&["--backend", "vfio"], "needs --device"),
         (&["--verify-only", "--verify", "--rw", "randwrite"], "read pattern"),
         (&["--rwmixread", "101", "--rw", "randrw"], "percentage"),
         (&["--wait-fast-c2c", "30"], "--wait-fast-c2c needs"),
+        // One controller named twice is not two devices.
+        (&["--backend", "vfio", "--device", "01:00.0", "--device", "0000:01:00.0"], "--device 0000:01:00.0 is given twice (01:00.0 and 0000:01:00.0 are both 0000:01:00.0)"),
+        (&["--backend", "block", "--device", "/dev/nvme9n1", "--device", "/dev/nvme9n1"], "--device /dev/nvme9n1 is given twice"),
     ];
     for (args, want) in cases {
         let mut a = args.to_vec();
-        a.extend(["--runtime", "1", "--no-c2c"]);
+        a.extend(["--runtime", "1"]);
+        // The simulator's own option, refused on the other backends.
+        if !a.windows(2).any(|w| w[0] == "--backend" && w[1] != "sim") {
+            a.push("--no-c2c");
+        }
         let (code, _, err) = bench(&a);
         assert_eq!(code, 2, "{args:?} should exit 2, stderr: {err}");
         assert!(err.contains(want), "{args:?}: expected '{want}' in: {err}");
@@ -163,6 +174,82 @@ fn bad_input_is_refused_clearly() {
     let (code, _, err) = bench(&["--backend", "nosuch"]);
     assert_eq!(code, 2);
     assert!(err.contains("invalid value 'nosuch'"), "{err}");
+}
+
+/// An option of another backend is refused, naming the backend it belongs
+/// to, never ignored: on bench (every backend's options) and info (the
+/// simulator's).
+#[test]
+fn options_of_another_backend_are_refused() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--backend", "block", "--device", "/dev/nvme0n1", "--sim-mdts", "5"], "--sim-mdts has no effect on --backend block: it is an option of --backend sim; drop it, or pick --backend sim"),
+        (&["--backend", "passthru", "--device", "/dev/ng0n1", "--sim-size", "1G"], "--sim-size has no effect on --backend passthru"),
+        (&["--backend", "vfio", "--device", "0000:01:00.0", "--sim-data", "null"], "--sim-data has no effect on --backend vfio"),
+        (&["--backend", "vfio", "--device", "0000:01:00.0", "--no-c2c"], "--no-c2c has no effect on --backend vfio: it is an option of --backend sim"),
+        (&["--backend", "block", "--device", "/dev/nvme0n1", "--wait-fast-c2c", "100"], "--wait-fast-c2c has no effect on --backend block"),
+        (&["--interrupts"], "--interrupts has no effect on --backend sim: it is an option of --backend vfio; drop it, or pick --backend vfio"),
+        (&["--backend", "block", "--device", "/dev/nvme0n1", "--no-shadow-doorbells"], "--no-shadow-doorbells has no effect on --backend block: it is an option of --backend vfio and --backend sim"),
+        (&["--backend", "passthru", "--device", "/dev/ng0n1", "--cached-sq-stores"], "--cached-sq-stores has no effect on --backend passthru"),
+        (&["--backend", "vfio", "--device", "0000:01:00.0", "--ioengine", "libaio"], "--ioengine has no effect on --backend vfio: it is an option of --backend block"),
+        (&["--ioengine", "io_uring"], "--ioengine has no effect on --backend sim"),
+        (&["--backend", "passthru", "--device", "/dev/ng0n1", "--buffered"], "--buffered has no effect on --backend passthru"),
+        (&["--fixedbufs"], "--fixedbufs has no effect on --backend sim: it is an option of --backend block and --backend passthru"),
+        (&["--backend", "vfio", "--device", "0000:01:00.0", "--hipri"], "--hipri has no effect on --backend vfio"),
+        (&["--sqthread-poll", "--sqthread-poll-cpu", "1"], "--sqthread-poll has no effect on --backend sim"),
+        (&["--register-ring"], "--register-ring has no effect on --backend sim"),
+        (&["--wait-timeout", "5s"], "--wait-timeout bounds the wait of --wait-fast-c2c"),
+        (&["--backend", "block", "--device", "/dev/nvme0n1", "--io-timeout", "5s"], "--io-timeout has no effect on --backend block: it is an option of --backend sim and --backend vfio"),
+    ];
+    for (args, want) in cases {
+        let mut a = args.to_vec();
+        a.extend(["--runtime", "1"]);
+        let (code, out, err) = bench(&a);
+        assert_eq!(code, 2, "{args:?} should exit 2, stderr: {err}");
+        assert!(err.contains(want), "{args:?}: expected '{want}' in: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+    }
+    // The same option at its default value is still refused: it was given.
+    let (code, _, err) = bench(&["--backend", "vfio", "--device", "0000:01:00.0", "--sim-mdts", "7"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--sim-mdts has no effect on --backend vfio"), "{err}");
+    // info: the simulator's options on another backend.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nvme-bypass"))
+        .args(["info", "--backend", "passthru", "--device", "/dev/nvme0", "--sim-lba-size", "4096"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--sim-lba-size has no effect on --backend passthru: it is an option of --backend sim"), "{err}");
+}
+
+/// A region too small for one I/O is refused in the words of the option
+/// that made it: --size when given, else --sim-size (the simulator's
+/// namespace) or the namespace from --offset; never a --size the user did
+/// not give.
+#[test]
+fn region_refusals_name_the_options_given() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--sim-size", "1000"], "--sim-size 1000 from --offset 0 holds no whole --bs 4096 I/O; use --sim-size 4096 or more"),
+        (&["--sim-size", "1000", "--bs", "512"], "--sim-size 1000 is not a whole number of 512-byte blocks (--sim-lba-size); use a multiple of 512, such as 512 or 1024"),
+        (&["--sim-size", "1k"], "--sim-size 1024 from --offset 0 holds no whole --bs 4096 I/O; use --sim-size 4096 or more, or a smaller --bs"),
+        (&["--sim-size", "8k", "--offset", "4k", "--bs", "8k"], "use --sim-size 12288 or more"),
+        (&["--sim-size", "100", "--bs", "512"], "--sim-size 100 from --offset 0 holds no whole --bs 512 I/O; use --sim-size 512 or more"),
+        (&["--size", "2k"], "--size 2048 holds no whole --bs 4096 I/O; use a larger --size or a smaller --bs"),
+        (&["--size", "0"], "--size 0 holds no I/O; give a --size of at least --bs 4096 (up to 1073741824 bytes from this --offset), or leave --size out"),
+        (&["--offset", "1g"], "--offset 1073741824 is beyond the namespace (1073741824 bytes = 2097152 blocks of 512); use an --offset below 1073741824"),
+        (&["--sim-size", "64k", "--verify", "--numjobs", "32"], "the namespace (65536 bytes = 128 blocks of 512) from --offset 0 holds no whole --bs 4096 I/O for each of --numjobs 32"),
+    ];
+    for (args, want) in cases {
+        let mut a = args.to_vec();
+        a.extend(["--ios", "10", "--no-c2c"]);
+        let (code, out, err) = bench(&a);
+        assert_eq!(code, 2, "{args:?} should exit 2, stderr: {err}");
+        assert!(err.contains(want), "{args:?}: expected '{want}' in: {err}");
+        assert!(out.is_empty(), "{args:?}: a refused run printed a report: {out}");
+        if !args.contains(&"--size") {
+            assert!(!err.contains("--size "), "{args:?}: names a --size the user did not give: {err}");
+        }
+    }
 }
 
 #[test]

@@ -452,6 +452,10 @@ fn the_simulator_and_several_files() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("measured, simulated:"), "{out}");
     assert_eq!(out.lines().filter(|l| fio_iops_shape(l)).count(), 2, "{out}");
+    // A size past the simulator's 1 GiB that is not whole blocks: its
+    // namespace is made of whole blocks, not refused as a --sim-size.
+    let (code, _, err) = fio_in(&d, &["--name=s", "--ioengine=nvme-bypass-sim", "--rw=randread", "--size=1500000100", "--io_size=64k"]);
+    assert_eq!(code, 0, "{err}");
     let (code, out, err) = fio_in(&d, &["--name=s", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=4", "--size=16M", "--io_size=1M", "--output-format=json+"]);
     assert_eq!(code, 0, "{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));

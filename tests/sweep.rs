@@ -221,6 +221,33 @@ fn sweep_refuses_bad_input_with_what_to_do() {
     let (code, _, err) = nvb(&["sweep", "--paths", "sim", "--repeat", "0", "--out", "/nonexistent/never"]);
     assert_eq!(code, 2);
     assert!(err.contains("--repeat 0") && err.contains("e.g. --repeat 3"), "{err}");
+    // Every point is checked before the first runs: a block size the
+    // simulator cannot do (above its MDTS, 512 KiB), a queue deeper than
+    // its queues, a region too small, a size that is not whole blocks.
+    let dir = TempDir::new("sweep-refused");
+    let out = dir.0.to_str().unwrap();
+    for (extra, want) in [
+        (&["--bs", "4k,1m"][..], "sim cannot run the point bs=1m iodepth=1 numjobs=1: --bs 1048576 exceeds the largest transfer this path allows"),
+        (&["--bs", "4k,1000"][..], "--bs 1000 (of --bs 4k,1000) is not a whole number of 512-byte blocks"),
+        (&["--iodepth", "1,4096"][..], "sim: --iodepth 4096 is more than one queue holds here"),
+        (&["--sim-size", "8k", "--bs", "4k,16k"][..], "holds no whole --bs 16384 I/O; use a smaller --offset or --bs (or a larger --sim-size)"),
+        (&["--sim-size", "1000"][..], "--sim-size 1000 is not a whole number"),
+    ] {
+        let mut args = vec!["sweep", "--paths", "sim,sim-null", "--iodepth", "1", "--numjobs", "1", "--runtime", "100ms", "--ramp-time", "0", "--out", out];
+        args.extend_from_slice(extra);
+        let (code, stdout, err) = nvb(&args);
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        assert!(err.contains(want), "{extra:?}: expected '{want}' in: {err}");
+        assert!(!err.contains("[1/"), "{extra:?}: a point ran before the refusal: {err}");
+        assert!(stdout.is_empty() && !dir.0.join("sweep.json").exists(), "{extra:?}: results written");
+    }
+    // Options of paths not swept are refused, not ignored.
+    let (code, _, err) = nvb(&["sweep", "--nsid", "2", "--out", "/nonexistent/never"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--nsid has no effect on --paths sim,sim-null"), "{err}");
+    let (code, _, err) = nvb(&["sweep", "--device", "/dev/nvme9n9", "--paths", "block", "--sim-size", "1G", "--out", "/nonexistent/never"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--sim-size has no effect on --paths block: it is an option of the simulator paths"), "{err}");
     // An earlier sweep's results are not written over.
     let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("sweep-kept-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();

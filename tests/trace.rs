@@ -94,3 +94,25 @@ fn text_output_and_hex() {
     assert!(s.contains("00: 02 00"), "hex of a Read SQE (opcode 02h first)");
     assert!(s.contains("phase_flip"));
 }
+
+/// --backend offers only the paths whose queues are ours to show (a kernel
+/// path is refused saying what to use instead, and --help lists none), and
+/// vfio's --allow-write is refused on the simulator.
+#[test]
+fn only_our_driver_s_paths_and_their_options_are_offered() {
+    for b in ["passthru", "block"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).args(["trace", "--backend", b]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("use --backend sim or vfio") && err.contains(&format!("nvme-bypass bench --backend {b}")), "{err}");
+    }
+    let help = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).args(["trace", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    // The permission to write a real controller is vfio's only.
+    let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).args(["trace", "--allow-write"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--allow-write has no effect on --backend sim"), "{err}");
+    let backend = &help[help.find("--backend").unwrap()..help.find("--device").unwrap()];
+    assert!(backend.contains("sim") && backend.contains("vfio") && !backend.contains("Possible values"), "{backend}");
+}

@@ -46,7 +46,17 @@ pub enum Command {
 }
 
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let mut cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Which options the user gave (not defaults): the commands refuse those
+    // that have no effect on the path they run.
+    let given = matches.subcommand().map(|(_, m)| given_options(m)).unwrap_or_default();
+    match &mut cli.cmd {
+        Command::Bench(a) => a.given = given,
+        Command::Info(a) => a.given = given,
+        Command::Sweep(a) => a.given = given,
+        _ => {}
+    }
     let stop = crate::engine::Stop::new();
     install_signal_handlers(&stop);
     // Under the test bed's instruction counter: name the kernel's poll
@@ -73,6 +83,12 @@ pub fn main() -> i32 {
             e.exit_code()
         }
     }
+}
+
+/// The ids of the options given on the command line, as opposed to their
+/// defaults.
+pub fn given_options(m: &clap::ArgMatches) -> Vec<String> {
+    m.ids().filter(|id| m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)).map(|id| id.to_string()).collect()
 }
 
 /// Ctrl-C / SIGTERM request `stop`: the runs stop submitting and drain.

@@ -31,11 +31,11 @@ pub struct SimArgs {
     /// CPU for the simulated controller's thread (default: a CPU the job threads do not use).
     #[arg(long, value_parser = parse_cpu)]
     pub sim_cpu: Option<usize>,
-    /// Simulated MDTS (max transfer 4 KiB << MDTS).
-    #[arg(long, default_value_t = 7)]
+    /// Simulated MDTS (max transfer 4 KiB << MDTS): 1 to 13, or 0 for no limit (our driver then caps transfers at 1 MiB).
+    #[arg(long, default_value_t = 7, value_parser = parse_sim_mdts)]
     pub sim_mdts: u8,
     /// Simulated CAP.MQES, 0's based as in QEMU's `mqes=` option: queues of up to N + 1 entries (65535: 65536; 1: 2-entry queues).
-    #[arg(long, default_value_t = 2047)]
+    #[arg(long, default_value_t = 2047, value_parser = parse_sim_mqes)]
     pub sim_mqes: u16,
     /// Run the simulated controller on the job's own thread, stepped at each MMIO doorbell write (so shadow doorbells are off), instead of on its own CPU. Timings then include the controller's work; it exists for repeatable instruction counts of the whole I/O loop (scripts/callgrind-driver.sh).
     #[arg(long)]
@@ -43,6 +43,32 @@ pub struct SimArgs {
     /// Inject a device fault into the simulated controller (repeatable; key=value[,key=value]): drop-every=N, delay-us=N, status-every=N, status=SCT:SC, dnr=0|1, fatal-after=N, hang-after=N, stall-every=N, corrupt-cid-every=N, bad-sqid-every=N, corrupt-data-every=N. See docs/reliability.md.
     #[arg(long, value_parser = crate::commands::reliability_args::sim_fault_arg)]
     pub sim_fault: Vec<Vec<crate::cli::parse::SimFault>>,
+}
+
+/// Largest `--sim-mdts`: 4 KiB << 13 = 32 MiB, the most one read or write
+/// carries with 512-byte blocks (65536 blocks), where our driver caps every
+/// transfer; a larger MDTS would be capped without a word (and from 52 up
+/// the simulator's own limit wraps to nothing, failing every I/O).
+pub const SIM_MDTS_MAX: u8 = 13;
+
+/// `--sim-mdts`: 0 (no limit) or 1 to [`SIM_MDTS_MAX`].
+pub fn parse_sim_mdts(s: &str) -> Result<u8, String> {
+    let range = format!("use 1 to {SIM_MDTS_MAX} (max transfer 4 KiB << MDTS: 7 = 512 KiB, {SIM_MDTS_MAX} = 32 MiB), or 0 for no limit");
+    match s.trim().parse::<u64>() {
+        Ok(m) if m <= SIM_MDTS_MAX as u64 => Ok(m as u8),
+        Ok(m) => Err(format!("MDTS {m} is more than our driver can use (it caps one transfer at 32 MiB, MDTS {SIM_MDTS_MAX}); {range}")),
+        Err(_) => Err(format!("'{s}' is not a number; {range}")),
+    }
+}
+
+/// `--sim-mqes`: 1 (2-entry queues, the least the specification allows) to 65535.
+pub fn parse_sim_mqes(s: &str) -> Result<u16, String> {
+    let range = "use 1 (2-entry queues, the least NVMe allows) to 65535 (65536 entries); it is 0's based, as QEMU's mqes=";
+    match s.trim().parse::<u64>() {
+        Ok(m @ 1..=65535) => Ok(m as u16),
+        Ok(m) => Err(format!("{m} is out of range; {range}")),
+        Err(_) => Err(format!("'{s}' is not a number; {range}")),
+    }
 }
 
 /// Options of the kernel paths (passthru, block), named as fio's.
@@ -114,6 +140,71 @@ impl KernelArgs {
     }
 }
 
+/// The options that belong to some backends only, each with the backends
+/// it has an effect on (clap's ids: the field names). One given for
+/// another backend is refused, not ignored: a user who adds --sim-mdts to
+/// a block run believes it did something.
+const OWN_OPTIONS: &[(&str, &[PathKind])] = {
+    use PathKind::*;
+    &[
+        ("sim_data", &[Sim]),
+        ("sim_size", &[Sim]),
+        ("sim_lba_size", &[Sim]),
+        ("sim_cpu", &[Sim]),
+        ("sim_mdts", &[Sim]),
+        ("sim_mqes", &[Sim]),
+        ("sim_sync", &[Sim]),
+        ("sim_fault", &[Sim]),
+        // The kernel's nvme driver times its own commands out
+        // (nvme_core.io_timeout); the kernel paths never abort.
+        ("io_timeout", &[Sim, Vfio]),
+        ("no_c2c", &[Sim]),
+        ("wait_fast_c2c", &[Sim]),
+        ("wait_timeout", &[Sim]),
+        ("ioengine", &[Block]),
+        ("buffered", &[Block]),
+        ("fixedbufs", &[Block, Passthru]),
+        ("registerfiles", &[Block, Passthru]),
+        ("hipri", &[Block, Passthru]),
+        ("sqthread_poll", &[Block, Passthru]),
+        ("sqthread_poll_cpu", &[Block, Passthru]),
+        ("defer_taskrun", &[Block, Passthru]),
+        ("register_ring", &[Block, Passthru]),
+        ("interrupts", &[Vfio]),
+        ("no_shadow_doorbells", &[Vfio, Sim]),
+        ("cached_sq_stores", &[Vfio, Sim]),
+    ]
+};
+
+/// An option's id as the command line spells it.
+fn flag(id: &str) -> String {
+    format!("--{}", id.replace('_', "-"))
+}
+
+/// Refuse every option in `given` (the ids of the options on the command
+/// line) that has no effect on `backend`, naming the backend it belongs to.
+/// (The kernel paths' options among themselves, an io_uring option with
+/// another engine, are [`crate::backend::kernel::KernelOptions::check`]'s.)
+pub fn refuse_foreign_options(given: &[String], backend: PathKind) -> Result<(), Error> {
+    for id in given {
+        let Some((_, kinds)) = OWN_OPTIONS.iter().find(|(o, _)| o == id) else { continue };
+        if !kinds.contains(&backend) {
+            let names: Vec<String> = kinds.iter().map(|k| format!("--backend {}", k.name())).collect();
+            return Err(Error::usage(format!(
+                "{} has no effect on --backend {}: it is an option of {}; drop it, or pick {}",
+                flag(id),
+                backend.name(),
+                names.join(" and "),
+                names.join(" or ")
+            )));
+        }
+    }
+    if given.iter().any(|g| g == "wait_timeout") && !given.iter().any(|g| g == "wait_fast_c2c") {
+        return Err(Error::usage("--wait-timeout bounds the wait of --wait-fast-c2c: add --wait-fast-c2c NS, or drop it"));
+    }
+    Ok(())
+}
+
 /// Simulator runs: keep the job threads and the controller thread on
 /// different CPUs, as a device would be. Job threads go on `cpus` or, when
 /// none are given, round robin over every CPU but the last; the controller on
@@ -135,8 +226,17 @@ pub fn sim_options(a: &SimArgs, driver: &DriverArgs, queues: u16, cpu: Option<us
     if a.sim_lba_size != 512 && a.sim_lba_size != 4096 {
         return Err(Error::usage(format!("--sim-lba-size {} is not supported; use 512 or 4096", a.sim_lba_size)));
     }
-    if a.sim_size < a.sim_lba_size as u64 {
-        return Err(Error::usage("--sim-size is smaller than one block"));
+    let lba = a.sim_lba_size as u64;
+    if a.sim_size < lba {
+        return Err(Error::usage(format!("--sim-size {} is smaller than one {lba}-byte block (--sim-lba-size); use e.g. --sim-size 1G", a.sim_size)));
+    }
+    if a.sim_size % lba != 0 {
+        return Err(Error::usage(format!(
+            "--sim-size {} is not a whole number of {lba}-byte blocks (--sim-lba-size); use a multiple of {lba}, such as {} or {}",
+            a.sim_size,
+            a.sim_size / lba * lba,
+            (a.sim_size / lba + 1) * lba
+        )));
     }
     Ok(SimOptions {
         size: a.sim_size,
@@ -152,6 +252,53 @@ pub fn sim_options(a: &SimArgs, driver: &DriverArgs, queues: u16, cpu: Option<us
         streaming_sq: !driver.cached_sq_stores,
         faults: crate::commands::reliability_args::sim_faults(&a.sim_fault),
     })
+}
+
+/// Refuse a `--device` that names a PCI function other than an NVMe
+/// controller, first of all: what else there is to say about it (its
+/// driver, binding it to vfio-pci or giving it back) sends a user round in
+/// circles. Device paths, and addresses with no device behind them, are
+/// left to the path that opens them.
+pub fn refuse_non_nvme(device: &str) -> Result<(), Error> {
+    let Some(bdf) = crate::measure::topology::canonical_bdf(device) else { return Ok(()) };
+    let host = nvme_vfio::Host::system();
+    let bdf = nvme_vfio::Bdf::parse(&bdf)?;
+    if !host.pci_device(&bdf).exists() {
+        return Ok(());
+    }
+    nvme_vfio::bind::check_device(&host, &bdf)?;
+    Ok(())
+}
+
+/// The one name of a device, for telling two `--device` apart: a PCI
+/// address in its canonical form (`01:00.0` is `0000:01:00.0`), a path with
+/// its links resolved (`/dev/disk/by-id/...` is the `/dev/nvme0n1` it
+/// points to). `sim` names no device: each is a controller of its own.
+pub fn device_identity(d: &str) -> Option<String> {
+    if d == "sim" {
+        return None;
+    }
+    if let Some(b) = crate::measure::topology::canonical_bdf(d) {
+        return Some(b);
+    }
+    Some(std::fs::canonicalize(d).map(|p| p.display().to_string()).unwrap_or_else(|_| d.to_string()))
+}
+
+/// Refuse a device given twice: two jobs on one controller are not two
+/// devices, and figures per device would be wrong by half.
+pub fn refuse_duplicate_devices(devices: &[String]) -> Result<(), Error> {
+    let mut seen: Vec<(String, &str)> = vec![];
+    for d in devices {
+        let Some(id) = device_identity(d) else { continue };
+        if let Some((_, first)) = seen.iter().find(|(s, _)| *s == id) {
+            let same = if *first == d.as_str() { String::new() } else { format!(" ({first} and {d} are both {id})") };
+            return Err(Error::usage(format!(
+                "--device {d} is given twice{same}: one device driven as two would count its I/Os twice; give each device once (--iodepth is per device: raise it for more I/Os in flight on one)"
+            )));
+        }
+        seen.push((id, d));
+    }
+    Ok(())
 }
 
 /// The path a command asks for: `--backend`, `--device`, `--nsid` and the
@@ -243,6 +390,33 @@ mod tests {
             let e = spec(args).unwrap_err().to_string();
             assert!(e.contains(want), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn a_device_given_twice_is_refused_after_normalising_its_name() {
+        let v = |d: &[&str]| d.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let dir = std::env::temp_dir().join(format!("nvb-dup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("ns");
+        std::fs::write(&file, b"").unwrap();
+        let link = dir.join("by-id");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let (file, link) = (file.display().to_string(), link.display().to_string());
+        for (devices, want) in [
+            (v(&["0000:01:00.0", "0000:01:00.0"]), "--device 0000:01:00.0 is given twice:".to_string()),
+            (v(&["01:00.0", "0000:01:00.0"]), "--device 0000:01:00.0 is given twice (01:00.0 and 0000:01:00.0 are both 0000:01:00.0)".to_string()),
+            (v(&["0000:AB:00.0", "0000:ab:00.0"]), "are both 0000:ab:00.0".to_string()),
+            (v(&["/dev/nvme9n9", "/dev/nvme9n9"]), "--device /dev/nvme9n9 is given twice".to_string()),
+            (v(&[&file, &link]), format!("({file} and {link} are both {file})")),
+        ] {
+            let e = refuse_duplicate_devices(&devices).unwrap_err().to_string();
+            assert!(e.contains(&want) && e.contains("give each device once"), "{devices:?}: {e}");
+        }
+        // Two devices, and the simulator's controllers (each its own), pass.
+        refuse_duplicate_devices(&v(&["0000:01:00.0", "0000:02:00.0"])).unwrap();
+        refuse_duplicate_devices(&v(&["sim", "sim"])).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
 

@@ -112,9 +112,16 @@ pub struct BenchArgs {
     pub kernel: KernelArgs,
     #[command(flatten)]
     pub driver: DriverArgs,
+    /// The options given on the command line (clap's ids), filled in by
+    /// the dispatcher: those of another backend are refused.
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
+    for d in &a.device {
+        refuse_non_nvme(d)?;
+    }
     // Nothing measured is no figure (CPU shares of an empty interval).
     if a.runtime.is_some_and(|r| r.is_zero()) {
         return Err(Error::usage("--runtime 0 measures nothing; give e.g. --runtime 2"));
@@ -133,10 +140,9 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
     if a.verify_only && !a.verify {
         return Err(Error::usage("--verify-only needs --verify"));
     }
+    refuse_duplicate_devices(&a.device)?;
+    refuse_foreign_options(&a.given, a.backend)?;
     let reliability = a.reliability.apply()?;
-    if a.backend != PathKind::Sim && !a.sim.sim_fault.is_empty() {
-        return Err(Error::usage("--sim-fault injects faults into the simulated controller; it needs --backend sim"));
-    }
     if a.verify_only && a.rw.writes() {
         return Err(Error::usage("--verify-only checks existing data; use a read pattern (--rw read or randread)"));
     }
@@ -144,6 +150,17 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         return Err(Error::usage("--bs is too large"));
     }
     let is_sim = a.backend == PathKind::Sim;
+    // Without --size the simulator's region is --sim-size from --offset:
+    // a refusal names the option that made it too small.
+    if is_sim && a.size.is_none() && a.offset < a.sim.sim_size && a.sim.sim_size - a.offset < a.bs {
+        return Err(Error::usage(format!(
+            "--sim-size {} from --offset {} holds no whole --bs {} I/O; use --sim-size {} or more, or a smaller --bs",
+            a.sim.sim_size,
+            a.offset,
+            a.bs,
+            a.offset + a.bs
+        )));
+    }
     let (cpus, sim_cpu) = if is_sim { sim_placement(a.numjobs, a.cpus.as_deref(), a.sim.sim_cpu) } else { (a.cpus.clone().unwrap_or_default(), None) };
     // A synchronous controller has no thread (and no CPU) of its own.
     let sim_cpu = sim_cpu.filter(|_| !a.sim.sim_sync);
@@ -194,6 +211,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         rwmixread: a.rwmixread,
         offset: a.offset,
         size,
+        size_given: a.size.is_some(),
         runtime: a.runtime,
         ios: a.ios,
         ramp: a.ramp_time,

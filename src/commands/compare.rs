@@ -444,6 +444,7 @@ pub fn table(c: &Comparison) -> String {
 
 /// Run the comparison.
 pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
+    crate::commands::args::refuse_non_nvme(&a.device)?;
     if a.rw.writes() && !a.allow_write {
         return Err(Error::usage(format!(
             "--rw {} writes to {}, destroying its data; add --allow-write if it holds nothing you need",
@@ -474,6 +475,7 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         rwmixread: a.rwmixread,
         offset: a.offset,
         size: a.size.unwrap_or(0),
+        size_given: a.size.is_some(),
         runtime: Some(a.runtime),
         ios: a.ios,
         ramp: a.ramp_time,

@@ -365,8 +365,10 @@ pub fn build(i: &Inputs) -> CountReport {
 /// How many layers the table shows per row.
 const TOP_LAYERS: usize = 3;
 
+/// A figure of the table, signed: less the idle background it can be
+/// below zero, and a 0 there would hide that the background outweighed it.
 fn num(x: f64) -> String {
-    crate::report::fmt::si(x.max(0.0)).to_string()
+    crate::report::fmt::si(x)
 }
 
 /// The table printed beside compare's.
@@ -403,7 +405,8 @@ pub fn table(r: &CountReport) -> String {
     }
     o.push_str(
         "\nGuest instructions counted exactly by QEMU TCG between the markers of each row, per I/O,\n\
-         less the idle background scaled to the row's duration. empty/IO: polls that found nothing,\n\
+         less the idle background scaled to the row's duration (so a figure can be negative: the\n\
+         background outweighed what the row did there). empty/IO: polls that found nothing,\n\
          ours (each empty pass of the loop counted where it ran) and the kernel's IOPOLL (each poll of\n\
          nvme_poll that found nothing, counted where it ran), in total/IO, never subtracted.\n\
          wait/IO: our thread's waits for its queue's interrupt (the system calls, the sleep, the\n\
@@ -596,5 +599,17 @@ mod tests {
         assert!(said("busy background (window 9998): 1 process(es) started"), "{:?}", r.notes);
         // The window has no pass markers, the engine counted 20 empty polls.
         assert!(said("vfio: the window ran 0 empty-poll markers, the engine counted 20 empty polls"), "{:?}", r.notes);
+
+        // Less the idle background a figure can be negative: the table
+        // prints it signed, never as 0.
+        let mut r = r;
+        let c = r.rows[1].counts.as_mut().unwrap();
+        c.instructions_per_io.user = -120.0;
+        c.instructions_per_io.kernel = -4_500.0;
+        let t = table(&r);
+        let line = t.lines().find(|l| l.starts_with("vfio")).unwrap();
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(&cols[1..4], ["-120", "-4.5k", "50"], "{line}");
+        assert!(t.contains("a figure can be negative"), "{t}");
     }
 }

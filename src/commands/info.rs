@@ -5,14 +5,13 @@ use crate::backend::BackendError;
 use crate::commands::args::*;
 use crate::error::{exit, Error};
 use crate::report::OutputFormat;
-use clap::ValueEnum;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct InfoArgs {
     /// Path to the controller.
     #[arg(long, value_enum, default_value = "sim")]
     pub backend: PathKind,
-    /// Device (as for bench).
+    /// Device: a PCI address (vfio), /dev/nvme0 or /dev/ng0n1 (passthru), /dev/nvme0n1 (block).
     #[arg(long)]
     pub device: Option<String>,
     /// Namespace ID (default: every active namespace; on /dev/ngXnY or /dev/nvmeXnY, that one).
@@ -23,13 +22,21 @@ pub struct InfoArgs {
     pub output_format: OutputFormat,
     #[command(flatten)]
     pub sim: SimArgs,
+    /// The options given on the command line (clap's ids), filled in by
+    /// the dispatcher: those of another backend are refused.
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 pub fn info(a: &InfoArgs) -> Result<i32, Error> {
+    if let Some(d) = &a.device {
+        refuse_non_nvme(d)?;
+    }
+    refuse_foreign_options(&a.given, a.backend)?;
     let (ctrl, namespaces, path) = match a.backend {
         PathKind::Sim => {
             if a.device.as_deref().is_some_and(|d| d != "sim") {
-                return Err(Error::usage("--device is not used by --backend sim; drop it, or pick --backend vfio|passthru"));
+                return Err(Error::usage("--device is not used by --backend sim; drop it, or pick --backend vfio|passthru|block"));
             }
             let o = sim_options(&a.sim, &DriverArgs::default(), 1, None)?;
             let sim = nvme_sim::SimController::start(nvme_sim::SimConfig {
@@ -47,18 +54,16 @@ pub fn info(a: &InfoArgs) -> Result<i32, Error> {
             let (ctrl, ns) = identify_all(&mut v.ctrl, a.nsid)?;
             (ctrl, ns, "vfio".to_string())
         }
-        PathKind::Passthru => {
+        PathKind::Passthru | PathKind::Block => {
             // Identify through the kernel's admin passthrough ioctl, on the
-            // controller (/dev/nvme0) or a namespace (/dev/ng0n1, /dev/nvme0n1).
-            let dev = a.device.as_deref().ok_or_else(|| Error::usage("--backend passthru needs --device (e.g. --device /dev/nvme0 or /dev/ng0n1)"))?;
+            // controller (/dev/nvme0) or a namespace: its generic device
+            // (/dev/ng0n1, passthru's) or its block device (/dev/nvme0n1,
+            // block's), as `nvme id-ctrl` does. The kernel's nvme driver
+            // answers either way.
+            let example = if a.backend == PathKind::Block { "/dev/nvme0n1" } else { "/dev/nvme0 or /dev/ng0n1" };
+            let dev = a.device.as_deref().ok_or_else(|| Error::usage(format!("--backend {} needs --device (e.g. --device {example})", a.backend.name())))?;
             let (ctrl, ns) = crate::backend::kernel::passthru::identify(dev, a.nsid)?;
             (ctrl, ns, format!("NVME_IOCTL_ADMIN_CMD on {dev}"))
-        }
-        other => {
-            return Err(Error::usage(format!(
-                "info --backend {} is not available in this build yet; use --backend sim",
-                other.to_possible_value().unwrap().get_name()
-            )))
         }
     };
     print!("{}", identify_report(&ctrl, &namespaces, a.output_format, &path));

@@ -39,8 +39,9 @@ pub struct TraceArgs {
     /// Read/write commands in the story.
     #[arg(long, default_value_t = 10)]
     pub commands: u32,
-    /// Path: the simulator (default) or a controller bound to vfio-pci (--device BDF).
-    #[arg(long, value_enum, default_value = "sim")]
+    /// Path: sim (the simulator, default) or vfio (a controller bound to vfio-pci, --device BDF): our driver's
+    /// queues. The kernel paths (passthru, block) are not offered: their queues are the kernel's, out of sight.
+    #[arg(long, default_value = "sim", value_parser = parse_trace_backend)]
     pub backend: PathKind,
     /// PCI address for --backend vfio.
     #[arg(long)]
@@ -328,11 +329,26 @@ fn path(a: &TraceArgs) -> Result<PathSpec, Error> {
     })
 }
 
+/// `trace --backend`: the paths whose queues are ours to show.
+fn parse_trace_backend(s: &str) -> Result<PathKind, String> {
+    match s {
+        "sim" => Ok(PathKind::Sim),
+        "vfio" => Ok(PathKind::Vfio),
+        "passthru" | "block" => Err(format!(
+            "trace tells our driver's story, on sim or vfio; {s} goes through the kernel's nvme driver, whose queues are out of sight: use --backend sim or vfio, or `nvme-bypass bench --backend {s}` for that path's figures"
+        )),
+        _ => Err(format!("'{s}' is not a path; use --backend sim or vfio")),
+    }
+}
+
 /// Most read/write commands a story tells.
 const MAX_COMMANDS: u32 = 10_000;
 
 /// Run the story.
 pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
+    if let Some(d) = &a.device {
+        crate::commands::args::refuse_non_nvme(d)?;
+    }
     if a.queue_entries < 2 || a.queue_entries > 64 {
         return Err(Error::usage("--queue-entries must be 2..=64 (small, so the story wraps the rings)"));
     }
@@ -343,6 +359,9 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
     }
     if a.device.is_some() && a.backend != PathKind::Vfio {
         return Err(Error::usage("--device is used by --backend vfio only: add --backend vfio to trace that controller (without it the story is the simulator's)"));
+    }
+    if a.allow_write && a.backend != PathKind::Vfio {
+        return Err(Error::usage("--allow-write has no effect on --backend sim: it permits the story's writes on a real controller (--backend vfio); the simulator's namespace is its own, drop it"));
     }
     let print = a.output_format == OutputFormat::Normal;
     let tr = Tracer::new(print);

@@ -90,6 +90,9 @@ pub struct JobSpec {
     pub offset: u64,
     /// Bytes in the region (all threads share it, unless verifying).
     pub size: u64,
+    /// The user gave the region's size (`--size`); otherwise it is the
+    /// namespace from `offset` on, and a refusal must not name `--size`.
+    pub size_given: bool,
     /// Measured time (time based), or None.
     pub runtime: Option<Duration>,
     /// I/Os per thread, or None.

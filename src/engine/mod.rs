@@ -153,23 +153,41 @@ pub fn validate(spec: &JobSpec, geo: &Geometry) -> Result<(), BackendError> {
         return Err(BackendError::Invalid(format!("--offset {} is not a multiple of the {lba}-byte block", spec.offset)));
     }
     let cap = geo.bytes();
-    if spec.offset >= cap || spec.size == 0 || spec.offset + spec.size > cap {
+    let namespace = format!("the namespace ({cap} bytes = {} blocks of {lba})", geo.blocks);
+    if spec.offset >= cap {
+        return Err(BackendError::Invalid(format!("--offset {} is beyond {namespace}; use an --offset below {cap}", spec.offset)));
+    }
+    if spec.size_given && spec.size == 0 {
         return Err(BackendError::Invalid(format!(
-            "--offset {} + --size {} is beyond the namespace ({} bytes = {} blocks of {lba}); use a smaller --size or --offset",
-            spec.offset, spec.size, cap, geo.blocks
+            "--size 0 holds no I/O; give a --size of at least --bs {} (up to {} bytes from this --offset), or leave --size out for the rest of the namespace",
+            spec.bs,
+            cap - spec.offset
         )));
     }
+    if spec.size_given && spec.offset + spec.size > cap {
+        return Err(BackendError::Invalid(format!(
+            "--offset {} + --size {} is beyond {namespace}; use a --size of 1 to {} bytes from this --offset",
+            spec.offset,
+            spec.size,
+            cap - spec.offset
+        )));
+    }
+    // What the region is, in the words of the options that made it.
+    let region = if spec.size_given {
+        format!("--size {}", spec.size)
+    } else {
+        format!("{namespace} from --offset {}", spec.offset)
+    };
+    let fix = if spec.size_given { "use a larger --size or a smaller --bs" } else { "use a smaller --offset or --bs" };
     let units = spec.size / spec.bs as u64;
     let per_thread = if spec.verify.is_some() { units / spec.numjobs as u64 } else { units };
     if per_thread == 0 {
-        return Err(BackendError::Invalid(format!(
-            "--size {} holds no whole --bs {} I/O per thread; use a larger --size",
-            spec.size, spec.bs
-        )));
+        let per = if spec.verify.is_some() && spec.numjobs > 1 { format!(" for each of --numjobs {} (--verify gives each its own slice)", spec.numjobs) } else { String::new() };
+        return Err(BackendError::Invalid(format!("{region} holds no whole --bs {} I/O{per}; {fix}", spec.bs)));
     }
     if spec.verify.is_some() && per_thread < spec.iodepth as u64 && spec.rw.random() {
         return Err(BackendError::Invalid(format!(
-            "--verify needs at least --iodepth ({}) distinct I/O units per thread, --size gives {per_thread}; use a larger --size",
+            "--verify needs at least --iodepth ({}) distinct I/O units per thread, {region} gives {per_thread}; {fix}, or a smaller --iodepth",
             spec.iodepth
         )));
     }

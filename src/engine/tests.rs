@@ -162,6 +162,7 @@ fn spec(rw: Rw, ios: u64) -> JobSpec {
         rwmixread: 50,
         offset: 0,
         size: 1 << 20,
+        size_given: true,
         runtime: None,
         ios: Some(ios),
         ramp: Duration::ZERO,

@@ -200,7 +200,7 @@ pub fn run_variant(v: &Variant, t: &Topology, spec: &JobSpec, clock: Clock, stat
     let target = v.spec.open(spec.numjobs as u16)?;
     let geo = target.geometry();
     let mut spec = spec.clone();
-    if spec.size == 0 {
+    if !spec.size_given {
         spec.size = geo.bytes().saturating_sub(spec.offset);
     }
     engine::validate(&spec, &geo)?;

@@ -6,6 +6,12 @@ use std::time::Duration;
 /// A count or rate with an SI suffix: 1234567 -> "1.23M", 45600 -> "45.6k",
 /// 2.5e9 -> "2.50G", 512 -> "512".
 pub fn si(x: f64) -> String {
+    if x < 0.0 {
+        // Signed: a figure less a background can be below zero; one that
+        // rounds to 0 is 0.
+        let s = si(-x);
+        return if s == "0" { s } else { format!("-{s}") };
+    }
     if x >= 1e9 {
         format!("{:.2}G", x / 1e9)
     } else if x >= 1e6 {
@@ -78,6 +84,9 @@ mod tests {
         assert_eq!(si(45_600.0), "45.6k");
         assert_eq!(si(1_234_567.0), "1.23M");
         assert_eq!(si(2.5e9), "2.50G");
+        assert_eq!(si(-120.0), "-120");
+        assert_eq!(si(-45_600.0), "-45.6k");
+        assert_eq!(si(-0.2), "0");
         assert_eq!(bw(400e6), "381.5MiB/s (400.0MB/s)");
         assert_eq!(bw(1.5 * (1u64 << 30) as f64), "1.50GiB/s (1.61GB/s)");
         assert_eq!(us(12_345), "12.3");

@@ -82,8 +82,11 @@ pub struct Preflight {
     pub claims: Claims,
 }
 
-/// Checks that need only the device to exist and be an NVMe controller.
-fn check_device(host: &Host, bdf: &Bdf) -> Result<(), BindError> {
+/// Checks that need only the device to exist and be an NVMe controller:
+/// the first thing to say about an address, before its driver or binding
+/// (advice to bind or unbind a device that is not a controller goes round
+/// in circles).
+pub fn check_device(host: &Host, bdf: &Bdf) -> Result<(), BindError> {
     let dir = host.pci_device(bdf);
     if !dir.exists() {
         return Err(BindError::NoDevice { bdf: *bdf, path: dir });
@@ -1303,6 +1306,24 @@ mod tests {
         let actions = f.unbind().unwrap();
         assert_eq!(f.nr_hugepages(), 100);
         assert!(actions.iter().any(|a| a.contains("left nr_hugepages at 100")), "{actions:?}");
+    }
+
+    /// A function that is not an NVMe controller is refused as such, first:
+    /// by bind, and by opening it through VFIO, whose next check (its
+    /// driver) would send the user to bind it, and bind to unbind it.
+    #[test]
+    fn a_function_that_is_not_a_controller_is_refused_by_class_first() {
+        let f = Fake::with_kernel("not-nvme");
+        f.pci("0000:00:03.0", "0x020000", Some("virtio-pci"), Some(3));
+        let nic = Bdf::parse("0000:00:03.0").unwrap();
+        let want = "0000:00:03.0 is not an NVMe controller (class 0x020000; an NVMe controller's is 0x010802)";
+        let e = check_device(&f.host, &nic).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+        let e = to_vfio(&f.host, &nic, &BindOptions::default()).err().expect("refused").to_string();
+        assert!(e.contains(want), "{e}");
+        let e = crate::VfioPci::open(&f.host, &nic).err().expect("refused").to_string();
+        assert!(e.contains(want) && !e.contains("bind"), "{e}");
+        check_device(&f.host, &f.bdf).unwrap();
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! and written with pread/pwrite so that errors are not swallowed.
 
 use crate::bar::Bar;
-use crate::bind::{check_group, BindError, VFIO_DRIVER};
+use crate::bind::{check_device, check_group, BindError, VFIO_DRIVER};
 use crate::dma::{DmaConfig, Iommu, IommuError, VfioDma};
 use crate::host::Host;
 use crate::iova::{IovaSpace, DEFAULT_IOVA_END, IOVA_BASE};
@@ -220,9 +220,8 @@ impl VfioPci {
             return Err(VfioError::NoDeviceBarriers { arch: std::env::consts::ARCH });
         }
         let dev_dir = host.pci_device(bdf);
-        if !dev_dir.exists() {
-            return Err(BindError::NoDevice { bdf: *bdf, path: dev_dir }.into());
-        }
+        // There, and an NVMe controller, before anything about its driver.
+        check_device(host, bdf)?;
         let driver = host.driver_of(bdf);
         if driver.as_deref() != Some(VFIO_DRIVER) {
             return Err(VfioError::NotBound { bdf: *bdf, driver });

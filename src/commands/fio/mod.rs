@@ -309,7 +309,8 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
             cpus = c;
             let sim = SimArgs {
                 sim_data: SimData::Ram,
-                sim_size: (o.offset + o.size.unwrap_or(0)).max(1 << 30),
+                // Whole 512-byte blocks, as the simulator's namespace is.
+                sim_size: (o.offset + o.size.unwrap_or(0)).max(1 << 30).next_multiple_of(512),
                 sim_lba_size: 512,
                 sim_cpu,
                 sim_mdts: 7,
@@ -451,6 +452,7 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
         rwmixread: o.rwmixread,
         offset: o.offset,
         size,
+        size_given: o.size.is_some(),
         runtime: o.runtime,
         ios,
         ramp: o.ramp,

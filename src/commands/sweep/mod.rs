@@ -146,6 +146,10 @@ pub struct SweepArgs {
     /// Folder for sweep.json, table.txt and the SVG charts (created; default results/sweep-<UTC time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// The options given on the command line (clap's ids), filled in by
+    /// the dispatcher: those of another backend are refused.
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 /// Keep the first of each value: `1,4,4,16` sweeps 1,4,16.
@@ -161,6 +165,9 @@ fn dedup<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {
 
 /// Check the options; returns (sim paths, device row names), in the order given.
 fn check(a: &SweepArgs) -> Result<(Vec<&'static str>, Vec<String>), Error> {
+    if let Some(d) = &a.device {
+        crate::commands::args::refuse_non_nvme(d)?;
+    }
     let paths: Vec<String> = match &a.paths {
         Some(p) => p.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
         None if a.device.is_some() => DEFAULT_DEVICE_PATHS.iter().map(|s| s.to_string()).collect(),
@@ -188,6 +195,16 @@ fn check(a: &SweepArgs) -> Result<(Vec<&'static str>, Vec<String>), Error> {
             )));
         }
     }
+    // Options of the paths not swept have no effect: refused, not ignored.
+    let given = |id: &str| a.given.iter().any(|g| g == id);
+    for (id, flag) in [("sim_size", "--sim-size"), ("sim_cpu", "--sim-cpu")] {
+        if given(id) && sim.is_empty() {
+            return Err(Error::usage(format!("{flag} has no effect on --paths {}: it is an option of the simulator paths (sim, sim-null); drop it, or add them to --paths", paths.join(","))));
+        }
+    }
+    if given("nsid") && device.is_empty() {
+        return Err(Error::usage(format!("--nsid has no effect on --paths {}: the simulator has namespace 1 only; drop it, or sweep a device's paths with --device", paths.join(","))));
+    }
     if !device.is_empty() && a.device.is_none() {
         return Err(Error::usage(format!(
             "--paths {} needs --device (a PCI address such as 0000:01:00.0, or /dev/nvme0n1); without hardware use --paths sim,sim-null",
@@ -207,6 +224,13 @@ fn check(a: &SweepArgs) -> Result<(Vec<&'static str>, Vec<String>), Error> {
     if let Some(&b) = a.bs.iter().find(|&&b| b == 0 || b > u32::MAX as u64) {
         return Err(Error::usage(format!("--bs {b} is out of range; use e.g. 4k,16k,64k,128k")));
     }
+    // No namespace has blocks under 512 bytes: refused before anything opens.
+    if let Some(&b) = a.bs.iter().find(|&&b| b % 512 != 0) {
+        return Err(Error::usage(format!(
+            "--bs {b} (of --bs {}) is not a whole number of 512-byte blocks; use multiples of the namespace's block size, e.g. 4k,16k,64k,128k; nothing was run",
+            a.bs.iter().map(|&b| size_label(b)).collect::<Vec<_>>().join(",")
+        )));
+    }
     if a.numjobs.contains(&0) {
         return Err(Error::usage("--numjobs 0: every point needs at least one thread"));
     }
@@ -216,8 +240,8 @@ fn check(a: &SweepArgs) -> Result<(Vec<&'static str>, Vec<String>), Error> {
     if a.runtime.is_zero() {
         return Err(Error::usage("--runtime 0 measures nothing; give each point e.g. --runtime 2"));
     }
-    if !sim.is_empty() && a.sim_size < 4096 {
-        return Err(Error::usage("--sim-size is smaller than one 4 KiB block"));
+    if !sim.is_empty() && (a.sim_size < 512 || a.sim_size % 512 != 0) {
+        return Err(Error::usage(format!("--sim-size {} is not a whole number of the simulator's 512-byte blocks; use e.g. --sim-size 64M", a.sim_size)));
     }
     Ok((sim, device))
 }
@@ -248,6 +272,7 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop)
         rwmixread: a.rwmixread,
         offset: a.offset,
         size,
+        size_given: a.size.is_some(),
         runtime: Some(a.runtime),
         ios: None,
         ramp: a.ramp_time,
@@ -265,6 +290,53 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop)
         reliability: Default::default(),
         stop: stop.clone(),
     }
+}
+
+/// Check every point of the grid against path `v`'s namespace before any
+/// point runs: a block size or a region the path cannot do is found before
+/// the first I/O, not after the rounds before it ran. The path is opened
+/// (no I/O) with a queue at the deepest point; a path that does not open is
+/// left to its runs, which report why.
+fn preflight(a: &SweepArgs, v: &Variant, settings: &[(Setting, Vec<Axis>)], stop: &Stop) -> Result<(), Error> {
+    let queues = settings.iter().map(|(s, _)| s.numjobs).max().unwrap_or(1).min(u16::MAX as usize) as u16;
+    let Ok(target) = v.spec.open(queues) else { return Ok(()) };
+    let geo = target.geometry();
+    check_points(a, v, settings, &geo, stop)?;
+    // The deepest queue at the largest block size: a queue that cannot hold
+    // it is bad input too (--iodepth above the controller's MQES).
+    let depth = settings.iter().map(|(s, _)| s.iodepth).max().unwrap_or(1);
+    let buf = settings.iter().map(|(s, _)| s.bs).max().unwrap_or(4096) as usize;
+    match target.open_queue(crate::backend::QueueParams { depth, buf_size: buf, batch: 0 }) {
+        Ok(q) => {
+            let _ = q.close();
+            Ok(())
+        }
+        Err(e @ crate::backend::BackendError::Invalid(_)) => {
+            Err(Error::usage(format!("{}: {}; nothing was run", v.label, crate::error::chain(&Error::from(e)))))
+        }
+        Err(_) => Ok(()),
+    }
+}
+
+/// Refuse the grid if any point cannot run on a namespace of `geo`, naming
+/// the point and the option to change.
+fn check_points(a: &SweepArgs, v: &Variant, settings: &[(Setting, Vec<Axis>)], geo: &crate::backend::Geometry, stop: &Stop) -> Result<(), Error> {
+    let size = a.size.unwrap_or(geo.bytes().saturating_sub(a.offset));
+    // Without --size the simulator's region is --sim-size from --offset.
+    let sim_hint = if v.path == PathKind::Sim && a.size.is_none() { " (or a larger --sim-size)" } else { "" };
+    for (s, _) in settings {
+        if let Err(e) = engine::validate(&spec_for(a, *s, size, vec![], stop), geo) {
+            return Err(Error::usage(format!(
+                "{} cannot run the point bs={} iodepth={} numjobs={}: {}{sim_hint}; nothing was run",
+                v.label,
+                size_label(s.bs),
+                s.iodepth,
+                s.numjobs,
+                crate::error::chain(&Error::from(e))
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// What every point's run needs, and the points the runs go to.
@@ -384,12 +456,18 @@ fn run_device(r: &mut Runner, session: &mut Session, paths: &[Variant]) {
     let kernel: Vec<usize> = device.iter().copied().filter(|&i| paths[i].path != PathKind::Vfio).collect();
     let vfio: Vec<usize> = device.iter().copied().filter(|&i| paths[i].path == PathKind::Vfio).collect();
     let mut bind_error: Option<String> = None;
+    // vfio's limits (the controller's MDTS and MQES, not the kernel's) are
+    // checked once it is on vfio-pci, before its first point runs.
+    let mut vfio_refused: Option<Option<String>> = None;
     for group in [kernel, vfio] {
         for round in 0..a.repeat {
             for pi in rotated(&group, round) {
                 let v = &paths[pi];
                 if v.path == PathKind::Vfio && bind_error.is_none() && !r.stop.requested() {
                     bind_error = session.bind_vfio().err();
+                }
+                if v.path == PathKind::Vfio && bind_error.is_none() && vfio_refused.is_none() {
+                    vfio_refused = Some(preflight(a, v, &r.settings, &r.stop).err().map(|e| crate::error::chain(&e)));
                 }
                 for si in r.order(round) {
                     if r.stop.requested() {
@@ -399,6 +477,11 @@ fn run_device(r: &mut Runner, session: &mut Session, paths: &[Variant]) {
                     if let (PathKind::Vfio, Some(e)) = (v.path, &bind_error) {
                         let e = format!("could not bind to vfio-pci: {e}");
                         r.push(pi, si, Run::failed(round, e));
+                        r.progress.skip(1);
+                        continue;
+                    }
+                    if let (PathKind::Vfio, Some(Some(e))) = (v.path, &vfio_refused) {
+                        r.push(pi, si, Run::failed(round, format!("not run: {e}")));
                         r.progress.skip(1);
                         continue;
                     }
@@ -466,6 +549,13 @@ pub fn sweep(a: &SweepArgs, stop: &Stop) -> Result<i32, Error> {
     // Kernel rows first, vfio last, so the controller moves once.
     variants.sort_by_key(|v| v.path == PathKind::Vfio);
     paths.extend(variants);
+
+    // Every point of every path checked before the first I/O of any.
+    // (vfio's own limits are checked once the controller is on vfio-pci,
+    // before its first point runs; here against the kernel's view.)
+    for v in paths.iter().filter(|v| v.path != PathKind::Vfio) {
+        preflight(a, v, &settings, stop)?;
+    }
 
     let out = a.out.clone().unwrap_or_else(|| {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);

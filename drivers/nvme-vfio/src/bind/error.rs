@@ -18,7 +18,7 @@ pub enum BindError {
     #[error("there is no PCI device {bdf} ({path} does not exist); `lspci -D -d ::0108` lists the NVMe controllers")]
     NoDevice { bdf: Bdf, path: PathBuf },
     /// The device is not an NVMe controller.
-    #[error("{bdf} is not an NVMe controller: its PCI class is {class:#08x}, an NVMe controller's is 0x010802; check the address with `lspci -D -s {bdf}`")]
+    #[error("{bdf} is not an NVMe controller (class {class:#08x}; an NVMe controller's is 0x010802): check the address with `lspci -D -s {bdf}`; `lspci -D -d ::0108` lists the NVMe controllers")]
     NotNvme { bdf: Bdf, class: u32 },
     /// Not root.
     #[error(
