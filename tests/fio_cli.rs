@@ -971,3 +971,36 @@ fn json_keys_in_fios_order_when_it_is_installed() {
     walk(&parse(&theirs.stdout), &parse(&ours.stdout), "");
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// `nvme-bypass fio -` reads the job file from standard input, as `fio -`
+/// does; its includes are found as fio finds them (relative to the
+/// working directory).
+#[test]
+fn a_job_file_on_standard_input() {
+    use std::io::Write;
+    let Some(d) = workdir("stdin") else { return };
+    std::fs::write(d.join("common.fio"), "size=1M\nioengine=psync\n").unwrap();
+    let run = |args: &[&str], job: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nvme-bypass"))
+            .current_dir(&d)
+            .arg("fio")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(job.as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, out, err) = run(&["-", "--output-format=json"], "[global]\ninclude common.fio\n[piped]\nfilename=data\nrw=read\n");
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(j["jobs"][0]["jobname"], "piped");
+    assert_eq!(j["jobs"][0]["read"]["io_bytes"], 1 << 20, "size=1M from the included file");
+    let (code, _, err) = run(&["-", "-"], "[x]\n");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("'-'") && err.contains("give it once"), "{err}");
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -4,8 +4,9 @@
 //! [`JobOpts::set`](super::options::JobOpts::set) gives what fio would.
 //!
 //! Job files: `[section]` headers, `key=value` and bare `key` lines, `;` and
-//! `#` comments, `${VAR}` from the environment, `include FILE` (relative to
-//! the including file). Command line: `--key=value`, `--key value`, bare
+//! `#` comments, `${VAR}` from the environment, `include FILE` (as given if
+//! it is there, else beside the including file, as fio looks), `-` for
+//! standard input. Command line: `--key=value`, `--key value`, bare
 //! booleans; `--name=X` starts a job, options before the first `--name` are
 //! global; job file paths among them.
 
@@ -78,7 +79,14 @@ fn lines_of(path: &Path, depth: usize, env: &dyn Fn(&str) -> Option<String>) -> 
     if depth > 16 {
         return Err(Error::usage(format!("{}: includes nested more than 16 deep (an include loop?)", path.display())));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| Error::usage(format!("cannot read job file {}: {e}", path.display())))?;
+    let text = if path == Path::new("-") {
+        // fio's `-`: the job file is standard input.
+        let mut t = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut t).map_err(|e| Error::usage(format!("cannot read the job file from standard input ('-'): {e}")))?;
+        t
+    } else {
+        std::fs::read_to_string(path).map_err(|e| Error::usage(format!("cannot read job file {}: {e}", path.display())))?
+    };
     let mut out = vec![];
     for raw in text.lines() {
         // fio ends a line at its first ';' or '#' (strip_blank_end): a
@@ -89,8 +97,10 @@ fn lines_of(path: &Path, depth: usize, env: &dyn Fn(&str) -> Option<String>) -> 
         }
         let l = substitute_env(l, env)?;
         if let Some(file) = l.strip_prefix("include ") {
+            // As fio: the name as given when it is there (relative to the
+            // working directory), else beside the including file.
             let f = PathBuf::from(file.trim());
-            let f = if f.is_absolute() { f } else { path.parent().unwrap_or(Path::new(".")).join(f) };
+            let f = if f.is_absolute() || f.exists() { f } else { path.parent().unwrap_or(Path::new(".")).join(f) };
             out.extend(lines_of(&f, depth + 1, env)?);
             continue;
         }
@@ -224,6 +234,9 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
                 }
             }
         }
+    }
+    if files.iter().filter(|f| *f == "-").count() > 1 {
+        return Err(Error::usage("'-' (the job file on standard input) is given twice; standard input holds one job file: give it once"));
     }
     for (n, f) in files.iter().enumerate() {
         let globals = if n == 0 { &global[..] } else { &[] };
