@@ -459,6 +459,11 @@ fn the_simulator_and_several_files() {
     let n: u64 = bins.values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(n, 256, "every I/O in a bin");
     assert!(bins.keys().all(|k| k.parse::<u64>().is_ok()));
+    // A direction without I/O has no bins, as it has no percentiles (fio
+    // 3.33's json+ of a read job: "write" : {"clat_ns" : {"min" : 0, ...,
+    // "N" : 0}}).
+    let w = &j["jobs"][0]["write"]["clat_ns"];
+    assert!(w["bins"].is_null() && w["percentile"].is_null() && w["N"] == 0, "{w}");
     let job = &j["jobs"][0];
     let share: f64 = ["latency_ns", "latency_us", "latency_ms"].iter().flat_map(|k| job[k].as_object().unwrap().values()).map(|v| v.as_f64().unwrap()).sum();
     assert!((99.0..=101.0).contains(&share), "fio's latency buckets add up to 100%: {share}");

@@ -780,9 +780,14 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                         j[key] = (0..n).map(|i| (output::bucket_label(base == 20, i), serde_json::Value::from(b[base + i]))).collect::<serde_json::Map<_, _>>().into();
                     }
                     if plus && !p.opts.gtod_reduce {
-                        // json+: fio's latency bins, latency (ns) -> I/Os.
-                        j["read"]["clat_ns"]["bins"] = bins(t.read.clat_or_lat());
-                        j["write"]["clat_ns"]["bins"] = bins(t.write.clat_or_lat());
+                        // json+: fio's latency bins, latency (ns) -> I/Os,
+                        // beside the percentiles only (a direction without
+                        // I/O has neither, as fio's add_ddir_lat_json).
+                        for (dir, h) in [("read", t.read.clat_or_lat()), ("write", t.write.clat_or_lat())] {
+                            if j[dir]["clat_ns"]["percentile"].is_object() {
+                                j[dir]["clat_ns"]["bins"] = bins(h);
+                            }
+                        }
                     }
                     if p.opts.gtod_reduce {
                         // fio records no latency under gtod_reduce: its
