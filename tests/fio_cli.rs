@@ -1009,3 +1009,42 @@ fn a_job_file_on_standard_input() {
     assert!(err.contains("'-'") && err.contains("give it once"), "{err}");
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// Data fio wrote with its own verify= carries fio's verify header, a
+/// format nvme-bypass does not check: a read job verifying it is refused
+/// before it runs, saying so in fio's words (verify=, not a bench flag),
+/// instead of a mismatch in every block.
+#[test]
+fn verifying_data_fio_wrote_with_its_verify_header_is_refused_in_fios_words() {
+    let Some(d) = workdir("fioverify") else { return };
+    let check = |file: &str| {
+        let (code, _, err) = fio_in(&d, &["--name=v", &format!("--filename={file}"), "--size=1M", "--rw=read", "--verify=crc32c"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("verify=crc32c:") && err.contains("fio's own verify header") && err.contains("verify this data with fio itself"), "{err}");
+        assert!(!err.contains("--verify"), "fio's spelling: {err}");
+    };
+    // A block as fio 3.33 writes it under verify=crc32c: magic 0xacca,
+    // verify type 5, little-endian.
+    let mut data = vec![0u8; 1 << 20];
+    for b in data.chunks_mut(4096) {
+        b[..4].copy_from_slice(&[0xca, 0xac, 5, 0]);
+    }
+    std::fs::write(d.join("made"), &data).unwrap();
+    check("made");
+    if fio_installed() {
+        let st = Command::new("fio").current_dir(&d).args(["--name=w", "--filename=byfio", "--size=1M", "--rw=write", "--verify=crc32c", "--output=/dev/null"]).status().unwrap();
+        assert!(st.success());
+        check("byfio");
+    }
+    // Data nvme-bypass wrote with verify= verifies, and a block without a
+    // stamp is said in fio's words.
+    let (code, _, err) = fio_in(&d, &["--name=w", "--filename=ours", "--size=1M", "--rw=write", "--verify=crc32c"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = fio_in(&d, &["--name=r", "--filename=ours", "--size=1M", "--rw=read", "--verify=crc32c"]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(d.join("plain"), vec![7u8; 1 << 20]).unwrap();
+    let (code, _, err) = fio_in(&d, &["--name=r", "--filename=plain", "--size=1M", "--rw=read", "--verify=crc32c"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("never written with verify=") && !err.contains("--verify"), "{err}");
+    let _ = std::fs::remove_dir_all(d);
+}

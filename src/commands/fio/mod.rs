@@ -322,10 +322,34 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         }
         other => return Err(Error::usage(format!("job {job}: ioengine={other} is not supported; use one of {ENGINES}"))),
     };
+    // A read job verifying data fio wrote with its own verify= finds fio's
+    // header in every block, not our stamps: said before it runs, not as a
+    // mismatch in every block after it.
+    if o.verify && !o.rw.writes() {
+        for ps in &paths {
+            let PathSpec::Block(k) = ps else { continue };
+            if let Some(kind) = fio_verify_header_at(&k.device, o.offset) {
+                let v = o.given.iter().rev().find(|(k, _)| k == "verify").map_or("crc32c", |(_, v)| v.as_str());
+                return Err(Error::usage(format!(
+                    "job {job}: verify={v}: {} holds fio's own verify header at offset {} (magic 0xacca, verify type {kind}), written by fio with verify=; nvme-bypass checks the stamps of its own verify= writes, not fio's header format: verify this data with fio itself, or write it with a verify= write job of nvme-bypass fio first",
+                    k.device, o.offset
+                )));
+            }
+        }
+    }
     if paths.len() > 1 && o.verify {
         return Err(Error::usage(format!("job {job}: verify with several files is not supported (a block's expected content would depend on which device served it); verify each on its own")));
     }
     Ok(Planned { opts: o, group, wave: 0, paths, layout, cpus, context, batch_complete, global_options: Default::default(), job_options: Default::default() })
+}
+
+/// fio's verify header (its verify type) at `offset` of a file or device,
+/// if it holds one; None when it cannot be read.
+fn fio_verify_header_at(path: &str, offset: u64) -> Option<u16> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut b = [0u8; 4];
+    f.read_exact_at(&mut b, offset).ok()?;
+    crate::engine::verify::fio_header(&b)
 }
 
 /// A message of the paths and the engine, which name `bench`'s options,
@@ -358,11 +382,20 @@ fn in_fio_words(msg: &str) -> String {
             out.push_str(&rest[..i]);
             out.push_str(fio);
             rest = &rest[i + pat.len()..];
-            // "--iodepth 4" -> "iodepth=4"; "--numjobs for" -> "numjobs for".
+            // "--iodepth 4" and "--iodepth (4)" -> "iodepth=4"; "--numjobs
+            // for" -> "numjobs for"; a bare "--verify" -> "verify=", as fio
+            // users write it.
+            let paren = rest.strip_prefix(" (").and_then(|r| r.split_once(')')).filter(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
             let value = rest.strip_prefix(' ').filter(|r| r.starts_with(|c: char| c.is_ascii_digit()) || ["io_uring", "libaio", "psync"].iter().any(|e| r.starts_with(e)));
-            if let Some(v) = value {
+            if let Some((n, after)) = paren {
+                out.push('=');
+                out.push_str(n);
+                rest = after;
+            } else if let Some(v) = value {
                 out.push('=');
                 rest = v;
+            } else if ours == "verify" {
+                out.push('=');
             }
         }
         out.push_str(rest);
@@ -874,7 +907,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         if r.summary.errors > 0 || r.summary.mismatches > 0 {
             failed = true;
             if r.summary.mismatches > 0 {
-                eprintln!("nvme-bypass: verify found {} mismatching blocks; first: {}", r.summary.mismatches, r.summary.first_mismatch.as_deref().unwrap_or("?"));
+                eprintln!("nvme-bypass: verify found {} mismatching blocks; first: {}", r.summary.mismatches, in_fio_words(r.summary.first_mismatch.as_deref().unwrap_or("?")));
             }
             if r.summary.errors > 0 {
                 eprintln!("nvme-bypass: {} I/Os failed; first: {}", r.summary.errors, r.summary.first_error.as_deref().unwrap_or("?"));
@@ -920,6 +953,12 @@ mod tests {
         );
         assert_eq!(in_fio_words("a regular file: use --backend block for files"), "a regular file: use ioengine=io_uring, libaio or psync for files");
         assert_eq!(in_fio_words("--batch-complete 8 is more than --iodepth 4"), "iodepth_batch_complete_min/_max=8 is more than iodepth=4");
+        // verify in fio's spelling, never the bench flag's.
+        assert_eq!(
+            in_fio_words("--verify needs at least --iodepth (8) distinct I/O units per thread, --size gives 4; use a larger --size"),
+            "verify= needs at least iodepth=8 distinct I/O units per thread, size gives 4; use a larger size"
+        );
+        assert_eq!(in_fio_words("LBA 0: no verify stamp (block never written with --verify)"), "LBA 0: no verify stamp (block never written with verify=)");
     }
 
     #[test]
