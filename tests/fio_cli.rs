@@ -1048,3 +1048,44 @@ fn verifying_data_fio_wrote_with_its_verify_header_is_refused_in_fios_words() {
     assert!(err.contains("never written with verify=") && !err.contains("--verify"), "{err}");
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// fio's keywords in a job file ($ncpus, $pagesize, $mb_memory), with the
+/// arithmetic fio has bc do on them, give what fio gives (its --showcmd
+/// shows the values, when fio is installed); on the command line fio
+/// does not replace them, and the refusal says where they work.
+#[test]
+fn fios_keywords_and_their_arithmetic_in_a_job_file() {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fio-keywords-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("k.fio"), "[global]\nioengine=nvme-bypass-sim\nbs=$pagesize\n[k]\nsize=$pagesize*256\niodepth=$ncpus*3/2+1\nrw=read\nio_size=$mb_memory/$mb_memory*1048576\n").unwrap();
+    let (code, out, err) = fio_in(&d, &["k.fio", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let ncpus = std::thread::available_parallelism().map_or(0, |n| n.get() as u64);
+    let page: u64 = j["global options"]["bs"].as_str().unwrap().parse().unwrap();
+    assert!(page.is_power_of_two() && page >= 4096, "{}", j["global options"]);
+    let opts = &j["jobs"][0]["job options"];
+    assert_eq!(opts["size"], (page * 256).to_string());
+    assert_eq!(opts["io_size"], "1048576");
+    if ncpus > 0 {
+        // (CPUs configured, as fio counts them; this process may be allowed fewer.)
+        assert!(opts["iodepth"].as_str().unwrap().parse::<u64>().unwrap() >= ncpus * 3 / 2 + 1, "{opts}");
+    }
+    assert_eq!(j["jobs"][0]["read"]["io_bytes"], 1 << 20);
+    if fio_installed() {
+        let showcmd = |o: &[u8]| -> std::collections::BTreeSet<String> { String::from_utf8_lossy(o).split_whitespace().filter(|a| !a.starts_with("--ioengine")).map(String::from).collect() };
+        let theirs = Command::new("fio").current_dir(&d).args(["--showcmd", "k.fio"]).output().unwrap();
+        let ours = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).args(["fio", "--showcmd", "k.fio"]).output().unwrap();
+        assert_eq!(showcmd(&ours.stdout), showcmd(&theirs.stdout), "ours:\n{}", String::from_utf8_lossy(&ours.stdout));
+    }
+    // What bc cannot compute fio refuses, and so does this, saying why.
+    std::fs::write(d.join("bad.fio"), "[b]\nsize=$mb_memory/1000*2k\n").unwrap();
+    let (code, _, err) = fio_in(&d, &["bad.fio"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("'k' is not a number") && err.contains("write plain numbers"), "{err}");
+    let (code, _, err) = fio_in(&d, &["--name=c", "--numjobs=$ncpus"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("fio replaces $ncpus in job files, not on the command line"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -66,6 +66,126 @@ pub fn substitute_env(line: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Re
     Ok(out)
 }
 
+/// fio's reserved keywords (options.c `fio_keywords`) and what they stand
+/// for here: the page size, the megabytes of memory, the CPUs configured
+/// (`sysconf`, as fio 3.33 reads them on Linux).
+pub fn keywords() -> [(&'static str, String); 3] {
+    // SAFETY: sysconf takes a name and reads the system's configuration.
+    let sc = |name| unsafe { libc::sysconf(name) }.max(0) as u64;
+    let page = sc(libc::_SC_PAGESIZE);
+    [("$pagesize", page.to_string()), ("$mb_memory", ((sc(libc::_SC_PHYS_PAGES) * page) >> 20).to_string()), ("$ncpus", sc(libc::_SC_NPROCESSORS_CONF).to_string())]
+}
+
+/// fio's keyword replacement in a job file's option line
+/// (`fio_keyword_replace`): every keyword of `kw` replaced by its value;
+/// then, when one was and the line holds `+`, `-`, `*` or `/` (and no
+/// `'`), the value after the first `=` computed as fio has `bc` compute it
+/// (`bc_calc`). What bc cannot compute fio refuses ("failed parsing"), and
+/// so does this, saying why.
+pub fn replace_keywords(opt: &str, kw: &[(&str, String)]) -> Result<String, Error> {
+    let mut s = opt.to_string();
+    let mut any = false;
+    for (word, value) in kw {
+        if s.contains(word) {
+            s = s.replace(word, value);
+            any = true;
+        }
+    }
+    if !any || !s.contains(['+', '-', '*', '/']) || s.contains('\'') {
+        return Ok(s);
+    }
+    let Some((key, expr)) = s.split_once('=') else { return Ok(s) };
+    let v = bc(expr).map_err(|why| {
+        Error::usage(format!(
+            "job file option '{opt}' reads '{s}' with fio's keywords replaced, and fio has bc compute that, which takes whole numbers and + - * / % ^ ( ) only: {why}; fio refuses it too (\"failed parsing\"): write plain numbers (a size in bytes, e.g. 2048 for 2k)"
+        ))
+    })?;
+    Ok(format!("{key}={v}"))
+}
+
+/// `bc`'s arithmetic at its default scale 0, as fio's `bc_calc` runs it:
+/// whole numbers, `+ - * / % ^` and parentheses, bc's precedence (unary
+/// minus over `^`, right to left, over `* / %`, over `+ -`); division
+/// drops the fraction.
+fn bc(expr: &str) -> Result<i128, String> {
+    struct P<'a> {
+        s: &'a str,
+        i: usize,
+    }
+    impl P<'_> {
+        fn peek(&mut self) -> Option<u8> {
+            while self.s.as_bytes().get(self.i).is_some_and(|c| c.is_ascii_whitespace()) {
+                self.i += 1;
+            }
+            self.s.as_bytes().get(self.i).copied()
+        }
+        fn sum(&mut self) -> Result<i128, String> {
+            let mut v = self.product()?;
+            while let Some(op @ (b'+' | b'-')) = self.peek() {
+                self.i += 1;
+                let r = self.product()?;
+                v = if op == b'+' { v.checked_add(r) } else { v.checked_sub(r) }.ok_or("the result is too large")?;
+            }
+            Ok(v)
+        }
+        fn product(&mut self) -> Result<i128, String> {
+            let mut v = self.power()?;
+            while let Some(op @ (b'*' | b'/' | b'%')) = self.peek() {
+                self.i += 1;
+                let r = self.power()?;
+                v = match op {
+                    b'*' => v.checked_mul(r),
+                    _ if r == 0 => return Err("a division by zero".into()),
+                    b'/' => v.checked_div(r),
+                    _ => v.checked_rem(r),
+                }
+                .ok_or("the result is too large")?;
+            }
+            Ok(v)
+        }
+        fn power(&mut self) -> Result<i128, String> {
+            let base = self.unary()?;
+            if self.peek() != Some(b'^') {
+                return Ok(base);
+            }
+            self.i += 1;
+            let e = u32::try_from(self.power()?).map_err(|_| "a negative or huge exponent")?;
+            base.checked_pow(e).ok_or_else(|| "the result is too large".into())
+        }
+        fn unary(&mut self) -> Result<i128, String> {
+            match self.peek() {
+                Some(b'-') => {
+                    self.i += 1;
+                    Ok(-self.unary()?)
+                }
+                Some(b'(') => {
+                    self.i += 1;
+                    let v = self.sum()?;
+                    if self.peek() != Some(b')') {
+                        return Err("a '(' without its ')'".into());
+                    }
+                    self.i += 1;
+                    Ok(v)
+                }
+                Some(c) if c.is_ascii_digit() => {
+                    let rest = &self.s[self.i..];
+                    let n = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+                    self.i += n;
+                    rest[..n].parse().map_err(|_| "a number too large".into())
+                }
+                Some(_) => Err(format!("'{}' is not a number", self.s[self.i..].split(|c: char| "+-*/%^() ".contains(c)).next().unwrap_or(""))),
+                None => Err("an operator without its number".into()),
+            }
+        }
+    }
+    let mut p = P { s: expr, i: 0 };
+    let v = p.sum()?;
+    match p.peek() {
+        None => Ok(v),
+        Some(_) => Err(format!("'{}' is not a number or operator", &expr[p.i..])),
+    }
+}
+
 fn split_kv(s: &str) -> Opt {
     match s.split_once('=') {
         Some((k, v)) => (k.trim().to_string(), Some(v.trim().to_string())),
@@ -95,7 +215,10 @@ fn lines_of(path: &Path, depth: usize, env: &dyn Fn(&str) -> Option<String>) -> 
         if l.is_empty() {
             continue;
         }
-        let l = substitute_env(l, env)?;
+        let mut l = substitute_env(l, env)?;
+        if !l.starts_with('[') && !l.starts_with("include ") {
+            l = replace_keywords(&l, &keywords())?;
+        }
         if let Some(file) = l.strip_prefix("include ") {
             // As fio: the name as given when it is there (relative to the
             // working directory), else beside the including file.
@@ -200,6 +323,14 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
             }
         }
         let need = |v: &Option<String>| v.clone().ok_or_else(|| Error::usage(format!("--{key} needs a value (--{key}=...)")));
+        // fio 3.33 replaces its keywords in job files only ("failed
+        // parsing numjobs=$ncpus" on its command line).
+        if let Some((word, _)) = keywords().into_iter().find(|(w, _)| val.as_deref().is_some_and(|v| v.contains(w))) {
+            return Err(Error::usage(format!(
+                "--{key}={}: fio replaces {word} in job files, not on the command line (fio 3.33 fails to parse it there too); put the option in a job file, or write the number (the shell's $(nproc), $(getconf PAGESIZE))",
+                val.as_deref().unwrap_or("")
+            )));
+        }
         match key.as_str() {
             "output" => run.output = Some(need(&val)?),
             "output-format" => {
@@ -284,6 +415,43 @@ mod tests {
         let d = std::env::temp_dir().join(format!("nvme-bypass-jobfile-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn fios_keywords_are_replaced_and_computed_as_bc_computes_them() {
+        let kw = [("$pagesize", "4096".to_string()), ("$mb_memory", "24105".to_string()), ("$ncpus", "2".to_string())];
+        let r = |s: &str| replace_keywords(s, &kw);
+        assert_eq!(r("numjobs=$ncpus").unwrap(), "numjobs=2");
+        assert_eq!(r("bs=$pagesize").unwrap(), "bs=4096");
+        // As fio 3.33 gave them: size=5120, iodepth=4 (bc: whole numbers).
+        assert_eq!(r("size=$mb_memory/4096*1024").unwrap(), "size=5120");
+        assert_eq!(r("iodepth=$ncpus*3/2+1").unwrap(), "iodepth=4");
+        assert_eq!(r("size = 8 * $mb_memory").unwrap(), "size =192840");
+        assert_eq!(r("x=(1+$ncpus)*2^3-7%4").unwrap(), "x=21");
+        assert_eq!(r("x=-$ncpus^2").unwrap(), "x=4", "bc's unary minus binds over ^");
+        // No keyword: no arithmetic (fio passes the line on as it is).
+        assert_eq!(r("filename=/dev/nvme0n1-x").unwrap(), "filename=/dev/nvme0n1-x");
+        // What bc cannot compute fio refuses ("failed parsing"), and so
+        // does this, saying why.
+        let e = r("size=$mb_memory/1000*2k").unwrap_err().to_string();
+        assert!(e.contains("size=24105/1000*2k") && e.contains("'k' is not a number") && e.contains("failed parsing"), "{e}");
+        assert!(r("numjobs=$ncpus/0").unwrap_err().to_string().contains("division by zero"));
+        assert!(r("numjobs=($ncpus+1").unwrap_err().to_string().contains("without its ')'"));
+        let k = keywords();
+        assert!(k.iter().all(|(_, v)| v.parse::<u64>().is_ok_and(|n| n > 0)), "{k:?}");
+    }
+
+    #[test]
+    fn keywords_in_a_job_file_and_not_on_the_command_line() {
+        let d = tmpdir("kw");
+        std::fs::write(d.join("k.fio"), "[global]\nnumjobs=$ncpus\n[k]\niodepth=$ncpus*2\n").unwrap();
+        let (_, jobs) = parse_command_line(&args(&[d.join("k.fio").to_str().unwrap()]), &env).unwrap();
+        let n: u64 = keywords()[2].1.parse().unwrap();
+        assert_eq!(get(&jobs[0], "numjobs"), Some(n.to_string().as_str()));
+        assert_eq!(get(&jobs[0], "iodepth"), Some((2 * n).to_string().as_str()));
+        let e = parse_command_line(&args(&["--name=x", "--numjobs=$ncpus"]), &env).err().unwrap().to_string();
+        assert!(e.contains("in job files, not on the command line"), "{e}");
+        let _ = std::fs::remove_dir_all(d);
     }
 
     #[test]
