@@ -1089,3 +1089,50 @@ fn fios_keywords_and_their_arithmetic_in_a_job_file() {
     assert!(err.contains("fio replaces $ncpus in job files, not on the command line"), "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// group_reporting over several jobs of one reporting group: fio adds
+/// them all into one entry, named after the first, `jobs=N` its threads;
+/// one block of text and one JSON entry, each direction's runtime the
+/// longest of the jobs that did it; the group's lines over that entry.
+#[test]
+fn group_reporting_adds_the_jobs_of_a_group_into_one_entry_as_fio_does() {
+    let Some(d) = workdir("groupjobs") else { return };
+    std::fs::write(
+        d.join("g.fio"),
+        "[global]\ngroup_reporting\nfilename=data\nsize=2M\nioengine=psync\n[a]\nrw=randread\n[b]\nrw=randwrite\nnumjobs=2\n[c]\nnew_group\nrw=read\n",
+    )
+    .unwrap();
+    let (code, out, err) = fio_in(&d, &["g.fio", "--output-format=json,normal"]);
+    assert_eq!(code, 0, "{err}");
+    let at = out.find("\n{").unwrap();
+    let j: serde_json::Value = serde_json::Deserializer::from_str(&out[at..]).into_iter().next().unwrap().unwrap();
+    let text = &out[at..];
+    let heads: Vec<&str> = text.lines().filter(|l| l.contains(": (groupid=")).map(|l| l.split(": pid=").next().unwrap()).collect();
+    assert_eq!(heads, ["a: (groupid=0, jobs=3): err= 0", "c: (groupid=1, jobs=1): err= 0"], "{text}");
+    assert_eq!(text.matches("  read: IOPS=").count(), 2, "{text}");
+    assert_eq!(text.matches("  write: IOPS=").count(), 1, "{text}");
+    let jobs = j["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2, "one JSON entry per reporting group");
+    let g = &jobs[0];
+    assert_eq!((g["jobname"].as_str(), g["groupid"].as_u64()), (Some("a"), Some(0)));
+    assert_eq!(g["read"]["io_bytes"], 2 << 20, "a's reads");
+    assert_eq!(g["write"]["io_bytes"], 4 << 20, "b's two clones' writes");
+    assert_eq!(g["job options"]["numjobs"], "2", "the last job's options, as fio lists them");
+    for (dir, pick) in [("read", "   READ"), ("write", "  WRITE")] {
+        let ms = g[dir]["runtime"].as_u64().unwrap();
+        assert!(ms > 0);
+        // The group's line: one entry, so its min and max runtime are the entry's.
+        let line = text.lines().find(|l| l.starts_with(pick)).unwrap_or_else(|| panic!("{text}"));
+        assert!(line.ends_with(&format!("run={ms}-{ms}msec")), "{dir}: {line} against {ms} ms");
+        let iops = g[dir]["iops"].as_f64().unwrap();
+        let want = g[dir]["total_ios"].as_f64().unwrap() * 1000.0 / ms as f64;
+        assert!((iops - want).abs() <= 0.01 * want, "{dir}: iops {iops} over its own runtime: {want}");
+    }
+    if fio_installed() {
+        let o = Command::new("fio").current_dir(&d).args(["g.fio"]).output().unwrap();
+        let theirs = String::from_utf8_lossy(&o.stdout);
+        let fio_heads: Vec<&str> = theirs.lines().filter(|l| l.contains(": (groupid=")).map(|l| l.split(": pid=").next().unwrap()).collect();
+        assert_eq!(heads, fio_heads, "fio:\n{theirs}");
+    }
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -547,6 +547,82 @@ fn in_order(j: &mut serde_json::Value, order: &[&str]) {
     }
 }
 
+/// fio's grouping of threads into report entries (stat.c
+/// `__show_run_stats`): the threads in order, each as (group_reporting,
+/// reporting group). A thread starts an entry unless it has
+/// group_reporting and the thread before it is of its group: then it is
+/// added into that thread's entry, whatever that thread's
+/// group_reporting (fio adds a group_reporting job into a plain one just
+/// before it). The entries, as lists of thread indexes.
+fn fio_entries(tds: &[(bool, usize)]) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = vec![];
+    for (i, &(group_reporting, group)) in tds.iter().enumerate() {
+        match out.last_mut() {
+            Some(e) if group_reporting && tds[i - 1].1 == group => e.push(i),
+            _ => out.push(vec![i]),
+        }
+    }
+    out
+}
+
+/// One of fio's report entries ([`fio_entries`]): one block of the text,
+/// one entry of the JSON.
+struct Entry {
+    /// The jobs it holds threads of: (index in `ran`, how many threads),
+    /// in order; the first names it.
+    jobs: Vec<(usize, usize)>,
+    threads: Vec<ThreadResult>,
+    summary: RunSummary,
+    /// What the figures are, each job's said once.
+    context: String,
+    /// The verify read-backs of its jobs that only write ([`output::read_back`]).
+    read_back: Option<(u64, u64, u64)>,
+}
+
+impl Entry {
+    /// The entry of threads `tds` (index in `ran`, thread of that job).
+    fn of(tds: Vec<(usize, usize)>, ran: &[Ran], plans: &[Planned]) -> Entry {
+        let mut jobs: Vec<(usize, usize)> = vec![];
+        for &(i, _) in &tds {
+            match jobs.last_mut() {
+                Some((j, n)) if *j == i => *n += 1,
+                _ => jobs.push((i, 1)),
+            }
+        }
+        let threads: Vec<ThreadResult> = tds.iter().map(|&(i, k)| ran[i].threads[k].clone()).collect();
+        let first = &ran[jobs[0].0];
+        let distinct = |f: &dyn Fn(usize) -> String, sep: &str| {
+            let mut v: Vec<String> = vec![];
+            for &(i, _) in &jobs {
+                let x = f(i);
+                if !v.contains(&x) {
+                    v.push(x);
+                }
+            }
+            v.join(sep)
+        };
+        let summary = match jobs[..] {
+            // A whole job keeps its own summary (its target described).
+            [(i, n)] if n == ran[i].threads.len() => ran[i].summary.clone(),
+            [_] => RunSummary::new(first.summary.backend.clone(), vec![], &threads, &first.summary.clock),
+            _ => {
+                let mut s = RunSummary::new(distinct(&|i| ran[i].summary.backend.clone(), ", "), first.summary.target.clone(), &threads, &first.summary.clock);
+                s.emulated = jobs.iter().any(|&(i, _)| ran[i].summary.emulated);
+                s.simulated = jobs.iter().any(|&(i, _)| ran[i].summary.simulated);
+                s.interrupt_driven = first.summary.interrupt_driven;
+                s
+            }
+        };
+        let mut at = 0;
+        let read_back = output::sum_read_backs(jobs.iter().map(|&(i, n)| {
+            at += n;
+            output::read_back(&threads[at - n..at], plans[ran[i].plan_idx].opts.bs)
+        }));
+        let context = distinct(&|i| plans[ran[i].plan_idx].context.clone(), "; ");
+        Entry { jobs, threads, summary, context, read_back }
+    }
+}
+
 /// fio's json+ `bins`: every latency recorded (ns, as a string key, the
 /// histogram's value: 3 significant digits) with its count of I/Os.
 fn bins(h: &hdrhistogram::Histogram<u64>) -> serde_json::Value {
@@ -744,24 +820,30 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     // formats (terse, json, json+, normal): with both, the JSON comes first.
     let mut normal_text = String::new();
     let mut failed = false;
+    // fio's entries: each thread on its own, or, under group_reporting,
+    // added into the entry before it (a job's clones, and the jobs after
+    // it in its reporting group).
+    let tds: Vec<(usize, usize)> = ran.iter().enumerate().flat_map(|(i, r)| (0..r.threads.len()).map(move |k| (i, k))).collect();
+    let kinds: Vec<(bool, usize)> = tds.iter().map(|&(i, _)| (plans[ran[i].plan_idx].opts.group_reporting, plans[ran[i].plan_idx].group)).collect();
+    let entries: Vec<Entry> = fio_entries(&kinds).into_iter().map(|e| Entry::of(e.iter().map(|&n| tds[n]).collect(), &ran, &plans)).collect();
     if normal {
-        // Each job's block (group_reporting or one thread: one block; else
-        // one per thread, as fio prints each clone), then each group's status.
-        let mut blocks_owned: Vec<(usize, Vec<ThreadResult>, RunSummary, i64)> = vec![];
-        for r in &ran {
-            let p = &plans[r.plan_idx];
-            if p.opts.group_reporting || r.threads.len() == 1 {
-                blocks_owned.push((r.plan_idx, r.threads.clone(), r.summary.clone(), (r.started_ms / 1000) as i64));
-            } else {
-                for t in &r.threads {
-                    let s = RunSummary::new(r.summary.backend.clone(), vec![], std::slice::from_ref(t), &r.summary.clock);
-                    blocks_owned.push((r.plan_idx, vec![t.clone()], s, (r.started_ms / 1000) as i64));
-                }
-            }
-        }
-        let blocks: Vec<Block> = blocks_owned
+        // Each entry's block, then each group's status.
+        let blocks: Vec<Block> = entries
             .iter()
-            .map(|(i, t, s, st)| Block { opts: &plans[*i].opts, group: plans[*i].group, threads: t, summary: s, started: *st, context: &plans[*i].context })
+            .map(|e| {
+                let p = &plans[ran[e.jobs[0].0].plan_idx];
+                let last = &plans[ran[e.jobs[e.jobs.len() - 1].0].plan_idx];
+                Block {
+                    opts: &p.opts,
+                    group: p.group,
+                    threads: &e.threads,
+                    summary: &e.summary,
+                    started: (ran[e.jobs[0].0].started_ms / 1000) as i64,
+                    context: &e.context,
+                    read_back: e.read_back,
+                    depth: last.opts.iodepth,
+                }
+            })
             .collect();
         let mut text = String::from("\n");
         // One block after another, as fio prints them (no blank line).
@@ -790,18 +872,15 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         let mut all: Option<serde_json::Value> = None;
         let plus = run.output_format.iter().any(|f| f == "json+");
         let elapsed_s = genesis.elapsed().as_millis().div_ceil(1000).max(1) as u64;
-        for r in &ran {
+        for e in &entries {
+            let r = &ran[e.jobs[0].0];
             let p = &plans[r.plan_idx];
-            // group_reporting: one entry for the job's clones, as fio's
-            // JSON has one per reporting group.
-            let merged;
-            let threads: &[ThreadResult] = if p.opts.group_reporting && r.threads.len() > 1 {
-                merged = [ThreadResult::merged(&r.threads)];
-                &merged
-            } else {
-                &r.threads
-            };
-            let mut v = crate::report::fio_json(&r.summary, &r.spec, threads);
+            let last = &plans[ran[e.jobs[e.jobs.len() - 1].0].plan_idx];
+            // One JSON entry per fio entry: a thread, or the threads fio
+            // adds into one under group_reporting.
+            let merged = [if e.threads.len() > 1 { ThreadResult::merged(&e.threads) } else { e.threads[0].clone() }];
+            let threads: &[ThreadResult] = &merged;
+            let mut v = crate::report::fio_json(&e.summary, &r.spec, threads);
             if let Some(jobs) = v["jobs"].as_array_mut() {
                 for (j, t) in jobs.iter_mut().zip(threads) {
                     // fio's latency_ns / _us / _ms: percent of I/Os per bucket.
@@ -838,10 +917,30 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                             }
                         }
                     }
+                    // Several jobs in one entry: each direction's runtime
+                    // is the longest of those that did it, and its rates
+                    // over that, as fio's (the merged thread has the
+                    // longest of all).
+                    if e.jobs.len() > 1 {
+                        for (dir, pick) in [("read", 0), ("write", 1)] {
+                            let d = &mut j[dir];
+                            let (ios, bytes) = (d["total_ios"].as_u64().unwrap_or(0), d["io_bytes"].as_u64().unwrap_or(0));
+                            if ios > 0 {
+                                let ms = output::dir_runtime_ms(&e.threads, pick).max(1);
+                                d["runtime"] = ms.into();
+                                d["iops"] = (ios as f64 * 1000.0 / ms as f64).into();
+                                d["bw_bytes"] = (bytes * 1000 / ms).into();
+                                d["bw"] = (bytes * 1000 / ms / 1024).into();
+                            }
+                        }
+                    }
                     // A write job's verify phase, as fio reports it: the
-                    // read direction (no latency recorded for it).
-                    if let Some((ios, bytes, ms)) = output::read_back(std::slice::from_ref(t), p.opts.bs) {
+                    // read direction (no latency recorded for it), beside
+                    // the reads of another job of the entry if there are.
+                    if let Some((ios, bytes, ms)) = e.read_back {
                         let r = &mut j["read"];
+                        let own = |k: &str| r[k].as_u64().unwrap_or(0);
+                        let (ios, bytes, ms) = (ios + own("total_ios"), bytes + own("io_bytes"), ms.max(own("runtime")));
                         r["io_bytes"] = bytes.into();
                         r["io_kbytes"] = (bytes / 1024).into();
                         r["total_ios"] = ios.into();
@@ -850,6 +949,11 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                         r["bw_bytes"] = (bytes * 1000 / ms).into();
                         r["bw"] = (bytes * 1000 / ms / 1024).into();
                     }
+                    if e.threads.len() > 1 {
+                        // fio's total_run_time of an entry: its threads' added.
+                        j["job_runtime"] = e.threads.iter().map(|t| t.elapsed_ns / 1_000_000).sum::<u64>().into();
+                    }
+                    j["latency_depth"] = last.opts.iodepth.into();
                     // `bw_agg` against the group's aggregate, as the text's `per=`.
                     for (dir, pick) in [("read", 0), ("write", 1)] {
                         if j[dir]["bw_samples"].as_u64().unwrap_or(0) > 0 {
@@ -864,9 +968,10 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     j["job_start"] = r.started_ms.into();
                     j["groupid"] = p.group.into();
                     // fio lists the options the job was given, as given
-                    // (its name too), apart from the inherited globals.
-                    j["job options"] = p.job_options.clone().into();
-                    j["nvme_bypass"]["figures"] = p.context.clone().into();
+                    // (its name too), apart from the inherited globals; an
+                    // entry of several jobs lists its last job's, as fio's.
+                    j["job options"] = last.job_options.clone().into();
+                    j["nvme_bypass"]["figures"] = e.context.clone().into();
                     in_order(j, &JOB_ORDER);
                 }
             }
@@ -880,6 +985,8 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     if !p.global_options.is_empty() {
                         v["global options"] = p.global_options.clone().into();
                     }
+                    // Ours at the top: the first job's figures.
+                    v["nvme_bypass"] = r.summary.to_json();
                     all = Some(v)
                 }
                 Some(a) => {
@@ -959,6 +1066,25 @@ mod tests {
             "verify= needs at least iodepth=8 distinct I/O units per thread, size gives 4; use a larger size"
         );
         assert_eq!(in_fio_words("LBA 0: no verify stamp (block never written with --verify)"), "LBA 0: no verify stamp (block never written with verify=)");
+    }
+
+    #[test]
+    fn threads_are_added_into_entries_as_fios_group_reporting_adds_them() {
+        // (group_reporting, group) of each thread, in order.
+        let (gr, plain) = (true, false);
+        // Two jobs of one group, each of two clones, with group_reporting: one entry.
+        assert_eq!(fio_entries(&[(gr, 0), (gr, 0), (gr, 0), (gr, 0)]), [vec![0, 1, 2, 3]]);
+        // Without it: one per thread.
+        assert_eq!(fio_entries(&[(plain, 0), (plain, 0), (plain, 0)]), [vec![0], vec![1], vec![2]]);
+        // A new group starts a new entry.
+        assert_eq!(fio_entries(&[(gr, 0), (gr, 0), (gr, 1), (gr, 1)]), [vec![0, 1], vec![2, 3]]);
+        // A plain job after a group_reporting one is its own; a
+        // group_reporting job after a plain one of its group is added into
+        // it, as fio's loop adds it ("a: (groupid=0, jobs=3)" for jobs a
+        // plain, b and c with group_reporting).
+        assert_eq!(fio_entries(&[(gr, 0), (plain, 0), (plain, 0)]), [vec![0], vec![1], vec![2]]);
+        assert_eq!(fio_entries(&[(plain, 0), (gr, 0), (gr, 0)]), [vec![0, 1, 2]]);
+        assert!(fio_entries(&[]).is_empty());
     }
 
     #[test]
