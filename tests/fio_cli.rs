@@ -207,10 +207,12 @@ fn command_lines_and_job_files_as_fio_reads_them() {
     let r = &v["jobs"][0]["read"];
     assert_eq!(r["io_bytes"].as_u64().unwrap() / r["total_ios"].as_u64().unwrap(), 8192);
     assert!(d.join("f1").exists());
-    // --showcmd prints the jobs as a command line and runs nothing;
-    // --eta takes its value as fio's does; --parse-only prints nothing.
+    // --showcmd prints the jobs as a command line and runs nothing, the
+    // options in the order fio sorts a section's (filename last, as fio
+    // 3.33 prints this job); --eta takes its value as fio's does;
+    // --parse-only prints nothing.
     let (code, out, err) = fio_in(&d, &["--showcmd", "--eta", "never", "one.fio"]);
-    assert_eq!((code, out.trim()), (0, "fio --name=job1 --filename=f1 --size=2M --rw=randread --ioengine=psync"), "{err}");
+    assert_eq!((code, out.trim()), (0, "fio --name=job1 --size=2M --rw=randread --ioengine=psync --filename=f1"), "{err}");
     let (code, out, _) = fio_in(&d, &["--parse-only", "one.fio"]);
     assert_eq!((code, out.as_str()), (0, ""));
     // --readonly: a file is not extended; an offset past a file's end

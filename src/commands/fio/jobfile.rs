@@ -260,10 +260,30 @@ pub fn parse_file(path: &Path, global: &[Opt], env: &dyn Fn(&str) -> Option<Stri
     let mut jobs: Vec<JobDef> = vec![];
     let mut in_global = false;
     let mut any_section = false;
+    // Where the [global] section being read starts in `global`.
+    let mut global_from = global.len();
+    // fio sorts each section's options before it applies them (parse.c
+    // `sort_options`, by the options' `prio`; a stable sort here, as
+    // fio's qsort was in fio 3.33 as run beside these tests): its JSON and
+    // --showcmd list them in that order (filename last).
+    let prio = |(k, _): &Opt| std::cmp::Reverse(match k.as_str() {
+        "filename" | "filename_format" => -1,
+        "lockfile" | "cpus_allowed_policy" | "kb_base" | "unit_base" => 1,
+        _ => 0,
+    });
+    let sort_section = |in_global: bool, global: &mut Vec<Opt>, global_from: usize, jobs: &mut Vec<JobDef>| {
+        if in_global {
+            global[global_from..].sort_by_key(prio);
+        } else if let Some(j) = jobs.last_mut() {
+            j.opts[j.inherited..].sort_by_key(prio);
+        }
+    };
     for l in lines_of(path, 0, env)? {
         if let Some(sec) = l.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            sort_section(in_global, &mut global, global_from, &mut jobs);
             any_section = true;
             in_global = sec == "global";
+            global_from = global.len();
             if !in_global {
                 // The section names the job (fio does not list it among the
                 // job's options, as it does a `name=` line).
@@ -281,6 +301,7 @@ pub fn parse_file(path: &Path, global: &[Opt], env: &dyn Fn(&str) -> Option<Stri
             jobs.last_mut().unwrap().opts.push(kv);
         }
     }
+    sort_section(in_global, &mut global, global_from, &mut jobs);
     Ok(jobs)
 }
 
@@ -451,6 +472,18 @@ mod tests {
         assert_eq!(get(&jobs[0], "iodepth"), Some((2 * n).to_string().as_str()));
         let e = parse_command_line(&args(&["--name=x", "--numjobs=$ncpus"]), &env).err().unwrap().to_string();
         assert!(e.contains("in job files, not on the command line"), "{e}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn each_sections_options_are_sorted_as_fio_sorts_them() {
+        // fio 3.33 --showcmd of this file: "--kb_base=1024 --filename=x
+        // --cpus_allowed_policy=split --bs=8k --name=j --kb_base=1024
+        // --size=1M --filename=y" (it repeats the globals; we do not).
+        let d = tmpdir("prio");
+        std::fs::write(d.join("p.fio"), "[global]\nfilename=x\nkb_base=1024\n[global]\ncpus_allowed_policy=split\nbs=8k\n[j]\nfilename=y\nsize=1M\nkb_base=1024\n").unwrap();
+        let (_, jobs) = parse_command_line(&args(&["--bs=4k", "--filename=z", d.join("p.fio").to_str().unwrap()]), &env).unwrap();
+        assert_eq!(as_command_line(&jobs), "fio --bs=4k --filename=z --kb_base=1024 --filename=x --cpus_allowed_policy=split --bs=8k --name=j --kb_base=1024 --size=1M --filename=y");
         let _ = std::fs::remove_dir_all(d);
     }
 
