@@ -215,6 +215,9 @@ fn lines_of(path: &Path, depth: usize, env: &dyn Fn(&str) -> Option<String>) -> 
         if l.is_empty() {
             continue;
         }
+        if depth > 0 && l.starts_with('[') {
+            return Err(Error::usage(format!("{}: {l}: a section in an included file; fio takes none there (\"No new sections in included files\"): put the section in the including file", path.display())));
+        }
         let mut l = substitute_env(l, env)?;
         if !l.starts_with('[') && !l.starts_with("include ") {
             l = replace_keywords(&l, &keywords())?;
@@ -282,7 +285,9 @@ pub fn parse_file(path: &Path, global: &[Opt], env: &dyn Fn(&str) -> Option<Stri
         if let Some(sec) = l.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
             sort_section(in_global, &mut global, global_from, &mut jobs);
             any_section = true;
-            in_global = sec == "global";
+            // fio: any section whose name starts with "global" (init.c:
+            // `!strncmp(name, "global", 6)`).
+            in_global = sec.starts_with("global");
             global_from = global.len();
             if !in_global {
                 // The section names the job (fio does not list it among the
@@ -544,6 +549,15 @@ mod tests {
         assert!(run.showcmd);
         assert_eq!(jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(), ["cli", "fourth"]);
         assert_eq!(as_command_line(&jobs), "fio --name=cli --rw=read --bs=16k --name=fourth --rw=write");
+        // fio's [global...]: any section whose name starts with "global".
+        std::fs::write(d.join("g.fio"), "[global-opts]\nbs=64k\n[j]\n").unwrap();
+        let (_, jobs) = parse_command_line(&args(&[d.join("g.fio").to_str().unwrap()]), &env).unwrap();
+        assert_eq!((jobs.len(), get(&jobs[0], "bs")), (1, Some("64k")));
+        // No sections in an included file, as fio.
+        std::fs::write(d.join("sec.fio"), "[k]\nbs=4k\n").unwrap();
+        std::fs::write(d.join("inc.fio"), "[j]\ninclude sec.fio\n").unwrap();
+        let e = parse_command_line(&args(&[d.join("inc.fio").to_str().unwrap()]), &env).err().unwrap().to_string();
+        assert!(e.contains("No new sections in included files"), "{e}");
         std::fs::write(d.join("bad.fio"), "[j]\nfilename=${NOPE}\n").unwrap();
         let e = parse_command_line(&args(&[d.join("bad.fio").to_str().unwrap()]), &env).err().unwrap().to_string();
         assert!(e.contains("${NOPE}") && e.contains("export NOPE"), "{e}");
