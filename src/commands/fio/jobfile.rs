@@ -395,9 +395,16 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
     if files.iter().filter(|f| *f == "-").count() > 1 {
         return Err(Error::usage("'-' (the job file on standard input) is given twice; standard input holds one job file: give it once"));
     }
+    // --section picks among the job files' jobs (fio skips the others as
+    // it reads the files); the command line's --name jobs all run.
+    let mut in_files: Vec<String> = vec![];
     for (n, f) in files.iter().enumerate() {
         let globals = if n == 0 { &global[..] } else { &[] };
         let mut more = parse_file(Path::new(f), globals, env)?;
+        in_files.extend(more.iter().map(|j| j.name.clone()));
+        if !run.sections.is_empty() {
+            more.retain(|j| run.sections.contains(&j.name));
+        }
         // fio separates job files by a stonewall on the first job of each
         // after the first.
         if let (Some(first), true) = (more.first_mut(), n > 0) {
@@ -405,15 +412,11 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
         }
         jobs.extend(more);
     }
+    if jobs.is_empty() && !run.sections.is_empty() && !in_files.is_empty() {
+        return Err(Error::usage(format!("--section {}: no such job; the jobs are {}", run.sections.join(","), in_files.join(", "))));
+    }
     if jobs.is_empty() {
         return Err(Error::usage("no jobs: give --name=NAME with the job's options (as fio needs), or a job file"));
-    }
-    if !run.sections.is_empty() {
-        let all: Vec<String> = jobs.iter().map(|j| j.name.clone()).collect();
-        jobs.retain(|j| run.sections.contains(&j.name));
-        if jobs.is_empty() {
-            return Err(Error::usage(format!("--section {}: no such job; the jobs are {}", run.sections.join(","), all.join(", "))));
-        }
     }
     if run.output_format.is_empty() {
         run.output_format.push("normal".into());
@@ -530,6 +533,9 @@ mod tests {
         assert_eq!(jobs[0].name, "second");
         let e = parse_command_line(&args(&["--section=nope", f.to_str().unwrap()]), &env).err().unwrap().to_string();
         assert!(e.contains("first, second, third"), "{e}");
+        // --section picks among the files' jobs; --name jobs run, as fio's.
+        let (_, jobs) = parse_command_line(&args(&["--name=cli", "--section=second", f.to_str().unwrap()]), &env).unwrap();
+        assert_eq!(jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(), ["cli", "second"]);
         // Options after the job file are globals too, and a job file's
         // own [global] comes after them; a second job file starts from
         // the defaults, behind a stonewall.
