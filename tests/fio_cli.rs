@@ -411,6 +411,15 @@ fn job_files_with_globals_includes_env_stonewall_and_section() {
     assert_eq!(jobs[1]["job options"]["iodepth"], "4");
     assert!(jobs[1]["job options"]["name"].is_null(), "a section's name is not among its options (fio lists only a name= line)");
     assert!(jobs[1]["job options"]["stonewall"].is_null(), "nor a bare option, as fio");
+    // A [global] name= names no job (fio names each after its section);
+    // a job's own name= renames it, as fio's.
+    std::fs::write(d.join("names.fio"), "[global]\nname=foo\nfilename=shared\nsize=1M\nioengine=psync\n[file1]\nrw=read\n[file2]\nname=bar\nrw=read\n").unwrap();
+    let (code, out, err) = fio_in(&d, &["names.fio", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let names: Vec<&str> = j["jobs"].as_array().unwrap().iter().map(|x| x["jobname"].as_str().unwrap()).collect();
+    assert_eq!(names, ["file1", "bar"], "fio 3.33 names them so");
+    assert_eq!(j["global options"]["name"], "foo");
     // --section runs one.
     let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).args(["fio", "--section=reader", "two.fio"]).env("FIO_TEST_FILE", "shared").env("FIO_TEST_BS", "4k").output().unwrap();
     let o = String::from_utf8_lossy(&out.stdout);

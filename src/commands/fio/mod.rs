@@ -654,7 +654,13 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     let (mut group, mut wave) = (0, 0);
     for (i, d) in defs.iter().enumerate() {
         let mut o = JobOpts { name: d.name.clone(), ..Default::default() };
-        for (k, v) in &d.opts {
+        for (n, (k, v)) in d.opts.iter().enumerate() {
+            // A [global] name= names no job: the section's name wins over
+            // it, as fio names a job when it copies the globals (a job's
+            // own name= still renames it).
+            if n < d.inherited && k == "name" {
+                continue;
+            }
             o.set(k, v.as_deref()).map_err(|e| Error::usage(format!("job {}: {e}", d.name)))?;
         }
         if i > 0 && (o.stonewall || o.new_group) {
