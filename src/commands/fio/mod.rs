@@ -370,7 +370,9 @@ fn in_fio_words(msg: &str) -> String {
         ("hipri", "hipri"),
         ("fixedbufs", "fixedbufs"),
         ("registerfiles", "registerfiles"),
+        ("sqthread-poll-cpu", "sqthread_poll_cpu"),
         ("sqthread-poll", "sqthread_poll"),
+        ("rwmixread", "rwmixread"),
         ("buffered", "direct=0"),
         ("allow-write", "a write pattern"),
         ("cpus", "cpus_allowed"),
@@ -1072,6 +1074,7 @@ mod tests {
             "verify= needs at least iodepth=8 distinct I/O units per thread, size gives 4; use a larger size"
         );
         assert_eq!(in_fio_words("LBA 0: no verify stamp (block never written with --verify)"), "LBA 0: no verify stamp (block never written with verify=)");
+        assert_eq!(in_fio_words("--sqthread-poll-cpu needs --sqthread-poll"), "sqthread_poll_cpu needs sqthread_poll");
     }
 
     #[test]
