@@ -994,6 +994,8 @@ fn json_keys_in_fios_order_when_it_is_installed() {
 #[test]
 fn a_job_file_on_standard_input() {
     use std::io::Write;
+    // Its runs would slow the interval-rate tests part way.
+    let _one = RATES.lock().unwrap_or_else(|e| e.into_inner());
     let Some(d) = workdir("stdin") else { return };
     std::fs::write(d.join("common.fio"), "size=1M\nioengine=psync\n").unwrap();
     let run = |args: &[&str], job: &str| {
@@ -1027,6 +1029,8 @@ fn a_job_file_on_standard_input() {
 /// instead of a mismatch in every block.
 #[test]
 fn verifying_data_fio_wrote_with_its_verify_header_is_refused_in_fios_words() {
+    // Its runs would slow the interval-rate tests part way.
+    let _one = RATES.lock().unwrap_or_else(|e| e.into_inner());
     let Some(d) = workdir("fioverify") else { return };
     let check = |file: &str| {
         let (code, _, err) = fio_in(&d, &["--name=v", &format!("--filename={file}"), "--size=1M", "--rw=read", "--verify=crc32c"]);
@@ -1066,6 +1070,8 @@ fn verifying_data_fio_wrote_with_its_verify_header_is_refused_in_fios_words() {
 /// does not replace them, and the refusal says where they work.
 #[test]
 fn fios_keywords_and_their_arithmetic_in_a_job_file() {
+    // Its runs would slow the interval-rate tests part way.
+    let _one = RATES.lock().unwrap_or_else(|e| e.into_inner());
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fio-keywords-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
@@ -1107,6 +1113,8 @@ fn fios_keywords_and_their_arithmetic_in_a_job_file() {
 /// longest of the jobs that did it; the group's lines over that entry.
 #[test]
 fn group_reporting_adds_the_jobs_of_a_group_into_one_entry_as_fio_does() {
+    // Its runs would slow the interval-rate tests part way.
+    let _one = RATES.lock().unwrap_or_else(|e| e.into_inner());
     let Some(d) = workdir("groupjobs") else { return };
     std::fs::write(
         d.join("g.fio"),
