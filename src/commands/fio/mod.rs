@@ -396,7 +396,7 @@ fn in_fio_words(msg: &str) -> String {
             } else if let Some(v) = value {
                 out.push('=');
                 rest = v;
-            } else if ours == "verify" {
+            } else if ours == "verify" && !rest.starts_with(|c: char| c.is_alphanumeric() || c == '-' || c == '_') {
                 out.push('=');
             }
         }
