@@ -207,10 +207,12 @@ fn command_lines_and_job_files_as_fio_reads_them() {
     let r = &v["jobs"][0]["read"];
     assert_eq!(r["io_bytes"].as_u64().unwrap() / r["total_ios"].as_u64().unwrap(), 8192);
     assert!(d.join("f1").exists());
-    // --showcmd prints the jobs as a command line and runs nothing;
-    // --eta takes its value as fio's does; --parse-only prints nothing.
+    // --showcmd prints the jobs as a command line and runs nothing, the
+    // options in the order fio sorts a section's (filename last, as fio
+    // 3.33 prints this job); --eta takes its value as fio's does;
+    // --parse-only prints nothing.
     let (code, out, err) = fio_in(&d, &["--showcmd", "--eta", "never", "one.fio"]);
-    assert_eq!((code, out.trim()), (0, "fio --name=job1 --filename=f1 --size=2M --rw=randread --ioengine=psync"), "{err}");
+    assert_eq!((code, out.trim()), (0, "fio --name=job1 --size=2M --rw=randread --ioengine=psync --filename=f1"), "{err}");
     let (code, out, _) = fio_in(&d, &["--parse-only", "one.fio"]);
     assert_eq!((code, out.as_str()), (0, ""));
     // --readonly: a file is not extended; an offset past a file's end
@@ -409,6 +411,15 @@ fn job_files_with_globals_includes_env_stonewall_and_section() {
     assert_eq!(jobs[1]["job options"]["iodepth"], "4");
     assert!(jobs[1]["job options"]["name"].is_null(), "a section's name is not among its options (fio lists only a name= line)");
     assert!(jobs[1]["job options"]["stonewall"].is_null(), "nor a bare option, as fio");
+    // A [global] name= names no job (fio names each after its section);
+    // a job's own name= renames it, as fio's.
+    std::fs::write(d.join("names.fio"), "[global]\nname=foo\nfilename=shared\nsize=1M\nioengine=psync\n[file1]\nrw=read\n[file2]\nname=bar\nrw=read\n").unwrap();
+    let (code, out, err) = fio_in(&d, &["names.fio", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let names: Vec<&str> = j["jobs"].as_array().unwrap().iter().map(|x| x["jobname"].as_str().unwrap()).collect();
+    assert_eq!(names, ["file1", "bar"], "fio 3.33 names them so");
+    assert_eq!(j["global options"]["name"], "foo");
     // --section runs one.
     let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).args(["fio", "--section=reader", "two.fio"]).env("FIO_TEST_FILE", "shared").env("FIO_TEST_BS", "4k").output().unwrap();
     let o = String::from_utf8_lossy(&out.stdout);
@@ -463,6 +474,11 @@ fn the_simulator_and_several_files() {
     let n: u64 = bins.values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(n, 256, "every I/O in a bin");
     assert!(bins.keys().all(|k| k.parse::<u64>().is_ok()));
+    // A direction without I/O has no bins, as it has no percentiles (fio
+    // 3.33's json+ of a read job: "write" : {"clat_ns" : {"min" : 0, ...,
+    // "N" : 0}}).
+    let w = &j["jobs"][0]["write"]["clat_ns"];
+    assert!(w["bins"].is_null() && w["percentile"].is_null() && w["N"] == 0, "{w}");
     let job = &j["jobs"][0];
     let share: f64 = ["latency_ns", "latency_us", "latency_ms"].iter().flat_map(|k| job[k].as_object().unwrap().values()).map(|v| v.as_f64().unwrap()).sum();
     assert!((99.0..=101.0).contains(&share), "fio's latency buckets add up to 100%: {share}");
@@ -1001,5 +1017,173 @@ fn json_keys_in_fios_order_when_it_is_installed() {
     assert_eq!(shape(&ours.stdout), shape(&theirs.stdout), "fio's layout");
     let text = String::from_utf8_lossy(&ours.stdout);
     assert!(text.lines().any(|l| l.trim_start().starts_with("\"iops\" : ") && l.ends_with(",") && l.split('.').nth(1).is_some_and(|d| d.len() == 7)), "iops as %f: {text}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// `nvme-bypass fio -` reads the job file from standard input, as `fio -`
+/// does; its includes are found as fio finds them (relative to the
+/// working directory).
+#[test]
+fn a_job_file_on_standard_input() {
+    use std::io::Write;
+    // Its runs would slow the interval-rate tests part way.
+    let _one = RATES.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(d) = workdir("stdin") else { return };
+    std::fs::write(d.join("common.fio"), "size=1M\nioengine=psync\n").unwrap();
+    let run = |args: &[&str], job: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nvme-bypass"))
+            .current_dir(&d)
+            .arg("fio")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(job.as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, out, err) = run(&["-", "--output-format=json"], "[global]\ninclude common.fio\n[piped]\nfilename=data\nrw=read\n");
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(j["jobs"][0]["jobname"], "piped");
+    assert_eq!(j["jobs"][0]["read"]["io_bytes"], 1 << 20, "size=1M from the included file");
+    let (code, _, err) = run(&["-", "-"], "[x]\n");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("'-'") && err.contains("give it once"), "{err}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// Data fio wrote with its own verify= carries fio's verify header, a
+/// format nvme-bypass does not check: a read job verifying it is refused
+/// before it runs, saying so in fio's words (verify=, not a bench flag),
+/// instead of a mismatch in every block.
+#[test]
+fn verifying_data_fio_wrote_with_its_verify_header_is_refused_in_fios_words() {
+    // Its runs would slow the interval-rate tests part way.
+    let _one = RATES.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(d) = workdir("fioverify") else { return };
+    let check = |file: &str| {
+        let (code, _, err) = fio_in(&d, &["--name=v", &format!("--filename={file}"), "--size=1M", "--rw=read", "--verify=crc32c"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("verify=crc32c:") && err.contains("fio's own verify header") && err.contains("verify this data with fio itself"), "{err}");
+        assert!(!err.contains("--verify"), "fio's spelling: {err}");
+    };
+    // A block as fio 3.33 writes it under verify=crc32c: magic 0xacca,
+    // verify type 5, little-endian.
+    let mut data = vec![0u8; 1 << 20];
+    for b in data.chunks_mut(4096) {
+        b[..4].copy_from_slice(&[0xca, 0xac, 5, 0]);
+    }
+    std::fs::write(d.join("made"), &data).unwrap();
+    check("made");
+    if fio_installed() {
+        let st = Command::new("fio").current_dir(&d).args(["--name=w", "--filename=byfio", "--size=1M", "--rw=write", "--verify=crc32c", "--output=/dev/null"]).status().unwrap();
+        assert!(st.success());
+        check("byfio");
+    }
+    // Data nvme-bypass wrote with verify= verifies, and a block without a
+    // stamp is said in fio's words.
+    let (code, _, err) = fio_in(&d, &["--name=w", "--filename=ours", "--size=1M", "--rw=write", "--verify=crc32c"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = fio_in(&d, &["--name=r", "--filename=ours", "--size=1M", "--rw=read", "--verify=crc32c"]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(d.join("plain"), vec![7u8; 1 << 20]).unwrap();
+    let (code, _, err) = fio_in(&d, &["--name=r", "--filename=plain", "--size=1M", "--rw=read", "--verify=crc32c"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("never written with verify=") && !err.contains("--verify"), "{err}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// fio's keywords in a job file ($ncpus, $pagesize, $mb_memory), with the
+/// arithmetic fio has bc do on them, give what fio gives (its --showcmd
+/// shows the values, when fio is installed); on the command line fio
+/// does not replace them, and the refusal says where they work.
+#[test]
+fn fios_keywords_and_their_arithmetic_in_a_job_file() {
+    // Its runs would slow the interval-rate tests part way.
+    let _one = RATES.lock().unwrap_or_else(|e| e.into_inner());
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fio-keywords-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("k.fio"), "[global]\nioengine=nvme-bypass-sim\nbs=$pagesize\n[k]\nsize=$pagesize*256\niodepth=$ncpus*3/2+1\nrw=read\nio_size=$mb_memory/$mb_memory*1048576\n").unwrap();
+    let (code, out, err) = fio_in(&d, &["k.fio", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let ncpus = std::thread::available_parallelism().map_or(0, |n| n.get() as u64);
+    let page: u64 = j["global options"]["bs"].as_str().unwrap().parse().unwrap();
+    assert!(page.is_power_of_two() && page >= 4096, "{}", j["global options"]);
+    let opts = &j["jobs"][0]["job options"];
+    assert_eq!(opts["size"], (page * 256).to_string());
+    assert_eq!(opts["io_size"], "1048576");
+    if ncpus > 0 {
+        // (CPUs configured, as fio counts them; this process may be allowed fewer.)
+        assert!(opts["iodepth"].as_str().unwrap().parse::<u64>().unwrap() >= ncpus * 3 / 2 + 1, "{opts}");
+    }
+    assert_eq!(j["jobs"][0]["read"]["io_bytes"], 1 << 20);
+    if fio_installed() {
+        let showcmd = |o: &[u8]| -> std::collections::BTreeSet<String> { String::from_utf8_lossy(o).split_whitespace().filter(|a| !a.starts_with("--ioengine")).map(String::from).collect() };
+        let theirs = Command::new("fio").current_dir(&d).args(["--showcmd", "k.fio"]).output().unwrap();
+        let ours = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).args(["fio", "--showcmd", "k.fio"]).output().unwrap();
+        assert_eq!(showcmd(&ours.stdout), showcmd(&theirs.stdout), "ours:\n{}", String::from_utf8_lossy(&ours.stdout));
+    }
+    // What bc cannot compute fio refuses, and so does this, saying why.
+    std::fs::write(d.join("bad.fio"), "[b]\nsize=$mb_memory/1000*2k\n").unwrap();
+    let (code, _, err) = fio_in(&d, &["bad.fio"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("'k' is not a number") && err.contains("write plain numbers"), "{err}");
+    let (code, _, err) = fio_in(&d, &["--name=c", "--numjobs=$ncpus"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("fio replaces $ncpus in job files, not on the command line"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// group_reporting over several jobs of one reporting group: fio adds
+/// them all into one entry, named after the first, `jobs=N` its threads;
+/// one block of text and one JSON entry, each direction's runtime the
+/// longest of the jobs that did it; the group's lines over that entry.
+#[test]
+fn group_reporting_adds_the_jobs_of_a_group_into_one_entry_as_fio_does() {
+    // Its runs would slow the interval-rate tests part way.
+    let _one = RATES.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(d) = workdir("groupjobs") else { return };
+    std::fs::write(
+        d.join("g.fio"),
+        "[global]\ngroup_reporting\nfilename=data\nsize=2M\nioengine=psync\n[a]\nrw=randread\n[b]\nrw=randwrite\nnumjobs=2\n[c]\nnew_group\nrw=read\n",
+    )
+    .unwrap();
+    let (code, out, err) = fio_in(&d, &["g.fio", "--output-format=json,normal"]);
+    assert_eq!(code, 0, "{err}");
+    let at = out.find("\n{").unwrap();
+    let j: serde_json::Value = serde_json::Deserializer::from_str(&out[at..]).into_iter().next().unwrap().unwrap();
+    let text = &out[at..];
+    let heads: Vec<&str> = text.lines().filter(|l| l.contains(": (groupid=")).map(|l| l.split(": pid=").next().unwrap()).collect();
+    assert_eq!(heads, ["a: (groupid=0, jobs=3): err= 0", "c: (groupid=1, jobs=1): err= 0"], "{text}");
+    assert_eq!(text.matches("  read: IOPS=").count(), 2, "{text}");
+    assert_eq!(text.matches("  write: IOPS=").count(), 1, "{text}");
+    let jobs = j["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2, "one JSON entry per reporting group");
+    let g = &jobs[0];
+    assert_eq!((g["jobname"].as_str(), g["groupid"].as_u64()), (Some("a"), Some(0)));
+    assert_eq!(g["read"]["io_bytes"], 2 << 20, "a's reads");
+    assert_eq!(g["write"]["io_bytes"], 4 << 20, "b's two clones' writes");
+    assert_eq!(g["job options"]["numjobs"], "2", "the last job's options, as fio lists them");
+    for (dir, pick) in [("read", "   READ"), ("write", "  WRITE")] {
+        let ms = g[dir]["runtime"].as_u64().unwrap();
+        assert!(ms > 0);
+        // The group's line: one entry, so its min and max runtime are the entry's.
+        let line = text.lines().find(|l| l.starts_with(pick)).unwrap_or_else(|| panic!("{text}"));
+        assert!(line.ends_with(&format!("run={ms}-{ms}msec")), "{dir}: {line} against {ms} ms");
+        let iops = g[dir]["iops"].as_f64().unwrap();
+        let want = g[dir]["total_ios"].as_f64().unwrap() * 1000.0 / ms as f64;
+        assert!((iops - want).abs() <= 0.01 * want, "{dir}: iops {iops} over its own runtime: {want}");
+    }
+    if fio_installed() {
+        let o = Command::new("fio").current_dir(&d).args(["g.fio"]).output().unwrap();
+        let theirs = String::from_utf8_lossy(&o.stdout);
+        let fio_heads: Vec<&str> = theirs.lines().filter(|l| l.contains(": (groupid=")).map(|l| l.split(": pid=").next().unwrap()).collect();
+        assert_eq!(heads, fio_heads, "fio:\n{theirs}");
+    }
     let _ = std::fs::remove_dir_all(d);
 }

@@ -49,6 +49,21 @@ pub enum Mismatch {
     WrongSeed { found: u64 },
     /// A valid stamp of an older or newer write (lost or reordered write).
     WrongGeneration { found: u64, expected: u64 },
+    /// fio's own verify header (`struct verify_header`, magic 0xacca):
+    /// data written by fio's `verify=`, whose format is not checked here.
+    FioHeader { verify_type: u16 },
+}
+
+/// fio's verify header magic (`FIO_HDR_MAGIC`), little-endian at the
+/// start of each block fio writes with `verify=`.
+const FIO_HDR_MAGIC: u16 = 0xacca;
+
+/// The verify type of fio's verify header at the start of `block`
+/// (fio 3.33's `verify.h`: 1 `meta` to 19 `null`), if it holds one.
+pub fn fio_header(block: &[u8]) -> Option<u16> {
+    let u = |o: usize| Some(u16::from_le_bytes(block.get(o..o + 2)?.try_into().ok()?));
+    let (magic, kind) = (u(0)?, u(2)?);
+    (magic == FIO_HDR_MAGIC && (1..=19).contains(&kind)).then_some(kind)
 }
 
 impl std::fmt::Display for Mismatch {
@@ -59,6 +74,10 @@ impl std::fmt::Display for Mismatch {
             Mismatch::WrongLba { found } => write!(f, "block carries LBA {found}: misdirected I/O"),
             Mismatch::WrongSeed { found } => write!(f, "block written with seed {found}"),
             Mismatch::WrongGeneration { found, expected } => write!(f, "generation {found}, expected {expected}: lost or stale write"),
+            Mismatch::FioHeader { verify_type } => write!(
+                f,
+                "the block holds fio's own verify header (magic 0xacca, verify type {verify_type}): written by fio with verify=, a format nvme-bypass does not check; verify it with fio, or write the data with nvme-bypass and verify that"
+            ),
         }
     }
 }
@@ -67,7 +86,7 @@ impl std::fmt::Display for Mismatch {
 /// (verifying data written by another run or another path).
 pub fn check_block(block: &[u8], lba: u64, seed: u64, generation: Option<u64>) -> Result<(), Mismatch> {
     if &block[0..8] != MAGIC {
-        return Err(Mismatch::NoStamp);
+        return Err(fio_header(block).map_or(Mismatch::NoStamp, |verify_type| Mismatch::FioHeader { verify_type }));
     }
     let u = |o: usize| u64::from_le_bytes(block[o..o + 8].try_into().unwrap());
     let stored = u32::from_le_bytes(block[32..36].try_into().unwrap());
@@ -218,6 +237,20 @@ mod tests {
             assert!(check_block(&c, 1, 1, Some(1)).is_err(), "flip at {pos} undetected");
         }
         assert_eq!(check_block(&vec![0u8; 512], 1, 1, None), Err(Mismatch::NoStamp));
+    }
+
+    #[test]
+    fn a_block_fio_wrote_with_its_verify_header_is_named_as_fios() {
+        // fio 3.33's verify=crc32c header: magic 0xacca, verify type 5
+        // (VERIFY_CRC32C), little-endian.
+        let mut b = vec![0u8; 512];
+        b[..4].copy_from_slice(&[0xca, 0xac, 5, 0]);
+        assert_eq!(fio_header(&b), Some(5));
+        assert_eq!(check_block(&b, 0, 1, None), Err(Mismatch::FioHeader { verify_type: 5 }));
+        assert!(Mismatch::FioHeader { verify_type: 5 }.to_string().contains("verify it with fio"));
+        b[2] = 0; // VERIFY_NONE is no header fio writes
+        assert_eq!(check_block(&b, 0, 1, None), Err(Mismatch::NoStamp));
+        assert_eq!(fio_header(&[0xca]), None);
     }
 
     #[test]

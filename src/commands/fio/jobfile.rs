@@ -4,8 +4,9 @@
 //! [`JobOpts::set`](super::options::JobOpts::set) gives what fio would.
 //!
 //! Job files: `[section]` headers, `key=value` and bare `key` lines, `;` and
-//! `#` comments, `${VAR}` from the environment, `include FILE` (relative to
-//! the including file). Command line: `--key=value`, `--key value`, bare
+//! `#` comments, `${VAR}` from the environment, `include FILE` (as given if
+//! it is there, else beside the including file, as fio looks), `-` for
+//! standard input. Command line: `--key=value`, `--key value`, bare
 //! booleans; `--name=X` starts a job, options before the first `--name` are
 //! global; job file paths among them.
 
@@ -65,6 +66,126 @@ pub fn substitute_env(line: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Re
     Ok(out)
 }
 
+/// fio's reserved keywords (options.c `fio_keywords`) and what they stand
+/// for here: the page size, the megabytes of memory, the CPUs configured
+/// (`sysconf`, as fio 3.33 reads them on Linux).
+pub fn keywords() -> [(&'static str, String); 3] {
+    // SAFETY: sysconf takes a name and reads the system's configuration.
+    let sc = |name| unsafe { libc::sysconf(name) }.max(0) as u64;
+    let page = sc(libc::_SC_PAGESIZE);
+    [("$pagesize", page.to_string()), ("$mb_memory", ((sc(libc::_SC_PHYS_PAGES) * page) >> 20).to_string()), ("$ncpus", sc(libc::_SC_NPROCESSORS_CONF).to_string())]
+}
+
+/// fio's keyword replacement in a job file's option line
+/// (`fio_keyword_replace`): every keyword of `kw` replaced by its value;
+/// then, when one was and the line holds `+`, `-`, `*` or `/` (and no
+/// `'`), the value after the first `=` computed as fio has `bc` compute it
+/// (`bc_calc`). What bc cannot compute fio refuses ("failed parsing"), and
+/// so does this, saying why.
+pub fn replace_keywords(opt: &str, kw: &[(&str, String)]) -> Result<String, Error> {
+    let mut s = opt.to_string();
+    let mut any = false;
+    for (word, value) in kw {
+        if s.contains(word) {
+            s = s.replace(word, value);
+            any = true;
+        }
+    }
+    if !any || !s.contains(['+', '-', '*', '/']) || s.contains('\'') {
+        return Ok(s);
+    }
+    let Some((key, expr)) = s.split_once('=') else { return Ok(s) };
+    let v = bc(expr).map_err(|why| {
+        Error::usage(format!(
+            "job file option '{opt}' reads '{s}' with fio's keywords replaced, and fio has bc compute that, which takes whole numbers and + - * / % ^ ( ) only: {why}; fio refuses it too (\"failed parsing\"): write plain numbers (a size in bytes, e.g. 2048 for 2k)"
+        ))
+    })?;
+    Ok(format!("{key}={v}"))
+}
+
+/// `bc`'s arithmetic at its default scale 0, as fio's `bc_calc` runs it:
+/// whole numbers, `+ - * / % ^` and parentheses, bc's precedence (unary
+/// minus over `^`, right to left, over `* / %`, over `+ -`); division
+/// drops the fraction.
+fn bc(expr: &str) -> Result<i128, String> {
+    struct P<'a> {
+        s: &'a str,
+        i: usize,
+    }
+    impl P<'_> {
+        fn peek(&mut self) -> Option<u8> {
+            while self.s.as_bytes().get(self.i).is_some_and(|c| c.is_ascii_whitespace()) {
+                self.i += 1;
+            }
+            self.s.as_bytes().get(self.i).copied()
+        }
+        fn sum(&mut self) -> Result<i128, String> {
+            let mut v = self.product()?;
+            while let Some(op @ (b'+' | b'-')) = self.peek() {
+                self.i += 1;
+                let r = self.product()?;
+                v = if op == b'+' { v.checked_add(r) } else { v.checked_sub(r) }.ok_or("the result is too large")?;
+            }
+            Ok(v)
+        }
+        fn product(&mut self) -> Result<i128, String> {
+            let mut v = self.power()?;
+            while let Some(op @ (b'*' | b'/' | b'%')) = self.peek() {
+                self.i += 1;
+                let r = self.power()?;
+                v = match op {
+                    b'*' => v.checked_mul(r),
+                    _ if r == 0 => return Err("a division by zero".into()),
+                    b'/' => v.checked_div(r),
+                    _ => v.checked_rem(r),
+                }
+                .ok_or("the result is too large")?;
+            }
+            Ok(v)
+        }
+        fn power(&mut self) -> Result<i128, String> {
+            let base = self.unary()?;
+            if self.peek() != Some(b'^') {
+                return Ok(base);
+            }
+            self.i += 1;
+            let e = u32::try_from(self.power()?).map_err(|_| "a negative or huge exponent")?;
+            base.checked_pow(e).ok_or_else(|| "the result is too large".into())
+        }
+        fn unary(&mut self) -> Result<i128, String> {
+            match self.peek() {
+                Some(b'-') => {
+                    self.i += 1;
+                    Ok(-self.unary()?)
+                }
+                Some(b'(') => {
+                    self.i += 1;
+                    let v = self.sum()?;
+                    if self.peek() != Some(b')') {
+                        return Err("a '(' without its ')'".into());
+                    }
+                    self.i += 1;
+                    Ok(v)
+                }
+                Some(c) if c.is_ascii_digit() => {
+                    let rest = &self.s[self.i..];
+                    let n = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+                    self.i += n;
+                    rest[..n].parse().map_err(|_| "a number too large".into())
+                }
+                Some(_) => Err(format!("'{}' is not a number", self.s[self.i..].split(|c: char| "+-*/%^() ".contains(c)).next().unwrap_or(""))),
+                None => Err("an operator without its number".into()),
+            }
+        }
+    }
+    let mut p = P { s: expr, i: 0 };
+    let v = p.sum()?;
+    match p.peek() {
+        None => Ok(v),
+        Some(_) => Err(format!("'{}' is not a number or operator", &expr[p.i..])),
+    }
+}
+
 fn split_kv(s: &str) -> Opt {
     match s.split_once('=') {
         Some((k, v)) => (k.trim().to_string(), Some(v.trim().to_string())),
@@ -78,7 +199,14 @@ fn lines_of(path: &Path, depth: usize, env: &dyn Fn(&str) -> Option<String>) -> 
     if depth > 16 {
         return Err(Error::usage(format!("{}: includes nested more than 16 deep (an include loop?)", path.display())));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| Error::usage(format!("cannot read job file {}: {e}", path.display())))?;
+    let text = if path == Path::new("-") {
+        // fio's `-`: the job file is standard input.
+        let mut t = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut t).map_err(|e| Error::usage(format!("cannot read the job file from standard input ('-'): {e}")))?;
+        t
+    } else {
+        std::fs::read_to_string(path).map_err(|e| Error::usage(format!("cannot read job file {}: {e}", path.display())))?
+    };
     let mut out = vec![];
     for raw in text.lines() {
         // fio ends a line at its first ';' or '#' (strip_blank_end): a
@@ -87,10 +215,18 @@ fn lines_of(path: &Path, depth: usize, env: &dyn Fn(&str) -> Option<String>) -> 
         if l.is_empty() {
             continue;
         }
-        let l = substitute_env(l, env)?;
+        if depth > 0 && l.starts_with('[') {
+            return Err(Error::usage(format!("{}: {l}: a section in an included file; fio takes none there (\"No new sections in included files\"): put the section in the including file", path.display())));
+        }
+        let mut l = substitute_env(l, env)?;
+        if !l.starts_with('[') && !l.starts_with("include ") {
+            l = replace_keywords(&l, &keywords())?;
+        }
         if let Some(file) = l.strip_prefix("include ") {
+            // As fio: the name as given when it is there (relative to the
+            // working directory), else beside the including file.
             let f = PathBuf::from(file.trim());
-            let f = if f.is_absolute() { f } else { path.parent().unwrap_or(Path::new(".")).join(f) };
+            let f = if f.is_absolute() || f.exists() { f } else { path.parent().unwrap_or(Path::new(".")).join(f) };
             out.extend(lines_of(&f, depth + 1, env)?);
             continue;
         }
@@ -127,10 +263,32 @@ pub fn parse_file(path: &Path, global: &[Opt], env: &dyn Fn(&str) -> Option<Stri
     let mut jobs: Vec<JobDef> = vec![];
     let mut in_global = false;
     let mut any_section = false;
+    // Where the [global] section being read starts in `global`.
+    let mut global_from = global.len();
+    // fio sorts each section's options before it applies them (parse.c
+    // `sort_options`, by the options' `prio`; a stable sort here, as
+    // fio's qsort was in fio 3.33 as run beside these tests): its JSON and
+    // --showcmd list them in that order (filename last).
+    let prio = |(k, _): &Opt| std::cmp::Reverse(match k.as_str() {
+        "filename" | "filename_format" => -1,
+        "lockfile" | "cpus_allowed_policy" | "kb_base" | "unit_base" => 1,
+        _ => 0,
+    });
+    let sort_section = |in_global: bool, global: &mut Vec<Opt>, global_from: usize, jobs: &mut Vec<JobDef>| {
+        if in_global {
+            global[global_from..].sort_by_key(prio);
+        } else if let Some(j) = jobs.last_mut() {
+            j.opts[j.inherited..].sort_by_key(prio);
+        }
+    };
     for l in lines_of(path, 0, env)? {
         if let Some(sec) = l.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            sort_section(in_global, &mut global, global_from, &mut jobs);
             any_section = true;
-            in_global = sec == "global";
+            // fio: any section whose name starts with "global" (init.c:
+            // `!strncmp(name, "global", 6)`).
+            in_global = sec.starts_with("global");
+            global_from = global.len();
             if !in_global {
                 // The section names the job (fio does not list it among the
                 // job's options, as it does a `name=` line).
@@ -148,6 +306,7 @@ pub fn parse_file(path: &Path, global: &[Opt], env: &dyn Fn(&str) -> Option<Stri
             jobs.last_mut().unwrap().opts.push(kv);
         }
     }
+    sort_section(in_global, &mut global, global_from, &mut jobs);
     Ok(jobs)
 }
 
@@ -190,6 +349,14 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
             }
         }
         let need = |v: &Option<String>| v.clone().ok_or_else(|| Error::usage(format!("--{key} needs a value (--{key}=...)")));
+        // fio 3.33 replaces its keywords in job files only ("failed
+        // parsing numjobs=$ncpus" on its command line).
+        if let Some((word, _)) = keywords().into_iter().find(|(w, _)| val.as_deref().is_some_and(|v| v.contains(w))) {
+            return Err(Error::usage(format!(
+                "--{key}={}: fio replaces {word} in job files, not on the command line (fio 3.33 fails to parse it there too); put the option in a job file, or write the number (the shell's $(nproc), $(getconf PAGESIZE))",
+                val.as_deref().unwrap_or("")
+            )));
+        }
         match key.as_str() {
             "output" => run.output = Some(need(&val)?),
             "output-format" => {
@@ -225,9 +392,19 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
             }
         }
     }
+    if files.iter().filter(|f| *f == "-").count() > 1 {
+        return Err(Error::usage("'-' (the job file on standard input) is given twice; standard input holds one job file: give it once"));
+    }
+    // --section picks among the job files' jobs (fio skips the others as
+    // it reads the files); the command line's --name jobs all run.
+    let mut in_files: Vec<String> = vec![];
     for (n, f) in files.iter().enumerate() {
         let globals = if n == 0 { &global[..] } else { &[] };
         let mut more = parse_file(Path::new(f), globals, env)?;
+        in_files.extend(more.iter().map(|j| j.name.clone()));
+        if !run.sections.is_empty() {
+            more.retain(|j| run.sections.contains(&j.name));
+        }
         // fio separates job files by a stonewall on the first job of each
         // after the first.
         if let (Some(first), true) = (more.first_mut(), n > 0) {
@@ -235,15 +412,11 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
         }
         jobs.extend(more);
     }
+    if jobs.is_empty() && !run.sections.is_empty() && !in_files.is_empty() {
+        return Err(Error::usage(format!("--section {}: no such job; the jobs are {}", run.sections.join(","), in_files.join(", "))));
+    }
     if jobs.is_empty() {
         return Err(Error::usage("no jobs: give --name=NAME with the job's options (as fio needs), or a job file"));
-    }
-    if !run.sections.is_empty() {
-        let all: Vec<String> = jobs.iter().map(|j| j.name.clone()).collect();
-        jobs.retain(|j| run.sections.contains(&j.name));
-        if jobs.is_empty() {
-            return Err(Error::usage(format!("--section {}: no such job; the jobs are {}", run.sections.join(","), all.join(", "))));
-        }
     }
     if run.output_format.is_empty() {
         run.output_format.push("normal".into());
@@ -271,6 +444,55 @@ mod tests {
         let d = std::env::temp_dir().join(format!("nvme-bypass-jobfile-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn fios_keywords_are_replaced_and_computed_as_bc_computes_them() {
+        let kw = [("$pagesize", "4096".to_string()), ("$mb_memory", "24105".to_string()), ("$ncpus", "2".to_string())];
+        let r = |s: &str| replace_keywords(s, &kw);
+        assert_eq!(r("numjobs=$ncpus").unwrap(), "numjobs=2");
+        assert_eq!(r("bs=$pagesize").unwrap(), "bs=4096");
+        // As fio 3.33 gave them: size=5120, iodepth=4 (bc: whole numbers).
+        assert_eq!(r("size=$mb_memory/4096*1024").unwrap(), "size=5120");
+        assert_eq!(r("iodepth=$ncpus*3/2+1").unwrap(), "iodepth=4");
+        assert_eq!(r("size = 8 * $mb_memory").unwrap(), "size =192840");
+        assert_eq!(r("x=(1+$ncpus)*2^3-7%4").unwrap(), "x=21");
+        assert_eq!(r("x=-$ncpus^2").unwrap(), "x=4", "bc's unary minus binds over ^");
+        // No keyword: no arithmetic (fio passes the line on as it is).
+        assert_eq!(r("filename=/dev/nvme0n1-x").unwrap(), "filename=/dev/nvme0n1-x");
+        // What bc cannot compute fio refuses ("failed parsing"), and so
+        // does this, saying why.
+        let e = r("size=$mb_memory/1000*2k").unwrap_err().to_string();
+        assert!(e.contains("size=24105/1000*2k") && e.contains("'k' is not a number") && e.contains("failed parsing"), "{e}");
+        assert!(r("numjobs=$ncpus/0").unwrap_err().to_string().contains("division by zero"));
+        assert!(r("numjobs=($ncpus+1").unwrap_err().to_string().contains("without its ')'"));
+        let k = keywords();
+        assert!(k.iter().all(|(_, v)| v.parse::<u64>().is_ok_and(|n| n > 0)), "{k:?}");
+    }
+
+    #[test]
+    fn keywords_in_a_job_file_and_not_on_the_command_line() {
+        let d = tmpdir("kw");
+        std::fs::write(d.join("k.fio"), "[global]\nnumjobs=$ncpus\n[k]\niodepth=$ncpus*2\n").unwrap();
+        let (_, jobs) = parse_command_line(&args(&[d.join("k.fio").to_str().unwrap()]), &env).unwrap();
+        let n: u64 = keywords()[2].1.parse().unwrap();
+        assert_eq!(get(&jobs[0], "numjobs"), Some(n.to_string().as_str()));
+        assert_eq!(get(&jobs[0], "iodepth"), Some((2 * n).to_string().as_str()));
+        let e = parse_command_line(&args(&["--name=x", "--numjobs=$ncpus"]), &env).err().unwrap().to_string();
+        assert!(e.contains("in job files, not on the command line"), "{e}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn each_sections_options_are_sorted_as_fio_sorts_them() {
+        // fio 3.33 --showcmd of this file: "--kb_base=1024 --filename=x
+        // --cpus_allowed_policy=split --bs=8k --name=j --kb_base=1024
+        // --size=1M --filename=y" (it repeats the globals; we do not).
+        let d = tmpdir("prio");
+        std::fs::write(d.join("p.fio"), "[global]\nfilename=x\nkb_base=1024\n[global]\ncpus_allowed_policy=split\nbs=8k\n[j]\nfilename=y\nsize=1M\nkb_base=1024\n").unwrap();
+        let (_, jobs) = parse_command_line(&args(&["--bs=4k", "--filename=z", d.join("p.fio").to_str().unwrap()]), &env).unwrap();
+        assert_eq!(as_command_line(&jobs), "fio --bs=4k --filename=z --kb_base=1024 --filename=x --cpus_allowed_policy=split --bs=8k --name=j --kb_base=1024 --size=1M --filename=y");
+        let _ = std::fs::remove_dir_all(d);
     }
 
     #[test]
@@ -311,6 +533,9 @@ mod tests {
         assert_eq!(jobs[0].name, "second");
         let e = parse_command_line(&args(&["--section=nope", f.to_str().unwrap()]), &env).err().unwrap().to_string();
         assert!(e.contains("first, second, third"), "{e}");
+        // --section picks among the files' jobs; --name jobs run, as fio's.
+        let (_, jobs) = parse_command_line(&args(&["--name=cli", "--section=second", f.to_str().unwrap()]), &env).unwrap();
+        assert_eq!(jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(), ["cli", "second"]);
         // Options after the job file are globals too, and a job file's
         // own [global] comes after them; a second job file starts from
         // the defaults, behind a stonewall.
@@ -330,6 +555,15 @@ mod tests {
         assert!(run.showcmd);
         assert_eq!(jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(), ["cli", "fourth"]);
         assert_eq!(as_command_line(&jobs), "fio --name=cli --rw=read --bs=16k --name=fourth --rw=write");
+        // fio's [global...]: any section whose name starts with "global".
+        std::fs::write(d.join("g.fio"), "[global-opts]\nbs=64k\n[j]\n").unwrap();
+        let (_, jobs) = parse_command_line(&args(&[d.join("g.fio").to_str().unwrap()]), &env).unwrap();
+        assert_eq!((jobs.len(), get(&jobs[0], "bs")), (1, Some("64k")));
+        // No sections in an included file, as fio.
+        std::fs::write(d.join("sec.fio"), "[k]\nbs=4k\n").unwrap();
+        std::fs::write(d.join("inc.fio"), "[j]\ninclude sec.fio\n").unwrap();
+        let e = parse_command_line(&args(&[d.join("inc.fio").to_str().unwrap()]), &env).err().unwrap().to_string();
+        assert!(e.contains("No new sections in included files"), "{e}");
         std::fs::write(d.join("bad.fio"), "[j]\nfilename=${NOPE}\n").unwrap();
         let e = parse_command_line(&args(&[d.join("bad.fio").to_str().unwrap()]), &env).err().unwrap().to_string();
         assert!(e.contains("${NOPE}") && e.contains("export NOPE"), "{e}");

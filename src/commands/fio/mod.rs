@@ -323,10 +323,34 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         }
         other => return Err(Error::usage(format!("job {job}: ioengine={other} is not supported; use one of {ENGINES}"))),
     };
+    // A read job verifying data fio wrote with its own verify= finds fio's
+    // header in every block, not our stamps: said before it runs, not as a
+    // mismatch in every block after it.
+    if o.verify && !o.rw.writes() {
+        for ps in &paths {
+            let PathSpec::Block(k) = ps else { continue };
+            if let Some(kind) = fio_verify_header_at(&k.device, o.offset) {
+                let v = o.given.iter().rev().find(|(k, _)| k == "verify").map_or("crc32c", |(_, v)| v.as_str());
+                return Err(Error::usage(format!(
+                    "job {job}: verify={v}: {} holds fio's own verify header at offset {} (magic 0xacca, verify type {kind}), written by fio with verify=; nvme-bypass checks the stamps of its own verify= writes, not fio's header format: verify this data with fio itself, or write it with a verify= write job of nvme-bypass fio first",
+                    k.device, o.offset
+                )));
+            }
+        }
+    }
     if paths.len() > 1 && o.verify {
         return Err(Error::usage(format!("job {job}: verify with several files is not supported (a block's expected content would depend on which device served it); verify each on its own")));
     }
     Ok(Planned { opts: o, group, wave: 0, paths, layout, cpus, context, batch_complete, global_options: Default::default(), job_options: Default::default() })
+}
+
+/// fio's verify header (its verify type) at `offset` of a file or device,
+/// if it holds one; None when it cannot be read.
+fn fio_verify_header_at(path: &str, offset: u64) -> Option<u16> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut b = [0u8; 4];
+    f.read_exact_at(&mut b, offset).ok()?;
+    crate::engine::verify::fio_header(&b)
 }
 
 /// A message of the paths and the engine, which name `bench`'s options,
@@ -347,7 +371,9 @@ fn in_fio_words(msg: &str) -> String {
         ("hipri", "hipri"),
         ("fixedbufs", "fixedbufs"),
         ("registerfiles", "registerfiles"),
+        ("sqthread-poll-cpu", "sqthread_poll_cpu"),
         ("sqthread-poll", "sqthread_poll"),
+        ("rwmixread", "rwmixread"),
         ("buffered", "direct=0"),
         ("allow-write", "a write pattern"),
         ("cpus", "cpus_allowed"),
@@ -359,11 +385,20 @@ fn in_fio_words(msg: &str) -> String {
             out.push_str(&rest[..i]);
             out.push_str(fio);
             rest = &rest[i + pat.len()..];
-            // "--iodepth 4" -> "iodepth=4"; "--numjobs for" -> "numjobs for".
+            // "--iodepth 4" and "--iodepth (4)" -> "iodepth=4"; "--numjobs
+            // for" -> "numjobs for"; a bare "--verify" -> "verify=", as fio
+            // users write it.
+            let paren = rest.strip_prefix(" (").and_then(|r| r.split_once(')')).filter(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
             let value = rest.strip_prefix(' ').filter(|r| r.starts_with(|c: char| c.is_ascii_digit()) || ["io_uring", "libaio", "psync"].iter().any(|e| r.starts_with(e)));
-            if let Some(v) = value {
+            if let Some((n, after)) = paren {
+                out.push('=');
+                out.push_str(n);
+                rest = after;
+            } else if let Some(v) = value {
                 out.push('=');
                 rest = v;
+            } else if ours == "verify" && !rest.starts_with(|c: char| c.is_alphanumeric() || c == '-' || c == '_') {
+                out.push('=');
             }
         }
         out.push_str(rest);
@@ -516,6 +551,82 @@ fn in_order(j: &mut serde_json::Value, order: &[&str]) {
     }
 }
 
+/// fio's grouping of threads into report entries (stat.c
+/// `__show_run_stats`): the threads in order, each as (group_reporting,
+/// reporting group). A thread starts an entry unless it has
+/// group_reporting and the thread before it is of its group: then it is
+/// added into that thread's entry, whatever that thread's
+/// group_reporting (fio adds a group_reporting job into a plain one just
+/// before it). The entries, as lists of thread indexes.
+fn fio_entries(tds: &[(bool, usize)]) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = vec![];
+    for (i, &(group_reporting, group)) in tds.iter().enumerate() {
+        match out.last_mut() {
+            Some(e) if group_reporting && tds[i - 1].1 == group => e.push(i),
+            _ => out.push(vec![i]),
+        }
+    }
+    out
+}
+
+/// One of fio's report entries ([`fio_entries`]): one block of the text,
+/// one entry of the JSON.
+struct Entry {
+    /// The jobs it holds threads of: (index in `ran`, how many threads),
+    /// in order; the first names it.
+    jobs: Vec<(usize, usize)>,
+    threads: Vec<ThreadResult>,
+    summary: RunSummary,
+    /// What the figures are, each job's said once.
+    context: String,
+    /// The verify read-backs of its jobs that only write ([`output::read_back`]).
+    read_back: Option<(u64, u64, u64)>,
+}
+
+impl Entry {
+    /// The entry of threads `tds` (index in `ran`, thread of that job).
+    fn of(tds: Vec<(usize, usize)>, ran: &[Ran], plans: &[Planned]) -> Entry {
+        let mut jobs: Vec<(usize, usize)> = vec![];
+        for &(i, _) in &tds {
+            match jobs.last_mut() {
+                Some((j, n)) if *j == i => *n += 1,
+                _ => jobs.push((i, 1)),
+            }
+        }
+        let threads: Vec<ThreadResult> = tds.iter().map(|&(i, k)| ran[i].threads[k].clone()).collect();
+        let first = &ran[jobs[0].0];
+        let distinct = |f: &dyn Fn(usize) -> String, sep: &str| {
+            let mut v: Vec<String> = vec![];
+            for &(i, _) in &jobs {
+                let x = f(i);
+                if !v.contains(&x) {
+                    v.push(x);
+                }
+            }
+            v.join(sep)
+        };
+        let summary = match jobs[..] {
+            // A whole job keeps its own summary (its target described).
+            [(i, n)] if n == ran[i].threads.len() => ran[i].summary.clone(),
+            [_] => RunSummary::new(first.summary.backend.clone(), vec![], &threads, &first.summary.clock),
+            _ => {
+                let mut s = RunSummary::new(distinct(&|i| ran[i].summary.backend.clone(), ", "), first.summary.target.clone(), &threads, &first.summary.clock);
+                s.emulated = jobs.iter().any(|&(i, _)| ran[i].summary.emulated);
+                s.simulated = jobs.iter().any(|&(i, _)| ran[i].summary.simulated);
+                s.interrupt_driven = first.summary.interrupt_driven;
+                s
+            }
+        };
+        let mut at = 0;
+        let read_back = output::sum_read_backs(jobs.iter().map(|&(i, n)| {
+            at += n;
+            output::read_back(&threads[at - n..at], plans[ran[i].plan_idx].opts.bs)
+        }));
+        let context = distinct(&|i| plans[ran[i].plan_idx].context.clone(), "; ");
+        Entry { jobs, threads, summary, context, read_back }
+    }
+}
+
 /// fio's json+ `bins`: every latency recorded (ns, as a string key, the
 /// histogram's value: 3 significant digits) with its count of I/Os.
 fn bins(h: &hdrhistogram::Histogram<u64>) -> serde_json::Value {
@@ -547,7 +658,13 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     let (mut group, mut wave) = (0, 0);
     for (i, d) in defs.iter().enumerate() {
         let mut o = JobOpts { name: d.name.clone(), ..Default::default() };
-        for (k, v) in &d.opts {
+        for (n, (k, v)) in d.opts.iter().enumerate() {
+            // A [global] name= names no job: the section's name wins over
+            // it, as fio names a job when it copies the globals (a job's
+            // own name= still renames it).
+            if n < d.inherited && k == "name" {
+                continue;
+            }
             o.set(k, v.as_deref()).map_err(|e| Error::usage(format!("job {}: {e}", d.name)))?;
         }
         if i > 0 && (o.stonewall || o.new_group) {
@@ -713,24 +830,30 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     // formats (terse, json, json+, normal): with both, the JSON comes first.
     let mut normal_text = String::new();
     let mut failed = false;
+    // fio's entries: each thread on its own, or, under group_reporting,
+    // added into the entry before it (a job's clones, and the jobs after
+    // it in its reporting group).
+    let tds: Vec<(usize, usize)> = ran.iter().enumerate().flat_map(|(i, r)| (0..r.threads.len()).map(move |k| (i, k))).collect();
+    let kinds: Vec<(bool, usize)> = tds.iter().map(|&(i, _)| (plans[ran[i].plan_idx].opts.group_reporting, plans[ran[i].plan_idx].group)).collect();
+    let entries: Vec<Entry> = fio_entries(&kinds).into_iter().map(|e| Entry::of(e.iter().map(|&n| tds[n]).collect(), &ran, &plans)).collect();
     if normal {
-        // Each job's block (group_reporting or one thread: one block; else
-        // one per thread, as fio prints each clone), then each group's status.
-        let mut blocks_owned: Vec<(usize, Vec<ThreadResult>, RunSummary, i64)> = vec![];
-        for r in &ran {
-            let p = &plans[r.plan_idx];
-            if p.opts.group_reporting || r.threads.len() == 1 {
-                blocks_owned.push((r.plan_idx, r.threads.clone(), r.summary.clone(), (r.started_ms / 1000) as i64));
-            } else {
-                for t in &r.threads {
-                    let s = RunSummary::new(r.summary.backend.clone(), vec![], std::slice::from_ref(t), &r.summary.clock);
-                    blocks_owned.push((r.plan_idx, vec![t.clone()], s, (r.started_ms / 1000) as i64));
-                }
-            }
-        }
-        let blocks: Vec<Block> = blocks_owned
+        // Each entry's block, then each group's status.
+        let blocks: Vec<Block> = entries
             .iter()
-            .map(|(i, t, s, st)| Block { opts: &plans[*i].opts, group: plans[*i].group, threads: t, summary: s, started: *st, context: &plans[*i].context })
+            .map(|e| {
+                let p = &plans[ran[e.jobs[0].0].plan_idx];
+                let last = &plans[ran[e.jobs[e.jobs.len() - 1].0].plan_idx];
+                Block {
+                    opts: &p.opts,
+                    group: p.group,
+                    threads: &e.threads,
+                    summary: &e.summary,
+                    started: (ran[e.jobs[0].0].started_ms / 1000) as i64,
+                    context: &e.context,
+                    read_back: e.read_back,
+                    depth: last.opts.iodepth,
+                }
+            })
             .collect();
         let mut text = String::from("\n");
         // One block after another, as fio prints them (no blank line).
@@ -759,18 +882,15 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         let mut all: Option<serde_json::Value> = None;
         let plus = run.output_format.iter().any(|f| f == "json+");
         let elapsed_s = genesis.elapsed().as_millis().div_ceil(1000).max(1) as u64;
-        for r in &ran {
+        for e in &entries {
+            let r = &ran[e.jobs[0].0];
             let p = &plans[r.plan_idx];
-            // group_reporting: one entry for the job's clones, as fio's
-            // JSON has one per reporting group.
-            let merged;
-            let threads: &[ThreadResult] = if p.opts.group_reporting && r.threads.len() > 1 {
-                merged = [ThreadResult::merged(&r.threads)];
-                &merged
-            } else {
-                &r.threads
-            };
-            let mut v = crate::report::fio_json(&r.summary, &r.spec, threads);
+            let last = &plans[ran[e.jobs[e.jobs.len() - 1].0].plan_idx];
+            // One JSON entry per fio entry: a thread, or the threads fio
+            // adds into one under group_reporting.
+            let merged = [if e.threads.len() > 1 { ThreadResult::merged(&e.threads) } else { e.threads[0].clone() }];
+            let threads: &[ThreadResult] = &merged;
+            let mut v = crate::report::fio_json(&e.summary, &r.spec, threads);
             if let Some(jobs) = v["jobs"].as_array_mut() {
                 for (j, t) in jobs.iter_mut().zip(threads) {
                     // fio's latency_ns / _us / _ms: percent of I/Os per bucket.
@@ -782,9 +902,14 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                         j[key] = (0..n).map(|i| (output::bucket_label(base == 20, i), serde_json::Value::from(b[base + i]))).collect::<serde_json::Map<_, _>>().into();
                     }
                     if plus && !p.opts.gtod_reduce {
-                        // json+: fio's latency bins, latency (ns) -> I/Os.
-                        j["read"]["clat_ns"]["bins"] = bins(t.read.clat_or_lat());
-                        j["write"]["clat_ns"]["bins"] = bins(t.write.clat_or_lat());
+                        // json+: fio's latency bins, latency (ns) -> I/Os,
+                        // beside the percentiles only (a direction without
+                        // I/O has neither, as fio's add_ddir_lat_json).
+                        for (dir, h) in [("read", t.read.clat_or_lat()), ("write", t.write.clat_or_lat())] {
+                            if j[dir]["clat_ns"]["percentile"].is_object() {
+                                j[dir]["clat_ns"]["bins"] = bins(h);
+                            }
+                        }
                     }
                     if p.opts.gtod_reduce {
                         // fio records no latency under gtod_reduce: its
@@ -802,10 +927,30 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                             }
                         }
                     }
+                    // Several jobs in one entry: each direction's runtime
+                    // is the longest of those that did it, and its rates
+                    // over that, as fio's (the merged thread has the
+                    // longest of all).
+                    if e.jobs.len() > 1 {
+                        for (dir, pick) in [("read", 0), ("write", 1)] {
+                            let d = &mut j[dir];
+                            let (ios, bytes) = (d["total_ios"].as_u64().unwrap_or(0), d["io_bytes"].as_u64().unwrap_or(0));
+                            if ios > 0 {
+                                let ms = output::dir_runtime_ms(&e.threads, pick).max(1);
+                                d["runtime"] = ms.into();
+                                d["iops"] = (ios as f64 * 1000.0 / ms as f64).into();
+                                d["bw_bytes"] = (bytes * 1000 / ms).into();
+                                d["bw"] = (bytes * 1000 / ms / 1024).into();
+                            }
+                        }
+                    }
                     // A write job's verify phase, as fio reports it: the
-                    // read direction (no latency recorded for it).
-                    if let Some((ios, bytes, ms)) = output::read_back(std::slice::from_ref(t), p.opts.bs) {
+                    // read direction (no latency recorded for it), beside
+                    // the reads of another job of the entry if there are.
+                    if let Some((ios, bytes, ms)) = e.read_back {
                         let r = &mut j["read"];
+                        let own = |k: &str| r[k].as_u64().unwrap_or(0);
+                        let (ios, bytes, ms) = (ios + own("total_ios"), bytes + own("io_bytes"), ms.max(own("runtime")));
                         r["io_bytes"] = bytes.into();
                         r["io_kbytes"] = (bytes / 1024).into();
                         r["total_ios"] = ios.into();
@@ -814,6 +959,11 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                         r["bw_bytes"] = (bytes * 1000 / ms).into();
                         r["bw"] = (bytes * 1000 / ms / 1024).into();
                     }
+                    if e.threads.len() > 1 {
+                        // fio's total_run_time of an entry: its threads' added.
+                        j["job_runtime"] = e.threads.iter().map(|t| t.elapsed_ns / 1_000_000).sum::<u64>().into();
+                    }
+                    j["latency_depth"] = last.opts.iodepth.into();
                     // `bw_agg` against the group's aggregate, as the text's `per=`.
                     for (dir, pick) in [("read", 0), ("write", 1)] {
                         if j[dir]["bw_samples"].as_u64().unwrap_or(0) > 0 {
@@ -828,9 +978,10 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     j["job_start"] = r.started_ms.into();
                     j["groupid"] = p.group.into();
                     // fio lists the options the job was given, as given
-                    // (its name too), apart from the inherited globals.
-                    j["job options"] = p.job_options.clone().into();
-                    j["nvme_bypass"]["figures"] = p.context.clone().into();
+                    // (its name too), apart from the inherited globals; an
+                    // entry of several jobs lists its last job's, as fio's.
+                    j["job options"] = last.job_options.clone().into();
+                    j["nvme_bypass"]["figures"] = e.context.clone().into();
                     in_order(j, &JOB_ORDER);
                 }
             }
@@ -844,6 +995,8 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     if !p.global_options.is_empty() {
                         v["global options"] = p.global_options.clone().into();
                     }
+                    // Ours at the top: the first job's figures.
+                    v["nvme_bypass"] = r.summary.to_json();
                     all = Some(v)
                 }
                 Some(a) => {
@@ -871,7 +1024,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         if r.summary.errors > 0 || r.summary.mismatches > 0 {
             failed = true;
             if r.summary.mismatches > 0 {
-                eprintln!("nvme-bypass: verify found {} mismatching blocks; first: {}", r.summary.mismatches, r.summary.first_mismatch.as_deref().unwrap_or("?"));
+                eprintln!("nvme-bypass: verify found {} mismatching blocks; first: {}", r.summary.mismatches, in_fio_words(r.summary.first_mismatch.as_deref().unwrap_or("?")));
             }
             if r.summary.errors > 0 {
                 eprintln!("nvme-bypass: {} I/Os failed; first: {}", r.summary.errors, r.summary.first_error.as_deref().unwrap_or("?"));
@@ -917,6 +1070,32 @@ mod tests {
         );
         assert_eq!(in_fio_words("a regular file: use --backend block for files"), "a regular file: use ioengine=io_uring, libaio or psync for files");
         assert_eq!(in_fio_words("--batch-complete 8 is more than --iodepth 4"), "iodepth_batch_complete_min/_max=8 is more than iodepth=4");
+        // verify in fio's spelling, never the bench flag's.
+        assert_eq!(
+            in_fio_words("--verify needs at least --iodepth (8) distinct I/O units per thread, --size gives 4; use a larger --size"),
+            "verify= needs at least iodepth=8 distinct I/O units per thread, size gives 4; use a larger size"
+        );
+        assert_eq!(in_fio_words("LBA 0: no verify stamp (block never written with --verify)"), "LBA 0: no verify stamp (block never written with verify=)");
+        assert_eq!(in_fio_words("--sqthread-poll-cpu needs --sqthread-poll"), "sqthread_poll_cpu needs sqthread_poll");
+    }
+
+    #[test]
+    fn threads_are_added_into_entries_as_fios_group_reporting_adds_them() {
+        // (group_reporting, group) of each thread, in order.
+        let (gr, plain) = (true, false);
+        // Two jobs of one group, each of two clones, with group_reporting: one entry.
+        assert_eq!(fio_entries(&[(gr, 0), (gr, 0), (gr, 0), (gr, 0)]), [vec![0, 1, 2, 3]]);
+        // Without it: one per thread.
+        assert_eq!(fio_entries(&[(plain, 0), (plain, 0), (plain, 0)]), [vec![0], vec![1], vec![2]]);
+        // A new group starts a new entry.
+        assert_eq!(fio_entries(&[(gr, 0), (gr, 0), (gr, 1), (gr, 1)]), [vec![0, 1], vec![2, 3]]);
+        // A plain job after a group_reporting one is its own; a
+        // group_reporting job after a plain one of its group is added into
+        // it, as fio's loop adds it ("a: (groupid=0, jobs=3)" for jobs a
+        // plain, b and c with group_reporting).
+        assert_eq!(fio_entries(&[(gr, 0), (plain, 0), (plain, 0)]), [vec![0], vec![1], vec![2]]);
+        assert_eq!(fio_entries(&[(plain, 0), (gr, 0), (gr, 0)]), [vec![0, 1, 2]]);
+        assert!(fio_entries(&[]).is_empty());
     }
 
     #[test]

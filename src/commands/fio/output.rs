@@ -217,9 +217,12 @@ pub fn distribution_lines(h: &hdrhistogram::Histogram<u64>) -> String {
     o
 }
 
-/// One reported block: a job (group_reporting: all its threads), or one
-/// thread of it (fio's clones).
+/// One reported block, fio's entry (its `threadstats`): one thread of a
+/// job (fio's clones), or, under group_reporting, the threads fio adds
+/// into one: a job's clones, and the jobs after it in its reporting group
+/// (see `fio_entries` in mod.rs).
 pub struct Block<'a> {
+    /// The first job's options (its name heads the block).
     pub opts: &'a JobOpts,
     pub group: usize,
     pub threads: &'a [ThreadResult],
@@ -227,27 +230,51 @@ pub struct Block<'a> {
     pub started: i64,
     /// What the figures are: "measured, emulated: ..." etc.
     pub context: &'a str,
+    /// fio's verify phase of the jobs that only write (verify=, do_verify's
+    /// default): the reads that check what they wrote, which fio reports
+    /// in the `read:` direction. (I/Os, bytes, runtime ms), measured (no
+    /// latency is recorded for them), summed over the block's jobs
+    /// ([`read_back`] of each, with its own bs); None when there were
+    /// none, or when a job's own reads fill that line (then its read-back
+    /// has a line of ours).
+    pub read_back: Option<(u64, u64, u64)>,
+    /// fio's `latency_depth`: the last job's iodepth, as fio takes it.
+    pub depth: usize,
 }
 
 impl Block<'_> {
-    /// Runtime in ms as fio counts it: the longest thread.
-    pub fn runtime_ms(&self) -> u64 {
-        crate::report::fio_json::fio_ms(self.threads.iter().map(|t| t.elapsed_ns).max().unwrap_or(0))
+    /// A direction's runtime in ms as fio counts it (`pick` 0: read, 1:
+    /// write): the longest of the threads that did it (fio's per-direction
+    /// runtime, the largest of its members'), the longest thread when none
+    /// did.
+    pub fn dir_runtime_ms(&self, pick: usize) -> u64 {
+        dir_runtime_ms(self.threads, pick)
     }
 
+    /// Bytes and runtime (ms, at least 1) of one direction, as the `Run
+    /// status group` lines count them: the read-back in the read direction.
     fn dir_bytes_ms(&self, pick: usize) -> (u64, u64) {
-        dir_bytes_ms(self.threads, self.summary, self.opts.bs, pick)
+        let own = if pick == 0 { self.summary.read.bytes } else { self.summary.write.bytes };
+        let ms = self.dir_runtime_ms(pick).max(1);
+        match (pick, self.read_back) {
+            (0, Some((_, bytes, rb_ms))) if own == 0 => (bytes, rb_ms),
+            (0, Some((_, bytes, rb_ms))) => (own + bytes, ms.max(rb_ms)),
+            _ => (own, ms),
+        }
     }
+}
 
-    /// fio's verify phase of a job that only writes (verify=, do_verify's
-    /// default): the reads that check what it wrote, which fio reports as
-    /// the job's `read:` direction. (I/Os, bytes, runtime ms), measured
-    /// (no latency is recorded for them); None when there were none, or
-    /// when the job's own reads fill that line (then the read-back has a
-    /// line of ours).
-    pub fn read_back(&self) -> Option<(u64, u64, u64)> {
-        read_back(self.threads, self.opts.bs)
-    }
+/// A direction's runtime in ms of threads as fio counts it ([`Block::dir_runtime_ms`]).
+pub fn dir_runtime_ms(threads: &[ThreadResult], pick: usize) -> u64 {
+    let did = |t: &&ThreadResult| if pick == 0 { t.read.ios + t.read.errors > 0 } else { t.write.ios + t.write.errors > 0 };
+    let ns = threads.iter().filter(did).map(|t| t.elapsed_ns).max().or_else(|| threads.iter().map(|t| t.elapsed_ns).max());
+    crate::report::fio_json::fio_ms(ns.unwrap_or(0))
+}
+
+/// The read-backs of several jobs' threads ([`read_back`] of each) as one:
+/// I/Os and bytes summed, the longest runtime; None when none had one.
+pub fn sum_read_backs(each: impl IntoIterator<Item = Option<(u64, u64, u64)>>) -> Option<(u64, u64, u64)> {
+    each.into_iter().flatten().reduce(|a, b| (a.0 + b.0, a.1 + b.1, a.2.max(b.2)))
 }
 
 /// The verify read-back of threads that did no reads of their own, as fio
@@ -341,20 +368,25 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
         b.threads.first().map_or(std::process::id(), |t| t.tid),
         crate::report::fmt::fio_date(b.started)
     );
-    let runt = b.runtime_ms();
-    let read_back = b.read_back();
+    let read_back = b.read_back;
     // The clones of a group_reporting block as one (their sample
     // statistics summed as fio sums them: `dir_sample_stats`).
     let merged = ThreadResult::merged(b.threads);
-    for (name, d) in [("read", &s.read), ("write", &s.write)] {
-        if let (Some((ios, bytes, ms)), "read") = (read_back, name) {
-            o.push_str(&dir_line(name, ios, bytes, ms, 0));
-            continue;
+    for (pick, name, d) in [(0, "read", &s.read), (1, "write", &s.write)] {
+        let (mut ios, mut bytes, mut runt) = (d.ios, d.bytes, b.dir_runtime_ms(pick));
+        if let (Some((rb_ios, rb_bytes, rb_ms)), "read") = (read_back, name) {
+            if d.ios == 0 && d.errors == 0 {
+                o.push_str(&dir_line(name, rb_ios, rb_bytes, rb_ms, 0));
+                continue;
+            }
+            // One job's reads and another's read-back in one block: fio
+            // counts both in its read direction.
+            (ios, bytes, runt) = (ios + rb_ios, bytes + rb_bytes, runt.max(rb_ms));
         }
         if d.ios == 0 && d.errors == 0 {
             continue;
         }
-        o.push_str(&dir_line(name, d.ios, d.bytes, runt, d.errors));
+        o.push_str(&dir_line(name, ios, bytes, runt, d.errors));
         if !b.opts.gtod_reduce && d.lat_ns.n > 0 {
             // fio's order: slat (none on a synchronous path), clat, lat,
             // then clat's percentiles; one latency when not measured apart.
@@ -407,7 +439,7 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
     let r: u64 = b.threads.iter().map(|t| t.read.ios + t.read.errors).sum::<u64>() + read_back.map_or(0, |r| r.0);
     let w: u64 = b.threads.iter().map(|t| t.write.ios + t.write.errors).sum();
     o.push_str(&format!("     issued rwts: total={r},{w},0,0 short=0,0,0,0 dropped=0,0,0,0\n"));
-    o.push_str(&format!("     latency   : target=0, window=0, percentile=100.00%, depth={}\n", b.opts.iodepth));
+    o.push_str(&format!("     latency   : target=0, window=0, percentile=100.00%, depth={}\n", b.depth));
     // Ours, after fio's, marked as ours.
     let c = &s.cpu;
     o.push_str(&format!("  nvme-bypass  : {} ({})\n", s.backend, b.context));
