@@ -294,6 +294,14 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
                 break;
             }
             let Some(fd) = self.irq.as_ref() else { continue };
+            // Before sleeping, tell the controller which entries were
+            // consumed, as Linux's nvme_irq does after every pass: one
+            // that signals a vector again only once its queue's head moves
+            // (the head doorbell otherwise waits for a batch of entries)
+            // would never wake us.
+            if let Some(qp) = self.qp.as_mut() {
+                qp.ring_cq();
+            }
             use std::os::fd::AsFd;
             crate::measure::marker::wait();
             let ready = crate::sys::poll_readable(fd.as_fd(), 100);
