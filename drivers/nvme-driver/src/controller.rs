@@ -696,8 +696,22 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         Ok(ns)
     }
 
-    /// Active namespace IDs (Identify CNS 02h).
+    /// Active namespace IDs (Identify CNS 02h). CNS 02h is defined from
+    /// NVMe 1.1: an older controller's namespaces are each identified in
+    /// turn, 1 to NN, those with a size being active, as Linux's
+    /// `nvme_scan_ns_sequential` does.
     pub fn active_namespaces(&mut self) -> Result<Vec<u32>, Error> {
+        if !self.vs.at_least(1, 1) {
+            let mut active = vec![];
+            for nsid in 1..=self.ident.nn {
+                match self.identify_namespace(nsid) {
+                    Ok(_) => active.push(nsid),
+                    Err(Error::InactiveNamespace { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(active);
+        }
         let page = self.identify_page(cmd::Identify::active_namespaces(0))?;
         Ok(page
             .chunks_exact(4)
@@ -707,9 +721,15 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     /// Namespace Identification Descriptors (Identify CNS 03h): among them
-    /// the namespace's command set. A controller older than NVMe 1.3 answers
-    /// Invalid Field; that is an empty list (the NVM command set).
+    /// the namespace's command set. CNS 03h is defined from NVMe 1.3 (or
+    /// with NVMe 2.0's I/O command sets): an older controller is not asked,
+    /// as Linux's `nvme_identify_ns_descs` does not ask it (it may answer
+    /// with another page, read as descriptors); its namespaces are NVM. A
+    /// controller that answers Invalid Field gives an empty list too.
     pub fn identify_ns_descriptors(&mut self, nsid: u32) -> Result<nvme_spec::identify::NsDescriptors, Error> {
+        if !self.vs.at_least(1, 3) && !self.cap.supports_io_command_sets() {
+            return Ok(Default::default());
+        }
         match self.identify_page(cmd::Identify::ns_descriptors(nsid)) {
             Ok(page) => Ok(nvme_spec::identify::NsDescriptors::parse(&page)),
             Err(Error::Command { status, .. })

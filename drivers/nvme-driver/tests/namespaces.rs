@@ -44,6 +44,19 @@ fn active_list_skips_inactive_nsids() {
 }
 
 #[test]
+fn controllers_before_1_1_and_1_3_are_not_asked_for_lists_they_do_not_define() {
+    // NVMe 1.0 decodes one bit of CNS: CNS 02h would read as a namespace
+    // (NSID 0: an error) and CNS 03h as the controller's page.
+    for version in [(1, 0), (1, 2)] {
+        let (_sim, mut ctrl) = bring_up(SimConfig { version, ..gaps() });
+        assert!(!ctrl.version().at_least(1, 3), "{version:?}");
+        assert_eq!(ctrl.active_namespaces().unwrap(), [2, 4, 5], "{version:?}: one by one before 1.1");
+        let d = ctrl.identify_ns_descriptors(2).unwrap();
+        assert_eq!(d.csi, None, "{version:?}: not asked before 1.3: NVM, not reported");
+    }
+}
+
+#[test]
 fn command_set_and_format_as_identify_reports_them() {
     let (_sim, mut ctrl) = bring_up(gaps());
     assert_eq!(ctrl.identify_ns_descriptors(2).unwrap().csi, Some(csi::NVM));

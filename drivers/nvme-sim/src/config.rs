@@ -95,6 +95,11 @@ pub struct SimConfig {
     pub model: String,
     /// Firmware revision (Identify FR).
     pub firmware: String,
+    /// NVMe version (VS and Identify Controller VER): (major, minor). A
+    /// 1.0 controller decodes only bit 0 of Identify's CNS, as the 1.0
+    /// specification defines it (CNS 02h reads as a namespace, 03h as the
+    /// controller).
+    pub version: (u16, u8),
     /// Controller Type reported in Identify Controller (CNTRLTYPE: 1 I/O,
     /// 2 Discovery, 3 Administrative; 0 not reported).
     pub controller_type: u8,
@@ -140,6 +145,7 @@ impl Default for SimConfig {
             serial: "NVBSIM0001".into(),
             model: "nvme-bypass simulated controller".into(),
             firmware: "1.0".into(),
+            version: (1, 4),
             controller_type: 1,
             entry_sizes: (0x66, 0x44),
             shadow_doorbells: true,

@@ -446,7 +446,7 @@ impl Device {
         if let Some((crwmt, crimt)) = cfg.ready_timeouts_500ms {
             regs.dev_store(offset::CRTO, Crto::new().with_crwmt(crwmt).with_crimt(crimt).into_bits());
         }
-        regs.dev_store(offset::VS, Vs::new().with_mjr(1).with_mnr(4).into_bits());
+        regs.dev_store(offset::VS, Vs::new().with_mjr(cfg.version.0).with_mnr(cfg.version.1).into_bits());
 
         let mut namespaces = vec![];
         for n in &cfg.namespaces {
@@ -472,7 +472,7 @@ impl Device {
             rab: 6,
             ieee: 0x525400,
             mdts: cfg.mdts,
-            ver: 0x0001_0400,
+            ver: Vs::new().with_mjr(cfg.version.0).with_mnr(cfg.version.1).into_bits(),
             rtd3e: cfg.rtd3e_us,
             cntrltype: cfg.controller_type,
             oacs: if cfg.shadow_doorbells { nvme_spec::identify::oacs::DOORBELL_BUFFER_CONFIG } else { 0 },
@@ -1226,6 +1226,8 @@ impl Device {
 
     fn identify(&mut self, sqe: &Sqe) -> Outcome {
         let cns = (sqe.cdw10 & 0xff) as u8;
+        // NVMe 1.0's CNS is one bit (0 namespace, 1 controller).
+        let cns = if self.cfg.version < (1, 1) { cns & 1 } else { cns };
         let nn = self.cfg.namespaces.len() as u32 + self.cfg.inactive_namespaces;
         let page: Box<[u8; IDENTIFY_SIZE]> = match cns {
             cns::CONTROLLER => self.ident_ctrl.clone(),

@@ -148,6 +148,12 @@ impl Cap {
     pub fn supports_nvm_command_set(&self) -> bool {
         self.css() & 1 != 0
     }
+    /// True when the controller supports I/O command sets besides NVM
+    /// (NVMe 2.0 CSS bit 6: Identify CNS 03h and the CSI are then
+    /// defined whatever VS says; Linux's `nvme_multi_css`).
+    pub fn supports_io_command_sets(&self) -> bool {
+        self.css() & (1 << 6) != 0
+    }
 }
 
 /// Controller Ready Timeouts (CRTO), offset 68h, NVMe Base 2.0c (not in
@@ -180,6 +186,15 @@ pub struct Vs {
     pub mnr: u8,
     /// Major version number.
     pub mjr: u16,
+}
+
+impl Vs {
+    /// True when this is version `mjr.mnr` or later: what a command or
+    /// field needs to be defined (Identify CNS 02h from 1.1, CNS 03h from
+    /// 1.3), as Linux compares `ctrl->vs` with `NVME_VS(mjr, mnr, 0)`.
+    pub fn at_least(&self, mjr: u16, mnr: u8) -> bool {
+        (self.mjr(), self.mnr()) >= (mjr, mnr)
+    }
 }
 
 impl std::fmt::Display for Vs {
