@@ -283,6 +283,11 @@ pub trait Target: Send + Sync {
     fn describe(&self) -> Vec<(String, String)> {
         vec![]
     }
+    /// Why the namespace takes no writes, when it says so before any I/O
+    /// (a write-protected NVMe namespace); a job that writes is refused.
+    fn write_protected(&self) -> Option<String> {
+        None
+    }
 }
 
 /// One thread's queue: submission, completion, registered buffers.

@@ -58,6 +58,9 @@ impl Target for MultiTarget {
         let n = queues.len();
         Ok(Box::new(MultiQueue { per_sub: vec![Vec::with_capacity(per); n], queues, per }))
     }
+    fn write_protected(&self) -> Option<String> {
+        self.targets.iter().find_map(|t| t.write_protected())
+    }
     fn describe(&self) -> Vec<(String, String)> {
         let mut d = vec![("devices".to_string(), format!("{} driven by each thread, slot s on device s mod {}", self.targets.len(), self.targets.len()))];
         for (i, t) in self.targets.iter().enumerate() {

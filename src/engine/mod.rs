@@ -35,6 +35,9 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
     let geo = target.geometry();
     let polled = target.polled();
     validate(spec, &geo)?;
+    if let Some(why) = target.write_protected().filter(|_| spec.rw.writes()) {
+        return Err(BackendError::Unsupported(format!("{why}: a job that writes cannot run; run a read pattern (--rw read or randread), or lift the protection (nvme set-feature --feature-id 0x84, Namespace Write Protection)")));
+    }
     let params = QueueParams { depth: spec.iodepth, buf_size: spec.bs, batch: spec.batch };
     // Each thread opens its own queue (a queue pair, or an io_uring ring:
     // rings set up with SINGLE_ISSUER or a registered fd belong to the

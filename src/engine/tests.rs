@@ -433,3 +433,19 @@ fn the_ios_in_flight_when_the_ramp_ends_are_noted_and_counted_once() {
         assert_eq!(r.read.bytes + r.write.bytes, (r.read.ios + r.write.ios) * 4096);
     }
 }
+
+#[test]
+fn a_write_protected_namespace_refuses_a_job_that_writes_before_any_io() {
+    use nvme_sim::{NamespaceFormat, SimConfig, SimController};
+    let ns = NamespaceFormat { write_protected: true, ..Default::default() };
+    let sim = SimController::start(SimConfig { idle_spins: 2000, namespace_formats: vec![ns], ..SimConfig::default() }).unwrap();
+    let ctrl = nvme_driver::Controller::new(sim.registers(), sim.allocator(), Default::default()).unwrap();
+    let target = crate::backend::userspace::UserspaceTarget::new("sim", ctrl, 1).unwrap();
+    let fetched = || sim.stats().fetched.load(std::sync::atomic::Ordering::Relaxed);
+    let before = fetched();
+    let e = crate::engine::run(&target, &spec(Rw::Randwrite, 100), clock(), false).err().expect("refused").to_string();
+    assert!(e.contains("namespace 1 is write protected") && e.contains("randread"), "{e}");
+    assert_eq!(fetched(), before, "refused before any command, queue creation included");
+    // Reads run.
+    assert!(crate::engine::run(&target, &spec(Rw::Randread, 100), clock(), false).is_ok());
+}

@@ -42,6 +42,9 @@ pub struct NamespaceFormat {
     pub pi: u8,
     /// Command Set Identifier (Identify CNS 03h): 0 NVM, 2 zoned.
     pub csi: u8,
+    /// Reported write protected (Identify Namespace NSATTR bit 0); the
+    /// data path does not refuse writes, only the report says so.
+    pub write_protected: bool,
 }
 
 /// A callback receiving controller-side events (for `nvme-bypass trace`).

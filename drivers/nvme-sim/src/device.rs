@@ -518,6 +518,7 @@ impl Device {
                     dpc: if f.pi != 0 { 0x1f } else { 0 },
                     dps: f.pi & 7,
                     dlfeat: 1, // deallocated blocks read as zeroes
+                    nsattr: f.write_protected as u8,
                     lbaf,
                     ..Default::default()
                 }

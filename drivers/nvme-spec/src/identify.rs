@@ -436,6 +436,8 @@ pub struct IdentifyNamespace {
     pub nawupf: u16,
     /// Namespace Optimal I/O Boundary (47:46), blocks.
     pub noiob: u16,
+    /// Namespace Attributes (99): bit 0 write protected.
+    pub nsattr: u8,
     /// NVM Capacity in bytes, low 64 bits of the 128-bit field (63:48).
     pub nvmcap: u64,
     /// Namespace Globally Unique Identifier (119:104).
@@ -472,6 +474,7 @@ impl IdentifyNamespace {
             nawun: le16(b, 34),
             nawupf: le16(b, 36),
             noiob: le16(b, 46),
+            nsattr: b[99],
             nvmcap: le64(b, 48),
             nguid: b[104..120].try_into().unwrap(),
             eui64: b[120..128].try_into().unwrap(),
@@ -499,12 +502,20 @@ impl IdentifyNamespace {
         b[36..38].copy_from_slice(&self.nawupf.to_le_bytes());
         b[46..48].copy_from_slice(&self.noiob.to_le_bytes());
         b[48..56].copy_from_slice(&self.nvmcap.to_le_bytes());
+        b[99] = self.nsattr;
         b[104..120].copy_from_slice(&self.nguid);
         b[120..128].copy_from_slice(&self.eui64);
         for (i, f) in self.lbaf.iter().enumerate() {
             b[128 + 4 * i..132 + 4 * i].copy_from_slice(&f.to_u32().to_le_bytes());
         }
         b
+    }
+
+    /// True when the namespace is write protected (NSATTR bit 0: by
+    /// Namespace Write Protection or by the vendor): writes fail with
+    /// Namespace Is Write Protected, and Linux makes its disk read-only.
+    pub fn write_protected(&self) -> bool {
+        self.nsattr & 1 != 0
     }
 
     /// Index of the LBA format in use: FLBAS bits 3:0, and with more than
@@ -575,6 +586,7 @@ impl IdentifyNamespace {
             ("nawupf".into(), self.nawupf.to_string()),
             ("noiob".into(), self.noiob.to_string()),
             ("nvmcap".into(), self.nvmcap.to_string()),
+            ("nsattr".into(), self.nsattr.to_string()),
             ("nguid".into(), self.nguid.iter().map(|b| format!("{b:02x}")).collect()),
             ("eui64".into(), self.eui64.iter().map(|b| format!("{b:02x}")).collect()),
         ];

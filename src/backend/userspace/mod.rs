@@ -29,6 +29,8 @@ pub struct UserspaceTarget<R: RegisterWindow + 'static> {
     facts: Vec<(String, String)>,
     /// Interrupt-driven completions: each queue's eventfd comes from here.
     irqs: Option<IrqSource>,
+    /// Why the namespace takes no writes (Identify Namespace NSATTR).
+    write_protected: Option<String>,
 }
 
 impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
@@ -81,6 +83,7 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
             depth_limit,
             irqs: None,
             facts,
+            write_protected: ns.write_protected().then(|| format!("namespace {nsid} is write protected (Identify Namespace NSATTR bit 0)")),
         })
     }
 
@@ -110,6 +113,9 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
     }
     fn polled(&self) -> bool {
         self.irqs.is_none()
+    }
+    fn write_protected(&self) -> Option<String> {
+        self.write_protected.clone()
     }
     fn describe(&self) -> Vec<(String, String)> {
         self.facts.clone()

@@ -146,6 +146,9 @@ impl crate::backend::Target for SimTarget {
     fn open_queue(&self, p: crate::backend::QueueParams) -> Result<Box<dyn crate::backend::IoQueue>, BackendError> {
         self.target.open_queue(p)
     }
+    fn write_protected(&self) -> Option<String> {
+        self.target.write_protected()
+    }
     fn describe(&self) -> Vec<(String, String)> {
         let mut d = self.target.describe();
         let c = self.sim.config();
@@ -205,6 +208,9 @@ impl crate::backend::Target for SimPerJob {
             Some(t) => t.target.open_queue(p),
             None => Err(BackendError::Invalid(format!("{} simulated controllers, one per job: no controller left for a {}th queue", self.targets.len(), i + 1))),
         }
+    }
+    fn write_protected(&self) -> Option<String> {
+        self.targets[0].target.write_protected()
     }
     fn describe(&self) -> Vec<(String, String)> {
         let mut d = crate::backend::Target::describe(&self.targets[0]);

@@ -150,6 +150,9 @@ impl Target for VfioTarget {
     fn open_queue(&self, p: QueueParams) -> Result<Box<dyn IoQueue>, BackendError> {
         self.target.open_queue(p)
     }
+    fn write_protected(&self) -> Option<String> {
+        self.target.write_protected()
+    }
     fn describe(&self) -> Vec<(String, String)> {
         let mut d = self.target.describe();
         let iommu = self.dev.iommu();
