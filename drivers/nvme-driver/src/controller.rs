@@ -141,6 +141,8 @@ struct LiveQueue {
     /// ([`Controller::alloc_queue_buffer`]).
     buffers: Vec<DmaRegion>,
     list_pages_per_cmd: usize,
+    /// Largest command the queue takes (its PRP lists' size).
+    max_transfer: usize,
     entries: QueueEntries,
     /// Completion ring entries (up to twice `entries`: see QueuePairParts::cq_entries).
     cq_entries: QueueEntries,
@@ -745,8 +747,20 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// entries each (clamped to 2..=[`max_io_queue_entries`](Self::max_io_queue_entries))
     /// on the lowest free queue id, polled, or with interrupts on vector
     /// `qid` when configured. NVMe 1.4c §5.3 and §5.4: the CQ first, since
-    /// the SQ names it.
+    /// the SQ names it. Its commands may move up to the controller's
+    /// largest transfer ([`max_transfer`](Self::max_transfer)).
     pub fn create_io_queue_pair(&mut self, entries: u32) -> Result<QueuePair<R>, Error> {
+        self.create_io_queue_pair_for(entries, self.max_transfer)
+    }
+
+    /// [`create_io_queue_pair`](Self::create_io_queue_pair) for commands
+    /// of at most `max_transfer` bytes (capped at the controller's): the
+    /// PRP list pages kept for each command are sized for that, not for
+    /// MDTS, which at 4 MiB needs 3 pages per command and at this driver's
+    /// 32 MiB cap 17 (Linux, too, sizes its lists per request). A longer
+    /// command on the queue is refused as too large.
+    pub fn create_io_queue_pair_for(&mut self, entries: u32, max_transfer: usize) -> Result<QueuePair<R>, Error> {
+        let max_transfer = max_transfer.clamp(PAGE_SIZE, self.max_transfer);
         let Some(qid) = self.qids_in_use.iter().position(|u| !u) else {
             if let Some(status) = &self.queues_refused {
                 return Err(Error::QueueCountRefused { status: status.clone() });
@@ -768,7 +782,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let sq_mem = self.mem.alloc(entries.as_usize() * 64, PAGE_SIZE)?;
         let cq_mem = self.mem.alloc(cq_entries.as_usize() * 16, PAGE_SIZE)?;
         // PRP list pages: enough per command for a max-size unaligned transfer.
-        let list_entries = pages_spanned(4, self.max_transfer, PAGE_SIZE) - 1;
+        let list_entries = pages_spanned(4, max_transfer, PAGE_SIZE) - 1;
         let list_pages_per_cmd = if list_entries > 1 { list_pages_for(list_entries, PAGE_SIZE / 8) } else { 0 };
         let prp_lists = if list_pages_per_cmd > 0 {
             Some(self.mem.alloc(entries.capacity() as usize * list_pages_per_cmd * PAGE_SIZE, PAGE_SIZE)?)
@@ -783,6 +797,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             prp_lists,
             buffers: vec![],
             list_pages_per_cmd,
+            max_transfer,
             entries,
             cq_entries,
             on_device: false,
@@ -817,7 +832,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             prp_lists: q.prp_lists.clone(),
             list_pages_per_cmd: q.list_pages_per_cmd,
             page_size: PAGE_SIZE,
-            max_transfer: self.max_transfer,
+            max_transfer: q.max_transfer,
             shadow,
             streaming_sq: self.cfg.streaming_sq,
         })?;

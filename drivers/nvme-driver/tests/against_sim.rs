@@ -160,6 +160,33 @@ fn read_after_write_with_prp_lists_512_and_4k_lbas() {
 }
 
 #[test]
+fn a_queue_for_small_transfers_keeps_prp_lists_for_them_only() {
+    // MDTS 10: 4 MiB transfers, three list pages per command; a queue for
+    // 128 KiB commands needs one, and takes nothing longer.
+    let cfg = SimConfig { mdts: 10, ..SimConfig::default().with_namespace(64 << 20, 512) };
+    let (_sim, mut ctrl) = bring_up(cfg, 2);
+    assert_eq!(ctrl.max_transfer(), 4 << 20);
+    let mem = ctrl.allocator().clone();
+    let big = ctrl.create_io_queue_pair(32).unwrap();
+    let mut small = ctrl.create_io_queue_pair_for(32, 128 << 10).unwrap();
+    assert_eq!(big.max_transfer(), 4 << 20);
+    assert_eq!(small.max_transfer(), 128 << 10);
+    // An unaligned 128 KiB transfer spans 33 pages: a list of 32 entries.
+    let buf = mem.alloc((128 << 10) + 4096, 4096).unwrap();
+    let data = buf.sub(512, 128 << 10);
+    stamp(&data, 7, 256, 512, 3);
+    assert!(run(&mut small, nvme_spec::cmd::ReadWrite::write(1, 7, 256).build(), Some(DataPtr::of(&data))).is_success());
+    data.fill(0, 128 << 10, 0);
+    assert!(run(&mut small, nvme_spec::cmd::ReadWrite::read(1, 7, 256).build(), Some(DataPtr::of(&data))).is_success());
+    check(&data, 7, 256, 512, 3);
+    let more = mem.alloc(256 << 10, 4096).unwrap();
+    let e = small.read(1, 0, 512, DataPtr::of(&more), 0).unwrap_err();
+    assert!(matches!(e, SubmitError::TooLarge { len: 262144, max: 131072 }), "{e:?}");
+    ctrl.delete_io_queue_pair(small).unwrap();
+    ctrl.delete_io_queue_pair(big).unwrap();
+}
+
+#[test]
 fn out_of_range_lba_is_a_decoded_error() {
     let (_sim, mut ctrl) = bring_up(SimConfig::default().with_namespace(1 << 20, 512), 1);
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();

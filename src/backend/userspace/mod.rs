@@ -141,7 +141,8 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
                 p.buf_size, self.geometry.max_transfer, self.geometry.max_transfer
             )));
         }
-        let qp = ctrl.create_io_queue_pair(entries)?;
+        // PRP lists for this job's block size, not the controller's MDTS.
+        let qp = ctrl.create_io_queue_pair_for(entries, p.buf_size)?;
         let generation = ctrl.generation();
         let stride = p.buf_size.next_multiple_of(4096);
         // The buffers belong to the queue pair in the controller's books: it
