@@ -372,7 +372,7 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             let cfg = SimConfig { events: Some(Arc::new(move |e: &SimEvent| controller_event(&tr2, hex, e))), ..o.config() };
             let sim = SimController::start(cfg)?;
             let regs = Arc::new(TracedRegs { inner: sim.registers(), tr: tr.clone() });
-            story(&tr, regs, sim.allocator(), a, (o.shadow_doorbells, o.streaming_sq))?;
+            story(&tr, regs, sim.allocator(), a, (o.shadow_doorbells, o.streaming_sq, std::time::Duration::ZERO))?;
             drop(sim);
         }
         PathSpec::Vfio(o) => {
@@ -385,7 +385,8 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             }
             let (regs, mem, dev) = crate::backend::userspace::vfio::open_raw(bdf)?;
             let traced = Arc::new(TracedRegs { inner: regs, tr: tr.clone() });
-            story(&tr, traced, mem, a, (o.shadow_doorbells, o.streaming_sq))?;
+            let delay = nvme_vfio::Bdf::parse(bdf).map(|b| crate::backend::userspace::vfio::ready_check_delay(&b)).unwrap_or_default();
+            story(&tr, traced, mem, a, (o.shadow_doorbells, o.streaming_sq, delay))?;
             drop(dev);
         }
         PathSpec::Passthru(_) | PathSpec::Block(_) => unreachable!("path() refuses the kernel paths"),
@@ -402,12 +403,12 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
     regs: Arc<R>,
     mem: Arc<dyn nvme_hal::DmaAllocator>,
     a: &TraceArgs,
-    (shadow_doorbells, streaming_sq): (bool, bool),
+    (shadow_doorbells, streaming_sq, ready_check_delay): (bool, bool, std::time::Duration),
 ) -> Result<(), Error> {
     tr.story("bring-up, NVMe 1.4c §7.6.1: read CAP, disable, admin queues in AQA/ASQ/ACQ, CC with EN=1, wait for CSTS.RDY; then Identify and Set Features Number of Queues");
     // Completion queues as large as submission queues, each pass ringing
     // its doorbell: the plain protocol, no batching.
-    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells, streaming_sq, batch_cq_doorbells: false, ..Default::default() };
+    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells, streaming_sq, batch_cq_doorbells: false, ready_check_delay, ..Default::default() };
     let mut ctrl = Controller::new(regs, mem, cfg)?;
     tr.story("Identify Namespace 1 (admin command, data returned in a 4 KiB page named by PRP1)");
     let ns = ctrl.identify_namespace(1)?;

@@ -52,6 +52,27 @@ pub struct ControllerConfig {
     /// Write I/O submission entries with streaming (non-temporal) stores, as
     /// SPDK does (see QueuePairParts::streaming_sq); false: cached stores.
     pub streaming_sq: bool,
+    /// Time to let pass after CC.EN = 0, at a reset and at the hand-back,
+    /// before CSTS.RDY is read: controllers that misbehave when it is read
+    /// at once need it ([`ready_check_delay`]). Zero for the others.
+    pub ready_check_delay: Duration,
+}
+
+/// The wait some controllers need between CC.EN = 0 and the first read of
+/// CSTS.RDY, by PCI vendor and device id: those Linux's `nvme_id_table`
+/// marks `NVME_QUIRK_DELAY_BEFORE_CHK_RDY` (HGST adapters, Samsung
+/// PM1725/PM1725a, Memblaze Pblaze4, Seagate Nytro), 2.3 s as its
+/// `NVME_QUIRK_DELAY_AMOUNT`; zero for every other controller. Linux
+/// waits only once the controller has been brought up (a reset, the
+/// shutdown), not at its first bring-up; so does [`Controller`].
+pub fn ready_check_delay(vendor: u16, device: u16) -> Duration {
+    const DELAY_BEFORE_CHK_RDY: [(u16, u16); 6] =
+        [(0x1c58, 0x0003), (0x1c58, 0x0023), (0x1c5f, 0x0540), (0x144d, 0xa821), (0x144d, 0xa822), (0x1bb1, 0x0100)];
+    if DELAY_BEFORE_CHK_RDY.contains(&(vendor, device)) {
+        Duration::from_millis(2300)
+    } else {
+        Duration::ZERO
+    }
 }
 
 impl Default for ControllerConfig {
@@ -67,6 +88,7 @@ impl Default for ControllerConfig {
             batch_cq_doorbells: true,
             interrupts: false,
             streaming_sq: true,
+            ready_check_delay: Duration::ZERO,
         }
     }
 }
@@ -269,7 +291,7 @@ fn disable_timeout(cap: Cap, cfg: &ControllerConfig) -> Duration {
 /// status, which asks for this reset. An error means the controller was
 /// not reset: it may still use the memory it was given (its admin queue),
 /// so the caller keeps that memory mapped.
-fn disable<R: RegisterWindow + ?Sized>(regs: &R, enable_wait: Duration, disable_timeout: Duration) -> Result<(), Error> {
+fn disable<R: RegisterWindow + ?Sized>(regs: &R, enable_wait: Duration, disable_timeout: Duration, settle: Duration) -> Result<(), Error> {
     let cc = Cc::from_bits(regs.read32(offset::CC));
     let csts = Csts::from_bits(regs.read32(offset::CSTS));
     if csts.into_bits() == u32::MAX {
@@ -280,6 +302,9 @@ fn disable<R: RegisterWindow + ?Sized>(regs: &R, enable_wait: Duration, disable_
     }
     if cc.en() {
         regs.write32(offset::CC, cc.with_shn(shn::NONE).with_en(false).into_bits());
+        if !settle.is_zero() {
+            std::thread::sleep(settle);
+        }
     }
     wait_until(regs, disable_timeout, "clear CSTS.RDY after CC.EN=0", |s| !s.rdy())?;
     Ok(())
@@ -354,7 +379,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
 
         // Step 1: reset. Clear CC.EN and wait for CSTS.RDY to follow; a
         // controller the previous owner left enabling is let finish first.
-        disable(&*regs, enable_to, disable_to)?;
+        disable(&*regs, enable_to, disable_to, Duration::ZERO)?;
 
         // Steps 2-4: admin queues (AQA, ASQ, ACQ), CC, CC.EN = 1, then wait
         // for CSTS.RDY = 1 (bounded by the enable timeout); CFS means it failed.
@@ -369,7 +394,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             // The controller knows the admin queue's addresses. Reset it if
             // that is defined now (ready after all, or fatal); else it is
             // still enabling and keeps them: keep the memory too.
-            if disable(&*regs, Duration::ZERO, disable_to).is_err() {
+            if disable(&*regs, Duration::ZERO, disable_to, Duration::ZERO).is_err() {
                 keep_mapped([asq, acq]);
             }
             return Err(e);
@@ -1035,7 +1060,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         // A controller given up on may have been left enabling; waiting for
         // it again is pointless.
         let enable_wait = if self.failed { Duration::ZERO } else { self.enable_timeout() };
-        let r2 = disable(&*self.regs, enable_wait, self.disable_timeout());
+        let r2 = disable(&*self.regs, enable_wait, self.disable_timeout(), self.cfg.ready_check_delay);
         if r2.is_ok() {
             // The controller is reset: it no longer references any queue
             // memory (nor the shadow doorbell buffers).

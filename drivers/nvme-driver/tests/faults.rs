@@ -207,6 +207,25 @@ fn a_controller_that_is_not_an_io_controller_or_takes_other_entry_sizes_is_refus
 }
 
 #[test]
+fn the_wait_a_quirky_model_needs_after_cc_en_0_is_kept_at_a_reset_and_the_hand_back_not_at_bring_up() {
+    use nvme_driver::controller::ready_check_delay;
+    assert_eq!(ready_check_delay(0x144d, 0xa822), Duration::from_millis(2300), "Samsung PM1725a");
+    assert_eq!(ready_check_delay(0x1b36, 0x0010), Duration::ZERO, "QEMU's controller");
+    let delay = Duration::from_millis(1500);
+    let s = sim(SimConfig::default());
+    let cfg = ControllerConfig { ready_check_delay: delay, admin_timeout: Duration::from_secs(5), ..Default::default() };
+    let t = Instant::now();
+    let mut ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
+    assert!(t.elapsed() < delay, "no wait at the first bring-up, as Linux's probe: {:?}", t.elapsed());
+    let t = Instant::now();
+    ctrl.reset(Duration::from_secs(5)).unwrap();
+    assert!(t.elapsed() >= delay, "a reset waits: {:?}", t.elapsed());
+    let t = Instant::now();
+    ctrl.shutdown().unwrap();
+    assert!(t.elapsed() >= delay, "the hand-back waits: {:?}", t.elapsed());
+}
+
+#[test]
 fn fatal_status_is_detected_admin_commands_fail_fast_and_a_reset_recovers() {
     let (sim, mut ctrl) = bring_up(SimConfig::default());
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();

@@ -1326,6 +1326,18 @@ mod tests {
         check_device(&f.host, &f.bdf).unwrap();
     }
 
+    /// The ids the driver's quirk table is looked up by, as sysfs gives them.
+    #[test]
+    fn pci_ids_as_sysfs_gives_them() {
+        let f = Fake::with_kernel("ids");
+        f.pci("0000:05:00.0", "0x010802", Some("nvme"), Some(9));
+        f.file("sys/bus/pci/devices/0000:05:00.0/vendor", "0x144d\n");
+        f.file("sys/bus/pci/devices/0000:05:00.0/device", "0xa822\n");
+        assert_eq!(f.host.pci_ids(&Bdf::parse("0000:05:00.0").unwrap()).unwrap(), (0x144d, 0xa822));
+        f.file("sys/bus/pci/devices/0000:05:00.0/device", "zz\n");
+        assert!(f.host.pci_ids(&Bdf::parse("0000:05:00.0").unwrap()).is_err());
+    }
+
     #[test]
     fn hugepages_stay_while_another_bound_controller_may_use_them() {
         let f = Fake::with_kernel("huge-two");

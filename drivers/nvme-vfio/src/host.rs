@@ -88,6 +88,16 @@ impl Host {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("PCI class '{s}' is not hex")))
     }
 
+    /// The device's PCI vendor and device ids.
+    pub fn pci_ids(&self, bdf: &Bdf) -> io::Result<(u16, u16)> {
+        let id = |f: &str| -> io::Result<u16> {
+            let s = read_trimmed(&self.pci_device(bdf).join(f))?;
+            u16::from_str_radix(s.trim_start_matches("0x"), 16)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("PCI {f} id '{s}' is not hex")))
+        };
+        Ok((id("vendor")?, id("device")?))
+    }
+
     /// `/dev/vfio/GROUP`.
     pub fn vfio_group_dev(&self, group: u32) -> PathBuf {
         self.path(format!("/dev/vfio/{group}"))

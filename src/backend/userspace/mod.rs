@@ -42,6 +42,11 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
         self
     }
 
+    /// One more fact for the report's list.
+    pub fn add_fact(&mut self, key: &str, value: &str) {
+        self.facts.push((key.into(), value.into()));
+    }
+
     /// Wrap a brought-up controller; `nsid` must be active.
     pub fn new(name: &str, mut ctrl: Controller<R>, nsid: u32) -> Result<Self, BackendError> {
         let ns = crate::backend::namespace::usable(&mut ctrl, nsid)?;

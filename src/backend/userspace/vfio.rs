@@ -47,6 +47,12 @@ pub struct VfioTarget {
     bar_len: usize,
 }
 
+/// The wait this model needs after CC.EN = 0 (nvme_driver's quirk table,
+/// by the PCI ids sysfs gives; none when they cannot be read).
+pub fn ready_check_delay(bdf: &Bdf) -> std::time::Duration {
+    Host::system().pci_ids(bdf).map(|(vendor, device)| nvme_driver::controller::ready_check_delay(vendor, device)).unwrap_or_default()
+}
+
 fn vfio_err(bdf: &str, source: nvme_vfio::VfioError) -> BackendError {
     BackendError::Vfio { bdf: bdf.to_string(), source }
 }
@@ -83,10 +89,14 @@ impl VfioTarget {
             shadow_doorbells: o.shadow_doorbells,
             interrupts: o.interrupts,
             streaming_sq: o.streaming_sq,
+            ready_check_delay: ready_check_delay(&bdf),
             ..Default::default()
         };
         let ctrl = Controller::new(bar, mem, cfg)?;
         let mut target = UserspaceTarget::new(if o.interrupts { "vfio interrupts" } else { "vfio" }, ctrl, o.nsid)?;
+        if !ready_check_delay(&bdf).is_zero() {
+            target.add_fact("reset quirk", "this model needs 2.3 s between CC.EN = 0 and reading CSTS.RDY (Linux's NVME_QUIRK_DELAY_BEFORE_CHK_RDY): a reset and the hand-back wait that long");
+        }
         if let Some(m) = msix.clone() {
             // Called on the thread that will wait on the queue: if it is
             // pinned to one CPU (--cpus), its vector is steered there.

@@ -86,7 +86,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             // back; else it stays with `live` and quarantine, and is kept
             // for good at the shutdown. The reset's own error is the one to
             // report.
-            let disabled = disable(&*self.regs, Duration::ZERO, self.disable_timeout()).is_ok();
+            let disabled = disable(&*self.regs, Duration::ZERO, self.disable_timeout(), self.cfg.ready_check_delay).is_ok();
             if disabled {
                 self.controller_forgot_everything();
             }
@@ -110,7 +110,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         // `live` until re-created or deleted) and quarantine ends; until
         // then it may (queue memory stays on_device, quarantine stays shut).
         self.generation += 1;
-        disable(&*self.regs, self.enable_timeout(), self.disable_timeout())?;
+        disable(&*self.regs, self.enable_timeout(), self.disable_timeout(), self.cfg.ready_check_delay)?;
         self.controller_forgot_everything();
 
         // Steps 2-4: the admin queue anew on the same memory, its completion

@@ -1143,6 +1143,8 @@ fn run_with(dev: &Arc<Hostile>, mem: Arc<ArenaMemory>, s: &Scenario, io: &mut Io
         batch_cq_doorbells: s.host.batch_cq,
         interrupts: false,
         streaming_sq: s.host.streaming,
+        // No model's quirk: a hostile controller's resets stay fast.
+        ready_check_delay: Duration::ZERO,
     };
     macro_rules! failed {
         ($e:expr) => {
