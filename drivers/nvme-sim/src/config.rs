@@ -103,6 +103,9 @@ pub struct SimConfig {
     /// specification defines it (CNS 02h reads as a namespace, 03h as the
     /// controller).
     pub version: (u16, u8),
+    /// Host Memory Buffer Preferred Size reported in Identify Controller
+    /// (HMPRE, 4 KiB pages; 0: none asked for). HMMIN is half of it.
+    pub host_memory_buffer_pages: u32,
     /// Controller Type reported in Identify Controller (CNTRLTYPE: 1 I/O,
     /// 2 Discovery, 3 Administrative; 0 not reported).
     pub controller_type: u8,
@@ -149,6 +152,7 @@ impl Default for SimConfig {
             model: "nvme-bypass simulated controller".into(),
             firmware: "1.0".into(),
             version: (1, 4),
+            host_memory_buffer_pages: 0,
             controller_type: 1,
             entry_sizes: (0x66, 0x44),
             shadow_doorbells: true,

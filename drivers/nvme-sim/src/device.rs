@@ -475,6 +475,8 @@ impl Device {
             ver: Vs::new().with_mjr(cfg.version.0).with_mnr(cfg.version.1).into_bits(),
             rtd3e: cfg.rtd3e_us,
             cntrltype: cfg.controller_type,
+            hmpre: cfg.host_memory_buffer_pages,
+            hmmin: cfg.host_memory_buffer_pages / 2,
             oacs: if cfg.shadow_doorbells { nvme_spec::identify::oacs::DOORBELL_BUFFER_CONFIG } else { 0 },
             acl: 3,
             aerl: 3,

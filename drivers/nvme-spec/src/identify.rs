@@ -124,6 +124,11 @@ pub struct IdentifyController {
     pub wctemp: u16,
     /// Critical Composite Temperature Threshold, kelvin (269:268).
     pub cctemp: u16,
+    /// Host Memory Buffer Preferred Size (275:272), 4 KiB units: the
+    /// host memory a controller without its own DRAM asks for (0: none).
+    pub hmpre: u32,
+    /// Host Memory Buffer Minimum Size (279:276), 4 KiB units.
+    pub hmmin: u32,
     /// Submission Queue Entry Size (512): bits 3:0 required, 7:4 maximum, log2 bytes.
     pub sqes: u8,
     /// Completion Queue Entry Size (513), same encoding.
@@ -179,6 +184,8 @@ impl IdentifyController {
             npss: b[263],
             wctemp: le16(b, 266),
             cctemp: le16(b, 268),
+            hmpre: le32(b, 272),
+            hmmin: le32(b, 276),
             sqes: b[512],
             cqes: b[513],
             maxcmd: le16(b, 514),
@@ -222,6 +229,8 @@ impl IdentifyController {
         b[263] = self.npss;
         b[266..268].copy_from_slice(&self.wctemp.to_le_bytes());
         b[268..270].copy_from_slice(&self.cctemp.to_le_bytes());
+        b[272..276].copy_from_slice(&self.hmpre.to_le_bytes());
+        b[276..280].copy_from_slice(&self.hmmin.to_le_bytes());
         b[512] = self.sqes;
         b[513] = self.cqes;
         b[514..516].copy_from_slice(&self.maxcmd.to_le_bytes());
@@ -327,6 +336,8 @@ impl IdentifyController {
             ("npss", self.npss.to_string()),
             ("wctemp", self.wctemp.to_string()),
             ("cctemp", self.cctemp.to_string()),
+            ("hmpre", self.hmpre.to_string()),
+            ("hmmin", self.hmmin.to_string()),
             ("sqes", format!("{:#x}", self.sqes)),
             ("cqes", format!("{:#x}", self.cqes)),
             ("maxcmd", self.maxcmd.to_string()),

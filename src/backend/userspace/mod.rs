@@ -62,7 +62,7 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
             )));
         }
         let id = ctrl.identify();
-        let facts = vec![
+        let mut facts = vec![
             ("model".into(), id.mn.clone()),
             ("serial".into(), id.sn.clone()),
             ("firmware".into(), id.fr.clone()),
@@ -70,6 +70,19 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
             ("max transfer".into(), format!("{} KiB (MDTS {})", ctrl.max_transfer() >> 10, id.mdts)),
             ("queue pairs granted".into(), ctrl.io_queues_granted().to_string()),
         ];
+        if id.hmpre > 0 {
+            // A DRAM-less SSD keeps its mapping tables in host memory when
+            // given some; Linux gives it up to 128 MiB (nvme_setup_host_mem,
+            // max_host_mem_size_mb), this driver none.
+            facts.push((
+                "host memory buffer".into(),
+                format!(
+                    "the controller asks for {} MiB (HMPRE; at least {} MiB, HMMIN) and this driver gives it none, where Linux's gives up to 128 MiB: a DRAM-less SSD can be slower here than on the kernel paths for reasons of its own, not the driver's",
+                    (id.hmpre as u64 * 4096) >> 20,
+                    (id.hmmin as u64 * 4096) >> 20
+                ),
+            ));
+        }
         let (mqes, max_depth) = (ctrl.max_queue_entries(), ctrl.max_io_queue_depth());
         let depth_limit = if ctrl.max_io_queue_entries() < mqes {
             format!(
@@ -541,6 +554,20 @@ mod tests {
         sim.faults().ignore_disable.store(false, Ordering::Relaxed);
         drop(target);
         assert_eq!(live.load(Ordering::SeqCst), 0, "memory kept after the controller stopped");
+    }
+
+    #[test]
+    fn a_host_memory_buffer_asked_for_and_not_given_is_said() {
+        let sim = SimController::start(SimConfig { idle_spins: 2000, host_memory_buffer_pages: 16384, ..SimConfig::default() }).unwrap();
+        let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+        let target = UserspaceTarget::new("sim", ctrl, 1).unwrap();
+        let d = target.describe();
+        let (_, why) = d.iter().find(|(k, _)| k == "host memory buffer").expect("said");
+        assert!(why.contains("asks for 64 MiB") && why.contains("gives it none"), "{why}");
+        // A controller that asks for none: nothing said.
+        let sim = SimController::start(SimConfig { idle_spins: 2000, ..SimConfig::default() }).unwrap();
+        let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+        assert!(UserspaceTarget::new("sim", ctrl, 1).unwrap().describe().iter().all(|(k, _)| k != "host memory buffer"));
     }
 
     #[test]
