@@ -121,6 +121,21 @@ fn a_stalled_command_is_aborted_and_retried_without_a_reset() {
 }
 
 #[test]
+fn an_abort_answered_with_an_error_resets_only_when_the_command_times_out_again() {
+    // Lost completions, and every Abort refused (Abort Command Limit
+    // Exceeded): the controller answered, so no reset at once, as Linux's
+    // abort_endio; the command's second timeout resets, and the run
+    // recovers.
+    let r = sim_bench(&["--sim-fault", "drop-every=600,refuse-abort=1"]);
+    clean_run(&r, "refuse-abort");
+    let c = recovery(&r.err);
+    assert!(c.timeouts >= 1 && c.aborts >= 1 && c.aborted == 0, "{c:?}\n{}", r.err);
+    assert!(c.resets >= 1, "the second timeout resets: {c:?}");
+    assert!(r.err.contains("answered an Abort with ABORT COMMAND LIMIT EXCEEDED"), "{}", r.err);
+    assert!(!r.err.contains("not answered"), "an answered Abort is not 'not answered': {}", r.err);
+}
+
+#[test]
 fn errors_with_dnr_clear_are_retried_and_the_run_succeeds() {
     // No timeout is expected: an --io-timeout no scheduling delay reaches.
     let r = sim_bench(&["--sim-fault", "status-every=97,status=0:0x06", "--io-timeout", "20s"]);

@@ -102,6 +102,8 @@ pub enum SimFault {
     HangAfter(u32),
     /// Hold the completion of every Nth I/O command until aborted.
     StallEvery(u32),
+    /// Answer every Abort with Abort Command Limit Exceeded.
+    RefuseAbort(bool),
     /// Post every Nth completion with a CID never submitted.
     CorruptCidEvery(u32),
     /// Post every Nth completion naming another submission queue.
@@ -111,7 +113,7 @@ pub enum SimFault {
 }
 
 /// The keys `--sim-fault` accepts, for messages.
-pub const SIM_FAULT_KEYS: &str = "drop-every=N, delay-us=N, status-every=N, status=SCT:SC, dnr=0|1, fatal-after=N, hang-after=N, stall-every=N, corrupt-cid-every=N, bad-sqid-every=N, corrupt-data-every=N";
+pub const SIM_FAULT_KEYS: &str = "drop-every=N, delay-us=N, status-every=N, status=SCT:SC, dnr=0|1, fatal-after=N, hang-after=N, stall-every=N, refuse-abort=0|1, corrupt-cid-every=N, bad-sqid-every=N, corrupt-data-every=N";
 
 fn number(s: &str) -> Option<u32> {
     let s = s.trim();
@@ -142,11 +144,14 @@ pub fn parse_sim_faults(s: &str) -> Result<Vec<SimFault>, String> {
                 }
                 SimFault::Status { sct: sct as u8, sc: sc as u8 }
             }
-            "dnr" => SimFault::Dnr(match value {
-                "1" | "true" | "yes" => true,
-                "0" | "false" | "no" => false,
-                _ => return Err(bad()),
-            }),
+            "dnr" | "refuse-abort" => {
+                let on = match value {
+                    "1" | "true" | "yes" => true,
+                    "0" | "false" | "no" => false,
+                    _ => return Err(bad()),
+                };
+                if key == "dnr" { SimFault::Dnr(on) } else { SimFault::RefuseAbort(on) }
+            }
             "fatal-after" => SimFault::FatalAfter(every()?),
             "hang-after" => SimFault::HangAfter(every()?),
             "stall-every" => SimFault::StallEvery(every()?),

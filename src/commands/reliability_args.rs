@@ -62,6 +62,7 @@ pub fn sim_faults(faults: &[Vec<SimFault>]) -> SimFaults {
             SimFault::FatalAfter(n) => f.fatal_after = n,
             SimFault::HangAfter(n) => f.hang_after = n,
             SimFault::StallEvery(n) => f.stall_every = n,
+            SimFault::RefuseAbort(on) => f.refuse_abort = on,
             SimFault::CorruptCidEvery(n) => f.corrupt_cid_every = n,
             SimFault::BadSqidEvery(n) => f.bad_sqid_every = n,
             SimFault::CorruptDataEvery(n) => f.corrupt_data_every = n,

@@ -111,6 +111,10 @@ pub struct Faults {
     /// Answer Set Features Number of Queues with Internal Error while set
     /// (a degraded controller, as Linux's nvme_set_queue_count expects).
     pub refuse_queue_count: AtomicBool,
+    /// Answer every Abort with Abort Command Limit Exceeded while set (a
+    /// controller whose Abort limit is taken, or that cannot find the
+    /// command).
+    pub refuse_abort: AtomicBool,
 }
 
 /// A completion held back by `Faults::stall_every`.
@@ -1212,6 +1216,7 @@ impl Device {
             // target of an Abort has completed or is not fetched yet: report
             // "not aborted" (DW0 bit 0 = 1), as QEMU does; unless fault
             // injection holds its completion.
+            AdminOpcode::Abort if self.faults.refuse_abort.load(Ordering::Relaxed) => Err(cs_err(cs::ABORT_COMMAND_LIMIT_EXCEEDED)),
             AdminOpcode::Abort => Ok(self.abort_held(sqe)),
             AdminOpcode::AsyncEventRequest => {
                 if self.aers.len() > 3 {

@@ -428,11 +428,19 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
         let mut guard = self.ctrl.lock().unwrap();
         let ctrl = guard.as_mut().ok_or_else(|| BackendError::Invalid("controller already shut down".into()))?;
         let mut r = Recovery::default();
+        let mut refused = None;
         for cid in cids {
             r.aborts_sent += 1;
             match ctrl.abort(qid, cid, timeout) {
                 Ok(nvme_driver::AbortOutcome::Aborted) => r.aborted += 1,
                 Ok(nvme_driver::AbortOutcome::NotAborted) => {}
+                // Answered with an error (Abort Command Limit Exceeded, or
+                // a command the controller cannot find): the controller is
+                // alive, the command not aborted. As Linux's abort_endio,
+                // no reset for it: a second timeout of the command resets.
+                Err(nvme_driver::Error::Command { status, .. }) => {
+                    refused.get_or_insert(status.to_string());
+                }
                 // An Abort not answered resets the controller (the driver
                 // does it for any admin timeout); if that reset failed, the
                 // controller is given up: the run cannot go on.
@@ -447,6 +455,9 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
         }
         if r.note.is_empty() {
             r.note = format!("Abort sent for {} command(s) on queue {qid}, {} aborted", r.aborts_sent, r.aborted);
+            if let Some(status) = refused {
+                r.note.push_str(&format!(" (the controller answered an Abort with {status}: the command is reset only if it times out again)"));
+            }
         }
         Ok(Some(r))
     }

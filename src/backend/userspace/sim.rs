@@ -80,6 +80,8 @@ pub struct SimFaults {
     pub hang_after: u32,
     /// Hold the completion of every Nth I/O command until aborted.
     pub stall_every: u32,
+    /// Answer every Abort with Abort Command Limit Exceeded.
+    pub refuse_abort: bool,
     /// Post every Nth completion with a CID never submitted.
     pub corrupt_cid_every: u32,
     /// Post every Nth completion naming another submission queue.
@@ -102,6 +104,7 @@ impl SimFaults {
         f.fatal_after.store(self.fatal_after, Relaxed);
         f.hang_after.store(self.hang_after, Relaxed);
         f.stall_every.store(self.stall_every, Relaxed);
+        f.refuse_abort.store(self.refuse_abort, Relaxed);
         f.corrupt_cid_every.store(self.corrupt_cid_every, Relaxed);
         f.bad_sqid_every.store(self.bad_sqid_every, Relaxed);
         f.corrupt_data_every.store(self.corrupt_data_every, Relaxed);
