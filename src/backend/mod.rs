@@ -339,6 +339,12 @@ pub trait IoQueue: Send {
     fn buf_read(&self, buf: u32, off: usize, out: &mut [u8]);
     /// Counters so far.
     fn counters(&self) -> QueueCounters;
+    /// How long to wait before retrying a command whose completion's
+    /// Command Retry Delay is 1, 2 or 3 (NVMe ACRE, our driver's paths);
+    /// zero where the path reports none (the kernel retries its own).
+    fn retry_delays(&self) -> [std::time::Duration; 3] {
+        [std::time::Duration::ZERO; 3]
+    }
     /// Give the queue back (delete the queue pair, close the ring), saying
     /// what went wrong; dropping it does the same but can only warn.
     fn close(self: Box<Self>) -> Result<(), BackendError> {

@@ -518,7 +518,7 @@ impl<'c> Phase<'c> {
         // thread drives several (backend::multi).
         let depth = q.depth();
         let main = kind == PhaseKind::Main;
-        let mut wd = Watchdog::new(depth, clock, clock.now(), spec.reliability, spec.stop.clone());
+        let mut wd = Watchdog::new(depth, clock, clock.now(), spec.reliability, spec.stop.clone()).with_retry_delays(q.retry_delays());
         // The logs' entries are taken by the periodic check: often enough
         // that each lands within a fiftieth of its interval (5 ms of fio's
         // 250), as near its time as fio's helper thread takes them, but
@@ -955,7 +955,7 @@ impl<'c> Phase<'c> {
             let s = slot as usize;
             if self.wd.take_retry(s, &self.slots) {
                 res.recovery.retries += 1;
-                self.wd.pending.push(slot);
+                self.wd.retry_now(slot);
                 continue;
             }
             // Out of retries (or stopping): a failed I/O.

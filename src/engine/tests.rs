@@ -31,6 +31,12 @@ struct FakeQueue {
     /// Fail the first `fail_first` I/Os with an NVMe error, DNR as given.
     fail_first: u64,
     dnr: bool,
+    /// Command Retry Delay of those failures, and the waits the path
+    /// reports for CRD 1-3.
+    crd: u8,
+    delays: [Duration; 3],
+    /// When each I/O was submitted (the retries' waits).
+    submitted_at: Vec<std::time::Instant>,
     /// Complete reads of this LBA with one byte flipped.
     corrupt_lba: Option<u64>,
     /// Request `stop` after this many completions.
@@ -71,6 +77,7 @@ impl IoQueue for FakeQueue {
             assert!((io.buf as usize) < self.depth);
             assert!(!self.outstanding.iter().any(|o| o.tag == io.tag), "tag {} submitted twice", io.tag);
             self.lbas.push((io.lba, io.blocks));
+            self.submitted_at.push(std::time::Instant::now());
             self.outstanding.push_back(*io);
         }
         self.most_outstanding = self.most_outstanding.max(self.outstanding.len());
@@ -113,7 +120,7 @@ impl IoQueue for FakeQueue {
                 }
                 Op::Flush => {}
             }
-            let status = if failed { IoStatus::Nvme(Status { sct: StatusCodeType::GENERIC, sc: 6, crd: 0, more: false, dnr: self.dnr }) } else { IoStatus::Ok };
+            let status = if failed { IoStatus::Nvme(Status { sct: StatusCodeType::GENERIC, sc: 6, crd: self.crd, more: false, dnr: self.dnr }) } else { IoStatus::Ok };
             *d = IoDone { tag: io.tag, status };
             if let Some((after, stop)) = &self.stop_after {
                 if self.completed >= *after {
@@ -142,6 +149,9 @@ impl IoQueue for FakeQueue {
     }
     fn counters(&self) -> QueueCounters {
         QueueCounters::default()
+    }
+    fn retry_delays(&self) -> [Duration; 3] {
+        self.delays
     }
     fn in_flight(&self) -> usize {
         self.outstanding.len()
@@ -245,6 +255,29 @@ fn a_failed_io_with_dnr_clear_is_retried_and_succeeds() {
     assert_eq!(r.recovery.retries, 2);
     assert_eq!(r.read.ios, 100, "the retries complete the I/Os, counted once");
     assert_eq!(q.completed, 102);
+}
+
+#[test]
+fn a_retry_waits_the_delay_its_completion_asks_for() {
+    // CRD 2 names the path's second delay: 50 ms here. The two failed
+    // I/Os are submitted again no sooner; the run waits for them.
+    let s = spec(Rw::Randread, 20);
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    q.fail_first = 2;
+    q.crd = 2;
+    q.delays = [Duration::from_secs(9), Duration::from_millis(50), Duration::ZERO];
+    let r = run(&s, &mut q);
+    assert_eq!((r.errors, r.recovery.retries, r.read.ios), (0, 2, 20), "{:?}", r.first_error);
+    let first = q.submitted_at[0];
+    let last = *q.submitted_at.last().unwrap();
+    assert!(last - first >= Duration::from_millis(50), "the retries went out after {:?}", last - first);
+    // CRD 0 (or a path with no delays): at once, as before.
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    q.fail_first = 2;
+    q.delays = [Duration::from_secs(9); 3];
+    let r = run(&s, &mut q);
+    assert_eq!((r.errors, r.recovery.retries), (0, 2));
+    assert!(*q.submitted_at.last().unwrap() - q.submitted_at[0] < Duration::from_secs(9));
 }
 
 #[test]

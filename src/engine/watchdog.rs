@@ -74,6 +74,12 @@ pub(crate) struct Watchdog {
     tries: Vec<(u64, u32)>,
     /// Slots whose I/O waits to be resubmitted.
     pub pending: Vec<u32>,
+    /// Per slot: clock value before which its pending resubmission waits
+    /// (a completion's Command Retry Delay; 0: at once).
+    not_before: Vec<u64>,
+    /// The waits CRD 1, 2 and 3 ask for, in clock ticks (the path's
+    /// [`IoQueue::retry_delays`](crate::backend::IoQueue::retry_delays)).
+    retry_delays: [u64; 3],
     /// Said once that the path's own driver handles timeouts.
     warned: bool,
     clock: Clock,
@@ -94,10 +100,18 @@ impl Watchdog {
             aborted_at: vec![0; depth],
             tries: vec![(0, 0); depth],
             pending: Vec::with_capacity(depth),
+            not_before: vec![0; depth],
+            retry_delays: [0; 3],
             warned: false,
             clock,
             stop,
         }
+    }
+
+    /// The waits a completion's CRD 1-3 asks for before its retry.
+    pub fn with_retry_delays(mut self, delays: [Duration; 3]) -> Self {
+        self.retry_delays = delays.map(|d| if d.is_zero() { 0 } else { self.clock.ticks(d).max(1) });
+        self
     }
 
     fn issued(&self, slot: usize, slots: &Slots) -> u64 {
@@ -142,6 +156,15 @@ impl Watchdog {
             IoStatus::Errno(_) | IoStatus::Short { .. } | IoStatus::Ok => false,
         };
         if retryable && self.take_retry(slot, slots) {
+            // The wait the controller asked for (CRD), counted from now.
+            let crd = match status {
+                IoStatus::Nvme(s) => s.crd as usize,
+                _ => 0,
+            };
+            self.not_before[slot] = match crd {
+                1..=3 if self.retry_delays[crd - 1] > 0 => self.clock.now() + self.retry_delays[crd - 1],
+                _ => 0,
+            };
             self.pending.push(slot as u32);
             true
         } else {
@@ -149,20 +172,36 @@ impl Watchdog {
         }
     }
 
-    /// Put the I/Os waiting for a retry at the front of `ios` (issued now).
+    /// Put the I/Os waiting for a retry at the front of `ios` (issued
+    /// now), those whose Command Retry Delay has passed; the others stay
+    /// pending.
     pub fn resubmit(&mut self, ios: &mut Vec<Io>, slots: &Slots, wl: &Workload, blocks: u32, t: u64) -> usize {
-        let n = self.pending.len();
-        for slot in self.pending.drain(..) {
+        let mut n = 0;
+        let (reissued, not_before) = (&mut self.reissued, &self.not_before);
+        self.pending.retain(|&slot| {
             let s = slot as usize;
-            self.reissued[s] = t;
+            if not_before[s] > t {
+                return true;
+            }
+            reissued[s] = t;
             ios.push(slots.io[s].io(slot, wl, blocks));
-        }
+            n += 1;
+            false
+        });
         n
+    }
+
+    /// Resubmit the I/O of `slot` at the next pass (a timed-out I/O whose
+    /// retry is taken).
+    pub fn retry_now(&mut self, slot: u32) {
+        self.not_before[slot as usize] = 0;
+        self.pending.push(slot);
     }
 
     /// Resubmitted I/Os the path did not accept wait for the next pass.
     pub fn not_accepted(&mut self, resubmitted: &[Io], accepted: usize) {
         for io in resubmitted.iter().skip(accepted) {
+            self.not_before[io.buf as usize] = 0;
             self.pending.push(io.buf);
         }
     }

@@ -141,6 +141,9 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     /// The status Set Features Number of Queues was refused with: the
     /// controller then has an admin queue only.
     queues_refused: Option<String>,
+    /// Advanced Command Retry Enable is on: a completion's CRD asks for a
+    /// wait of Identify's CRDT before the command is retried.
+    acre: bool,
     /// Controller resets so far (queue pairs made before a reset are dead).
     generation: u64,
     /// Given up after a failed recovery: no more admin commands, only the
@@ -418,6 +421,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             shadow: None,
             shadow_refused: None,
             queues_refused: None,
+            acre: false,
             generation: 0,
             failed: false,
             quarantine: vec![],
@@ -444,6 +448,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         c.io_queues_granted = c.set_queue_count(c.cfg.admin_timeout)?;
         c.qids_in_use = vec![false; c.io_queues_granted as usize + 1];
         c.qids_in_use[0] = true;
+        c.enable_retry_delays(c.cfg.admin_timeout)?;
 
         // Step 7 (optional): shadow doorbells, before any I/O queue exists so
         // every queue starts with zeroed slots.
@@ -483,6 +488,54 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Advanced Command Retry Enable (Set Features Host Behavior Support),
+    /// when the controller reports a Command Retry Delay Time, as Linux's
+    /// nvme_configure_acre: a command it cannot serve yet (Namespace Not
+    /// Ready after a reset, an ANA transition) then completes with CRD
+    /// naming how long to wait before the retry ([`retry_delays`](Self::retry_delays)),
+    /// rather than failing every immediate retry. A refusal leaves it off
+    /// (retries go at once, as without it); other errors are errors.
+    fn enable_retry_delays(&mut self, timeout: Duration) -> Result<(), Error> {
+        self.acre = false;
+        if self.ident.crdt[0] == 0 {
+            return Ok(());
+        }
+        let scratch = match self.scratch.take() {
+            Some(s) => s,
+            None => self.mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?,
+        };
+        scratch.fill(0, cmd::HOST_BEHAVIOR_SIZE, 0);
+        scratch.copy_from(0, &[1]); // ACRE
+        let stops = self.stops;
+        let data = DataPtr { iova: scratch.iova(), len: cmd::HOST_BEHAVIOR_SIZE };
+        match self.admin_command_within(cmd::set_host_behavior_support(), Some(data), timeout) {
+            Ok(_) => self.acre = true,
+            Err(Error::Command { .. }) => {}
+            Err(e) => {
+                // As identify_page: a command that may still run may still
+                // read the page, which then is no other command's.
+                if self.may_still_run(&e, stops) {
+                    self.quarantine(None, vec![scratch]);
+                } else {
+                    self.scratch = Some(scratch);
+                }
+                return Err(e);
+            }
+        }
+        self.scratch = Some(scratch);
+        Ok(())
+    }
+
+    /// The waits a completion's Command Retry Delay (CRD 1, 2, 3) asks for
+    /// before its command is retried: Identify's CRDT1-3 in 100 ms units
+    /// when ACRE is on, else none (the controller then reports CRD 0).
+    pub fn retry_delays(&self) -> [Duration; 3] {
+        if !self.acre {
+            return [Duration::ZERO; 3];
+        }
+        self.ident.crdt.map(|t| Duration::from_millis(t as u64 * 100))
     }
 
     /// Doorbell Buffer Config: a buffer of shadow doorbells and one of

@@ -226,6 +226,34 @@ fn the_wait_a_quirky_model_needs_after_cc_en_0_is_kept_at_a_reset_and_the_hand_b
 }
 
 #[test]
+fn retry_delays_are_enabled_when_the_controller_reports_them_and_again_after_a_reset() {
+    let ms = Duration::from_millis;
+    let s = sim(SimConfig { retry_delays_100ms: [2, 5, 0], ..SimConfig::default() });
+    let mut ctrl = bring_up_with(&s, 1, true);
+    assert_eq!(ctrl.retry_delays(), [ms(200), ms(500), ms(0)], "ACRE on: CRDT1-3 in 100 ms units");
+    ctrl.reset(WAIT).unwrap();
+    assert_eq!(ctrl.retry_delays(), [ms(200), ms(500), ms(0)], "on again after the reset");
+    // The controller now names a delay in a status it wants retried.
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    s.faults().status_sc.store(gs::INTERNAL_ERROR as u32, Ordering::Relaxed);
+    s.faults().status_every.store(1, Ordering::Relaxed);
+    read(&mut qp, 0, &buf, 1);
+    let c = poll_one(&mut qp, WAIT).unwrap();
+    assert_eq!((c.status().sc, c.status().crd, c.status().dnr), (gs::INTERNAL_ERROR, 1, false));
+    s.faults().status_every.store(0, Ordering::Relaxed);
+    ctrl.delete_io_queue_pair(qp).unwrap();
+    ctrl.shutdown().unwrap();
+    // No delay reported: not asked, none used.
+    let s = sim(SimConfig::default());
+    assert_eq!(bring_up_with(&s, 1, true).retry_delays(), [Duration::ZERO; 3]);
+    // Refused (a 1.3 controller: no Host Behavior Support): bring-up goes
+    // on, retries go at once.
+    let s = sim(SimConfig { version: (1, 3), retry_delays_100ms: [2, 0, 0], ..SimConfig::default() });
+    assert_eq!(bring_up_with(&s, 1, true).retry_delays(), [Duration::ZERO; 3]);
+}
+
+#[test]
 fn fatal_status_is_detected_admin_commands_fail_fast_and_a_reset_recovers() {
     let (sim, mut ctrl) = bring_up(SimConfig::default());
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();

@@ -106,6 +106,10 @@ pub struct SimConfig {
     /// Host Memory Buffer Preferred Size reported in Identify Controller
     /// (HMPRE, 4 KiB pages; 0: none asked for). HMMIN is half of it.
     pub host_memory_buffer_pages: u32,
+    /// Command Retry Delay Times 1-3 reported in Identify Controller
+    /// (CRDT, 100 ms units; all 0: none). With them, a host that enables
+    /// ACRE gets statuses injected by `Faults::status_every` with CRD 1.
+    pub retry_delays_100ms: [u16; 3],
     /// Controller Type reported in Identify Controller (CNTRLTYPE: 1 I/O,
     /// 2 Discovery, 3 Administrative; 0 not reported).
     pub controller_type: u8,
@@ -153,6 +157,7 @@ impl Default for SimConfig {
             firmware: "1.0".into(),
             version: (1, 4),
             host_memory_buffer_pages: 0,
+            retry_delays_100ms: [0; 3],
             controller_type: 1,
             entry_sizes: (0x66, 0x44),
             shadow_doorbells: true,

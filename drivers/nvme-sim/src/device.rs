@@ -335,6 +335,8 @@ pub(crate) struct Device {
     active: Vec<u16>,
     namespaces: Vec<Vec<u8>>,
     granted: Option<u16>,
+    /// Advanced Command Retry Enable, set by the host (Host Behavior Support).
+    acre: bool,
     aers: Vec<u16>,
     shadow: Option<Shadow>,
     io_count: u32,
@@ -479,6 +481,7 @@ impl Device {
             ver: Vs::new().with_mjr(cfg.version.0).with_mnr(cfg.version.1).into_bits(),
             rtd3e: cfg.rtd3e_us,
             cntrltype: cfg.controller_type,
+            crdt: cfg.retry_delays_100ms,
             hmpre: cfg.host_memory_buffer_pages,
             hmmin: cfg.host_memory_buffer_pages / 2,
             oacs: if cfg.shadow_doorbells { nvme_spec::identify::oacs::DOORBELL_BUFFER_CONFIG } else { 0 },
@@ -547,6 +550,7 @@ impl Device {
             active: vec![],
             namespaces,
             granted: None,
+            acre: false,
             aers: vec![],
             shadow: None,
             io_count: 0,
@@ -778,6 +782,7 @@ impl Device {
         }
         self.active.clear();
         self.granted = None;
+        self.acre = false;
         self.aers.clear();
         self.held.clear();
         self.late.clear();
@@ -1422,6 +1427,16 @@ impl Device {
                 self.granted = Some(g as u16);
                 Ok((max.min(nsqr + 1) - 1) | (max.min(ncqr + 1) - 1) << 16)
             }
+            feature::HOST_BEHAVIOR_SUPPORT if self.cfg.version >= (1, 4) => {
+                let mut b = [0u8; 1];
+                self.walk_prps(sqe, nvme_spec::cmd::HOST_BEHAVIOR_SIZE, |r, o, n, pos| {
+                    if pos == 0 && n > 0 {
+                        r.copy_to(o, &mut b);
+                    }
+                })?;
+                self.acre = b[0] & 1 != 0;
+                Ok(0)
+            }
             feature::ARBITRATION
             | feature::POWER_MANAGEMENT
             | feature::VOLATILE_WRITE_CACHE
@@ -1566,6 +1581,10 @@ impl Device {
                 self.faults.status_sc.load(Ordering::Relaxed) as u8,
             );
             s.dnr = self.faults.status_dnr.load(Ordering::Relaxed);
+            // With ACRE on and a delay reported, the first one asked for.
+            if self.acre && self.cfg.retry_delays_100ms[0] != 0 {
+                s.crd = 1;
+            }
             return Some(Err(s));
         }
         Some(outcome)

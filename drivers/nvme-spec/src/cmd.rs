@@ -219,6 +219,15 @@ pub fn set_features(fid: u8, cdw11: u32) -> Sqe {
     s
 }
 
+/// Set Features - Host Behavior Support with its 512-byte data structure
+/// (PRP1): byte 0 bit 0 is ACRE (Advanced Command Retry Enable).
+pub fn set_host_behavior_support() -> Sqe {
+    set_features(feature::HOST_BEHAVIOR_SUPPORT, 0)
+}
+
+/// Size of the Host Behavior Support data structure.
+pub const HOST_BEHAVIOR_SIZE: usize = 512;
+
 /// Get Features (current value). FID in CDW10 bits 7:0, SEL (10:8) = 0.
 pub fn get_features(fid: u8) -> Sqe {
     let mut s = sqe(AdminOpcode::GetFeatures as u8, 0);

@@ -106,6 +106,9 @@ pub struct IdentifyController {
     pub ctratt: u32,
     /// Controller Type (111): 1 I/O, 2 discovery, 3 administrative.
     pub cntrltype: u8,
+    /// Command Retry Delay Times 1-3 (139:134), 100 ms units: the delay a
+    /// completion's CRD field 1-3 asks for once the host enabled ACRE.
+    pub crdt: [u16; 3],
     /// Optional Admin Command Support (257:256), see [`oacs`].
     pub oacs: u16,
     /// Abort Command Limit, 0's based (258).
@@ -175,6 +178,7 @@ impl IdentifyController {
             oaes: le32(b, 92),
             ctratt: le32(b, 96),
             cntrltype: b[111],
+            crdt: [le16(b, 134), le16(b, 136), le16(b, 138)],
             oacs: le16(b, 256),
             acl: b[258],
             aerl: b[259],
@@ -220,6 +224,9 @@ impl IdentifyController {
         b[92..96].copy_from_slice(&self.oaes.to_le_bytes());
         b[96..100].copy_from_slice(&self.ctratt.to_le_bytes());
         b[111] = self.cntrltype;
+        for (i, t) in self.crdt.iter().enumerate() {
+            b[134 + 2 * i..136 + 2 * i].copy_from_slice(&t.to_le_bytes());
+        }
         b[256..258].copy_from_slice(&self.oacs.to_le_bytes());
         b[258] = self.acl;
         b[259] = self.aerl;
@@ -327,6 +334,9 @@ impl IdentifyController {
             ("oaes", format!("{:#x}", self.oaes)),
             ("ctratt", format!("{:#x}", self.ctratt)),
             ("cntrltype", self.cntrltype.to_string()),
+            ("crdt1", self.crdt[0].to_string()),
+            ("crdt2", self.crdt[1].to_string()),
+            ("crdt3", self.crdt[2].to_string()),
             ("oacs", format!("{:#x}", self.oacs)),
             ("acl", self.acl.to_string()),
             ("aerl", self.aerl.to_string()),

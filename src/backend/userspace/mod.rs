@@ -284,6 +284,10 @@ impl<R: RegisterWindow + 'static> Drop for UserspaceQueue<R> {
 }
 
 impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
+    fn retry_delays(&self) -> [Duration; 3] {
+        self.ctrl.lock().unwrap().as_ref().map_or([Duration::ZERO; 3], |c| c.retry_delays())
+    }
+
     fn depth(&self) -> usize {
         self.depth
     }

@@ -137,6 +137,9 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             )));
         }
 
+        // ACRE again (the reset cleared the feature).
+        self.enable_retry_delays(timeout)?;
+
         // Step 7: shadow doorbells again, on the same buffers, zeroed. Queue
         // threads may still store into their (dead) slots meanwhile: the
         // fill's stores are atomic 4-byte words, like theirs, so that is no
