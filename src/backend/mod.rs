@@ -283,6 +283,11 @@ pub trait Target: Send + Sync {
     fn describe(&self) -> Vec<(String, String)> {
         vec![]
     }
+    /// A thread starts another pass over its region (it has issued as many
+    /// I/Os as the region has units since the last): a buffered file drops
+    /// its page cache, as fio does at each pass with `invalidate=1`, so the
+    /// pass measures the device, not memory. Nothing on other paths.
+    fn new_pass(&self) {}
     /// Why the namespace takes no writes, when it says so before any I/O
     /// (a write-protected NVMe namespace); a job that writes is refused.
     fn write_protected(&self) -> Option<String> {

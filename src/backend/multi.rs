@@ -58,6 +58,9 @@ impl Target for MultiTarget {
         let n = queues.len();
         Ok(Box::new(MultiQueue { per_sub: vec![Vec::with_capacity(per); n], queues, per }))
     }
+    fn new_pass(&self) {
+        self.targets.iter().for_each(|t| t.new_pass());
+    }
     fn write_protected(&self) -> Option<String> {
         self.targets.iter().find_map(|t| t.write_protected())
     }

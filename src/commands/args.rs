@@ -129,6 +129,9 @@ impl KernelArgs {
             sqthread_poll: self.sqthread_poll,
             sqthread_poll_cpu: self.sqthread_poll_cpu,
             buffered: self.buffered,
+            // bench's buffered rows keep what the page cache holds (the
+            // compare figures' rule); the fio drop-in drops it per pass.
+            invalidate: false,
             defer_taskrun: self.defer_taskrun,
             register_ring: self.register_ring,
             // bench opens read-write: its write guard is --allow-write.

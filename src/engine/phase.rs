@@ -29,6 +29,9 @@ pub(crate) struct Ctx<'a> {
     /// The path finds completions by polling: spin. Otherwise (interrupts)
     /// block in the path's wait when there is nothing else to do, as fio does.
     pub polled: bool,
+    /// Called when the main phase starts another pass over the region
+    /// (`Target::new_pass`).
+    pub new_pass: &'a (dyn Fn() + Sync),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -86,7 +89,11 @@ pub(crate) fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<Th
         }
     }
     let left = spec.ios.or(if spec.runtime.is_none() { Some(units) } else { None }).unwrap_or(u64::MAX);
-    let mut main = Source::<NoList>::Workload { left };
+    // A job of a size (or of --ios) with a ramp runs through the ramp over
+    // its region, then does all of its I/Os counted, as fio's keep_running
+    // does: the count starts when the ramp ends (Phase::submit).
+    let ramping = !spec.ramp.is_zero() && left != u64::MAX;
+    let mut main = if ramping { Source::<NoList>::Workload { left: u64::MAX, after_ramp: Some(left) } } else { Source::Workload { left, after_ramp: None } };
     match verifier.as_mut() {
         Some(v) => run_phase::<true, _>(ctx, q, &mut wl, Some(v), &mut res, PhaseKind::Main, &mut main)?,
         None => run_phase::<false, _>(ctx, q, &mut wl, None, &mut res, PhaseKind::Main, &mut main)?,
@@ -142,7 +149,7 @@ fn calibrate_empty_polls(ctx: &Ctx, q: &mut dyn IoQueue, wl: &mut Workload, res:
         marker::stop(window);
         return Ok(());
     }
-    let mut none = Source::<NoList>::Workload { left: 0 };
+    let mut none = Source::<NoList>::Workload { left: 0, after_ramp: None };
     marker::start(window);
     for _ in 0..marker::CALIBRATION_POLLS {
         marker::pass();
@@ -173,8 +180,9 @@ const SPIN_CLOCK: u64 = 256;
 
 /// Where a phase's I/Os come from.
 enum Source<F> {
-    /// The job's workload, `left` more I/Os (u64::MAX: until the runtime ends).
-    Workload { left: u64 },
+    /// The job's workload, `left` more I/Os (u64::MAX: until the runtime
+    /// ends), or during a ramp, `after_ramp` more once it is over.
+    Workload { left: u64, after_ramp: Option<u64> },
     /// A list of the phase's own (prefill, read-back).
     List(F),
 }
@@ -187,8 +195,8 @@ impl<F: FnMut(&mut Workload) -> Option<(Op, u64)>> Source<F> {
     #[inline]
     fn next(&mut self, wl: &mut Workload) -> Option<(Op, u64)> {
         match self {
-            Source::Workload { left: 0 } => None,
-            Source::Workload { left } => {
+            Source::Workload { left: 0, .. } => None,
+            Source::Workload { left, .. } => {
                 *left -= 1;
                 Some(wl.next())
             }
@@ -454,6 +462,9 @@ struct Phase<'c> {
     in_flight: usize,
     /// Take no more I/Os (runtime over, a stop requested, an error).
     stopping: bool,
+    /// I/Os issued in the main phase since its last pass over the region
+    /// began (`Ctx::new_pass`).
+    pass_issued: u64,
     /// The source has no more (what is in `retry` is still to run).
     ran_out: bool,
     wd: Watchdog,
@@ -497,6 +508,14 @@ fn run_phase<const VERIFY: bool, F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
         q.prefetch_completions();
         p.begin_pass(q, t);
         let submitted = p.submit::<VERIFY, F>(q, wl, next, verifier.as_deref_mut(), t)?;
+        if kind == PhaseKind::Main {
+            // A pass over the region is as many I/Os as it has units.
+            p.pass_issued += submitted as u64;
+            if p.pass_issued >= wl.units {
+                p.pass_issued %= wl.units.max(1);
+                (ctx.new_pass)();
+            }
+        }
         p.reap::<VERIFY>(q, wl, verifier.as_deref_mut(), res, submitted, t)?;
         if t >= p.wd.next_check {
             p.check(q, wl, verifier.as_deref_mut(), res, t)?;
@@ -543,6 +562,7 @@ impl<'c> Phase<'c> {
             done: vec![IoDone::default(); depth],
             in_flight: 0,
             stopping: false,
+            pass_issued: 0,
             ran_out: false,
             wd,
             ramp_end,
@@ -604,6 +624,11 @@ impl<'c> Phase<'c> {
         t: u64,
     ) -> Result<usize, BackendError> {
         self.ios.clear();
+        if let Source::Workload { left, after_ramp: after @ Some(_) } = &mut *next {
+            if self.m.on {
+                *left = after.take().unwrap_or(0);
+            }
+        }
         let blocks = wl.blocks;
         let resubmitted = if self.wd.pending.is_empty() { 0 } else { self.wd.resubmit(&mut self.ios, &self.slots, wl, blocks, t) };
         while !self.stopping {
@@ -612,7 +637,7 @@ impl<'c> Phase<'c> {
                 Some(x) => x,
                 None if self.ran_out => break,
                 None => {
-                    if let (false, Source::Workload { left }) = (VERIFY, &mut *next) {
+                    if let (false, Source::Workload { left, .. }) = (VERIFY, &mut *next) {
                         // Nothing to retry, nothing to verify: the workload
                         // fills every free slot in one run. (Most passes of
                         // a polled run find no free slot.)

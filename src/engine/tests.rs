@@ -197,7 +197,7 @@ fn run(spec: &JobSpec, q: &mut FakeQueue) -> ThreadResult {
     let geo = Geometry { nsid: 1, lba_size: LBA as u32, blocks: 1 << 20, max_transfer: 1 << 20 };
     crate::engine::validate(spec, &geo).unwrap();
     let progress = Progress::default();
-    let ctx = Ctx { spec, clock: clock(), geo, progress: &progress, polled: true };
+    let ctx = Ctx { spec, clock: clock(), geo, progress: &progress, polled: true, new_pass: &|| {} };
     let r = worker(&ctx, q, 0).unwrap();
     assert_eq!(q.outstanding.len(), 0, "the run ended with I/Os outstanding");
     r
@@ -481,4 +481,32 @@ fn a_write_protected_namespace_refuses_a_job_that_writes_before_any_io() {
     assert_eq!(fetched(), before, "refused before any command, queue creation included");
     // Reads run.
     assert!(crate::engine::run(&target, &spec(Rw::Randread, 100), clock(), false).is_ok());
+}
+
+#[test]
+fn a_job_of_a_size_with_a_ramp_does_all_of_its_ios_after_the_ramp() {
+    // As fio's keep_running: the ramp's I/Os go over the region and are
+    // not counted; then all 100 are, whatever the ramp did.
+    let s = JobSpec { ramp: Duration::from_millis(30), ..spec(Rw::Randread, 100) };
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    let r = run(&s, &mut q);
+    assert_eq!(r.read.ios, 100, "the I/Os after the ramp");
+    assert!(q.completed > 100, "the ramp's I/Os besides: {}", q.completed);
+}
+
+#[test]
+fn each_pass_over_the_region_is_announced_to_the_path() {
+    // 1 MiB of 4 KiB units: 256 I/Os a pass; 768 I/Os make three.
+    let s = spec(Rw::Randread, 768);
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    let geo = Geometry { nsid: 1, lba_size: LBA as u32, blocks: 1 << 20, max_transfer: 1 << 20 };
+    let progress = Progress::default();
+    let passes = std::sync::atomic::AtomicU32::new(0);
+    let new_pass = || {
+        passes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    };
+    let ctx = Ctx { spec: &s, clock: clock(), geo, progress: &progress, polled: true, new_pass: &new_pass };
+    let r = worker(&ctx, &mut q, 0).unwrap();
+    assert_eq!(r.read.ios, 768);
+    assert_eq!(passes.load(std::sync::atomic::Ordering::Relaxed), 3);
 }

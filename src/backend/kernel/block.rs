@@ -191,6 +191,13 @@ impl Target for BlockTarget {
     fn describe(&self) -> Vec<(String, String)> {
         self.facts.clone()
     }
+    fn new_pass(&self) {
+        if self.opts.buffered && self.opts.invalidate {
+            if let Err(e) = crate::sys::drop_page_cache(&self.file) {
+                eprintln!("nvme-bypass: warning: could not drop {}'s page cache at a new pass (invalidate=1): {e}", self.opts.device);
+            }
+        }
+    }
     fn open_queue(&self, p: QueueParams) -> Result<Box<dyn IoQueue>, BackendError> {
         let o = &self.opts;
         let lba = self.geometry.lba_size;

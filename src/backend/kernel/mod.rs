@@ -81,6 +81,9 @@ pub struct KernelOptions {
     pub sqthread_poll_cpu: Option<u32>,
     /// Buffered I/O instead of O_DIRECT (block path; fio `--direct=0`).
     pub buffered: bool,
+    /// With `buffered`: drop the file's page cache at each pass over the
+    /// region (fio's `invalidate=1`; `Target::new_pass`).
+    pub invalidate: bool,
     /// IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN.
     pub defer_taskrun: bool,
     /// Register the ring fd (IORING_REGISTER_RING_FDS).

@@ -184,6 +184,9 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         sqthread_poll: o.sqthread_poll,
         sqthread_poll_cpu: o.sqthread_poll_cpu,
         buffered: !passthru && !o.direct,
+        // fio's invalidate=1: the page cache dropped at each pass too
+        // (Target::new_pass), not only before the job.
+        invalidate: o.invalidate,
         // fio opens a read job's file O_RDONLY (a read-only file serves it).
         read_only: !passthru && !o.rw.writes(),
         // fio's libaio reads the ring in user memory only for a reap that
