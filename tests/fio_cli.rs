@@ -1187,3 +1187,14 @@ fn group_reporting_adds_the_jobs_of_a_group_into_one_entry_as_fio_does() {
     }
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// fio's synchronous engines other than psync are refused, pointing to it.
+#[test]
+fn sync_engines_point_to_psync() {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    for engine in ["sync", "pvsync2"] {
+        let (code, _, err) = fio_in(&d, &["--name=s", &format!("--ioengine={engine}"), "--filename=sync-engine-file", "--size=1M", "--rw=read"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(&format!("ioengine={engine} is not supported")) && err.contains("use ioengine=psync"), "{err}");
+    }
+}

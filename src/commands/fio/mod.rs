@@ -324,6 +324,15 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
             context = format!("measured, simulated: {}", crate::experiment::session::SIM_NOTE);
             vec![PathSpec::Sim(sim_options(&sim, &DriverArgs::default(), 1, sim_cpu)?)]
         }
+        // fio's sync and vsync/pvsync: the same I/O as psync, by other
+        // system calls (lseek then read/write; readv/writev): their
+        // system calls per I/O would not be fio's.
+        "sync" | "vsync" | "pvsync" | "pvsync2" => {
+            return Err(Error::usage(format!(
+                "job {job}: ioengine={} is not supported: ioengine=psync does the same I/O, one pread/pwrite per I/O, and is what nvme-bypass runs for a synchronous job (its system calls per I/O would differ from {}'s); use ioengine=psync",
+                o.ioengine, o.ioengine
+            )))
+        }
         other => return Err(Error::usage(format!("job {job}: ioengine={other} is not supported; use one of {ENGINES}"))),
     };
     // A read job verifying data fio wrote with its own verify= finds fio's

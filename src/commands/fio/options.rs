@@ -77,7 +77,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("eta", Kind::Ignored("progress display")),
     ("eta-newline", Kind::Ignored("progress display")),
     ("clat_percentiles", Kind::Ignored("percentiles are always of the completion latency (clat), fio's default")),
-    ("lat_percentiles", Kind::Ignored("percentiles are always of the submit-to-completion latency")),
+    ("lat_percentiles", Kind::Ignored("percentiles are always of the completion latency (clat), fio's default")),
     ("disable_slat", Kind::Bool),
     ("disable_clat", Kind::Ignored("latency is recorded into a histogram at no per-I/O cost worth disabling")),
     ("disable_lat", Kind::Ignored("latency is recorded into a histogram at no per-I/O cost worth disabling")),
@@ -85,7 +85,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("unified_rw_reporting", Kind::Refused("would merge reads and writes into one 'mixed' line; nvme-bypass reports them apart")),
     ("percentile_list", Kind::Refused("nvme-bypass reports fio's default percentile list only")),
     ("bssplit", Kind::Refused("mixed block sizes are not supported; one bs per job")),
-    ("bsrange", Kind::Refused("mixed block sizes are not supported; one bs per job")),
+    ("bsrange", Kind::Value),
     ("blocksize_range", Kind::Refused("mixed block sizes are not supported; one bs per job")),
     ("random_distribution", Kind::Refused("offsets are uniform; zipf/pareto/normal would change which blocks are hit")),
     ("rate", Kind::Refused("no rate limiting: the job would run as fast as it can")),
@@ -480,16 +480,38 @@ impl JobOpts {
                     "fio option '{name}' is not supported ({why}); ignoring it would not change the figures, but it would silently not happen: remove it"
                 )))
             }
-            Kind::Ignored(_) => {
+            Kind::Ignored(why) => {
+                // Four of them are only ignorable at fio's default: set
+                // otherwise, fio's report has other lines than ours.
+                let output = match name {
+                    "clat_percentiles" => Some((true, "fio drops the completion latency percentiles")),
+                    "lat_percentiles" => Some((false, "fio adds a block of total latency percentiles")),
+                    "disable_lat" => Some((false, "fio drops the total latency line")),
+                    "disable_clat" => Some((false, "fio drops the completion latency line and its percentiles")),
+                    _ => None,
+                };
+                if let Some((default, change)) = output {
+                    if boolean(name, v)? != default {
+                        return Err(Error::usage(format!(
+                            "fio option '{name}={}' is not supported: {change} there, and nvme-bypass's report keeps fio's default ({why}); the figures are the same, but the report's lines would differ from fio's: remove the option",
+                            v.unwrap_or("1")
+                        )));
+                    }
+                }
                 self.given.push((name.into(), v.unwrap_or("").into()));
                 return Ok(());
             }
             _ => {}
         }
+        // An empty value: fio refuses it ("option bs requires an argument")
+        // rather than take the default.
+        let named = matches!(name, "name" | "filename" | "directory" | "description" | "write_bw_log" | "write_iops_log" | "write_lat_log");
+        if kind == Kind::Value && (!named || name == "name") && v.is_some_and(|x| x.trim().is_empty()) {
+            return Err(Error::usage(format!("fio option '{name}' needs a value ({name}=...); fio refuses an empty one too")));
+        }
         // fio's arithmetic in parentheses (`bs=(2*2048)`) exists only in a
         // fio built with it; the fio 3.33 beside these tests refuses it
         // ("failed parsing"), and so does this, saying what to write.
-        let named = matches!(name, "name" | "filename" | "directory" | "description" | "write_bw_log" | "write_iops_log" | "write_lat_log");
         if let Some(x) = v.map(str::trim).filter(|x| x.starts_with('(') && !named) {
             return Err(Error::usage(format!("{name}={x}: fio's arithmetic in parentheses is not supported (a fio built without it refuses it too); write the number it comes to")));
         }
@@ -517,6 +539,24 @@ impl JobOpts {
                     }
                 }
             }
+            "bsrange" => {
+                // fio's bsrange=MIN-MAX[,MIN-MAX]: one size when each range
+                // is a single size (bsrange=4k-4k, as fio's examples write).
+                let s = need()?;
+                let mut sizes = vec![];
+                for r in s.split(',') {
+                    let (lo, hi) = r.split_once('-').ok_or_else(|| bad(format!("'{r}' is not MIN-MAX")))?;
+                    sizes.push((fio_size(lo).map_err(bad)?, fio_size(hi).map_err(bad)?));
+                }
+                match sizes.as_slice() {
+                    [(lo, hi), rest @ ..] if lo == hi && rest.iter().all(|x| x == &(*lo, *lo)) => self.bs = *lo,
+                    _ => {
+                        return Err(Error::usage(format!(
+                            "bsrange={s}: block sizes drawn from a range are not supported, and ignoring it would change the result (one bs per job); give bs= (a range of one size, such as 4k-4k, is that bs)"
+                        )))
+                    }
+                }
+            }
             "bs" => {
                 // fio's bs=READ,WRITE[,TRIM]: an empty field is the default
                 // (4k); without a comma one value is every direction's.
@@ -527,7 +567,8 @@ impl JobOpts {
                     [r, w, ..] if r == w => self.bs = *r,
                     [r, w, ..] => {
                         return Err(Error::usage(format!(
-                            "bs={s}: reads of {r} bytes and writes of {w} (fio reads an empty field as its default, 4k): different read and write block sizes are not supported; give one bs"
+                            "bs={s}: reads of {r} bytes and writes of {w}{}: different read and write block sizes are not supported; give one bs",
+                            if s.split(',').any(|p| p.trim().is_empty()) { " (fio reads an empty field as its default, 4k)" } else { "" }
                         )))
                     }
                     [] => unreachable!("split gives at least one field"),
@@ -744,6 +785,19 @@ mod tests {
         assert!(j.set("bs", Some("8k,")).is_err(), "reads 8k, writes 4k");
         j.set("bs", Some("8k,8k")).unwrap();
         assert_eq!(j.bs, 8192);
+        // An empty value is refused, as fio refuses it (not the default).
+        assert!(j.set("bs", Some("")).unwrap_err().to_string().contains("needs a value"));
+        assert_eq!(j.bs, 8192);
+        // A range of one size is that size; a real range is refused.
+        j.set("bsrange", Some("4k-4k")).unwrap();
+        assert_eq!(j.bs, 4096);
+        assert!(j.set("bsrange", Some("4k-8k")).unwrap_err().to_string().contains("would change the result"));
+        // Report options: accepted at fio's defaults, refused otherwise.
+        for (k, ok, refused) in [("clat_percentiles", "1", "0"), ("lat_percentiles", "0", "1"), ("disable_lat", "0", "1"), ("disable_clat", "0", "1")] {
+            j.set(k, Some(ok)).unwrap();
+            let e = j.set(k, Some(refused)).unwrap_err().to_string();
+            assert!(e.contains(&format!("'{k}={refused}'")) && e.contains("lines would differ from fio's"), "{e}");
+        }
         assert!(j.set("rw", Some("randtrim")).is_err());
         assert!(j.set("kb_base", Some("1000")).is_err());
         let e = j.set("bs", Some("(2*2048)")).unwrap_err().to_string();
