@@ -132,7 +132,7 @@ fn waiting_for_a_fast_state_that_never_comes_runs_nothing() {
 fn bad_input_is_refused_clearly() {
     let cases: &[(&[&str], &str)] = &[
         (&["--bs", "1000"], "not a multiple of the 512-byte logical block of the namespace"),
-        (&["--bs", "0"], "not a multiple"),
+        (&["--bs", "0"], "moves nothing"),
         (&["--bs", "1m"], "exceeds the largest transfer"),
         (&["--iodepth", "0"], "--iodepth must be at least 1"),
         (&["--iodepth", "5000"], "largest queue"),

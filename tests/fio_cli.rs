@@ -1198,3 +1198,20 @@ fn sync_engines_point_to_psync() {
         assert!(err.contains(&format!("ioengine={engine} is not supported")) && err.contains("use ioengine=psync"), "{err}");
     }
 }
+
+/// A synchronous engine runs at depth 1, with fio's note, and the report
+/// shows the iodepth the job gave, as fio's does; numjobs stops at fio's
+/// 4096.
+#[test]
+fn psync_shows_the_iodepth_given_and_numjobs_stops_at_fios_limit() {
+    let Some(d) = workdir("psync-depth") else { return };
+    let (code, out, err) = fio_in(&d, &["--name=p", "--ioengine=psync", "--iodepth=32", "--filename=f", "--size=1M", "--rw=randread"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("queue depth will be capped at 1"), "{err}");
+    assert!(out.contains("ioengine=psync, iodepth=32") && out.contains("depth=32"), "{out}");
+    assert!(out.contains("IO depths    : 1=100.0%"), "{out}");
+    let (code, _, err) = fio_in(&d, &["--name=n", "--ioengine=nvme-bypass-sim", "--numjobs=5000", "--size=1M"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("numjobs=5000 is more than fio's 4096"), "{err}");
+    let _ = std::fs::remove_dir_all(d);
+}

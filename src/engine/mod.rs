@@ -125,7 +125,10 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
 /// Check the job against the namespace before touching it.
 pub fn validate(spec: &JobSpec, geo: &Geometry) -> Result<(), BackendError> {
     let lba = geo.lba_size as usize;
-    if spec.bs == 0 || spec.bs % lba != 0 {
+    if spec.bs == 0 {
+        return Err(BackendError::Invalid(format!("--bs 0 moves nothing: give at least one {lba}-byte block")));
+    }
+    if spec.bs % lba != 0 {
         return Err(BackendError::Invalid(format!(
             "--bs {} is not a multiple of the {lba}-byte logical block of the namespace (or, for a file, the filesystem's O_DIRECT alignment); use a multiple such as {}",
             spec.bs,
@@ -134,7 +137,7 @@ pub fn validate(spec: &JobSpec, geo: &Geometry) -> Result<(), BackendError> {
     }
     if spec.bs > geo.max_transfer {
         return Err(BackendError::Invalid(format!(
-            "--bs {} exceeds the largest transfer this path allows ({} bytes, from the controller's MDTS); splitting would measure two I/Os as one, so use --bs {} or less",
+            "--bs {} exceeds the largest transfer this path allows ({} bytes: a controller's MDTS, or the kernel's limit for the device or file); splitting would measure two I/Os as one, so use --bs {} or less",
             spec.bs, geo.max_transfer, geo.max_transfer
         )));
     }

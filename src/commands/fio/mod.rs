@@ -111,10 +111,15 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     if o.numjobs == 0 || o.iodepth == 0 {
         return Err(Error::usage(format!("job {}: numjobs and iodepth must be at least 1", o.name)));
     }
+    // fio's limit (FIO_MAX_JOBS): more would take long to start and stop.
+    if o.numjobs > 4096 {
+        return Err(Error::usage(format!("job {}: numjobs={} is more than fio's 4096 (FIO_MAX_JOBS); use fewer", o.name, o.numjobs)));
+    }
     // fio runs a synchronous engine at depth 1 whatever iodepth says, and
     // says so.
     if o.ioengine == "psync" && o.iodepth > 1 {
         eprintln!("note: both iodepth >= 1 and synchronous I/O engine are selected, queue depth will be capped at 1");
+        o.iodepth_shown = o.iodepth;
         o.iodepth = 1;
     }
     let o = o;
@@ -863,7 +868,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     started: (ran[e.jobs[0].0].started_ms / 1000) as i64,
                     context: &e.context,
                     read_back: e.read_back,
-                    depth: last.opts.iodepth,
+                    depth: last.opts.iodepth_shown.max(last.opts.iodepth),
                 }
             })
             .collect();
@@ -975,7 +980,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                         // fio's total_run_time of an entry: its threads' added.
                         j["job_runtime"] = e.threads.iter().map(|t| t.elapsed_ns / 1_000_000).sum::<u64>().into();
                     }
-                    j["latency_depth"] = last.opts.iodepth.into();
+                    j["latency_depth"] = last.opts.iodepth_shown.max(last.opts.iodepth).into();
                     // `bw_agg` against the group's aggregate, as the text's `per=`.
                     for (dir, pick) in [("read", 0), ("write", 1)] {
                         if j[dir]["bw_samples"].as_u64().unwrap_or(0) > 0 {

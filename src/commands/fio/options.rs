@@ -205,6 +205,9 @@ pub struct JobOpts {
     pub rw: Rw,
     pub bs: u64,
     pub iodepth: usize,
+    /// The iodepth the job gave, which fio's report shows even where a
+    /// synchronous engine runs at depth 1 (0: as `iodepth`).
+    pub iodepth_shown: usize,
     pub rwmixread: u8,
     pub size: Option<u64>,
     pub io_size: Option<u64>,
@@ -271,6 +274,7 @@ impl Default for JobOpts {
             rw: Rw::Read,
             bs: 4096,
             iodepth: 1,
+            iodepth_shown: 0,
             rwmixread: 50,
             size: None,
             io_size: None,
