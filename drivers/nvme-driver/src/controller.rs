@@ -779,11 +779,13 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// Active namespace IDs (Identify CNS 02h). CNS 02h is defined from
     /// NVMe 1.1: an older controller's namespaces are each identified in
     /// turn, 1 to NN, those with a size being active, as Linux's
-    /// `nvme_scan_ns_sequential` does.
+    /// `nvme_scan_ns_sequential` does; at most the first 1024 (as many as
+    /// one CNS 02h page lists: an NN of billions, from a controller that
+    /// reports nonsense, would take hours).
     pub fn active_namespaces(&mut self) -> Result<Vec<u32>, Error> {
         if !self.vs.at_least(1, 1) {
             let mut active = vec![];
-            for nsid in 1..=self.ident.nn {
+            for nsid in 1..=self.ident.nn.min(1024) {
                 match self.identify_namespace(nsid) {
                     Ok(_) => active.push(nsid),
                     Err(Error::InactiveNamespace { .. }) => {}

@@ -54,6 +54,11 @@ fn controllers_before_1_1_and_1_3_are_not_asked_for_lists_they_do_not_define() {
         let d = ctrl.identify_ns_descriptors(2).unwrap();
         assert_eq!(d.csi, None, "{version:?}: not asked before 1.3: NVM, not reported");
     }
+    // An NN of billions (nonsense, found by fuzzing): the first 1024 only.
+    let (_sim, mut ctrl) = bring_up(SimConfig { version: (1, 0), inactive_namespaces: 3_000_000_000, ..gaps() });
+    let t = Instant::now();
+    assert_eq!(ctrl.active_namespaces().unwrap(), [2, 4, 5]);
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
 }
 
 #[test]
