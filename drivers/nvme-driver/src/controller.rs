@@ -502,29 +502,17 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         if self.ident.crdt[0] == 0 {
             return Ok(());
         }
-        let scratch = match self.scratch.take() {
-            Some(s) => s,
-            None => self.mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?,
-        };
-        scratch.fill(0, cmd::HOST_BEHAVIOR_SIZE, 0);
-        scratch.copy_from(0, &[1]); // ACRE
-        let stops = self.stops;
-        let data = DataPtr { iova: scratch.iova(), len: cmd::HOST_BEHAVIOR_SIZE };
-        match self.admin_command_within(cmd::set_host_behavior_support(), Some(data), timeout) {
-            Ok(_) => self.acre = true,
+        let sent = self.with_scratch_page(
+            cmd::HOST_BEHAVIOR_SIZE,
+            |page| page.copy_from(0, &[1]), // ACRE
+            |ctrl, data| ctrl.admin_command_within(cmd::set_host_behavior_support(), Some(data), timeout),
+            |_| (),
+        );
+        match sent {
+            Ok(()) => self.acre = true,
             Err(Error::Command { .. }) => {}
-            Err(e) => {
-                // As identify_page: a command that may still run may still
-                // read the page, which then is no other command's.
-                if self.may_still_run(&e, stops) {
-                    self.quarantine(None, vec![scratch]);
-                } else {
-                    self.scratch = Some(scratch);
-                }
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         }
-        self.scratch = Some(scratch);
         Ok(())
     }
 
@@ -737,26 +725,46 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     fn identify_page(&mut self, sqe: Sqe) -> Result<Box<[u8; IDENTIFY_SIZE]>, Error> {
-        let scratch = match self.scratch.take() {
+        self.with_scratch_page(IDENTIFY_SIZE, |_| {}, |ctrl, data| ctrl.admin_command(sqe, Some(data)), |page| {
+            let mut out = Box::new([0u8; IDENTIFY_SIZE]);
+            page.copy_to(0, &mut out[..]);
+            out
+        })
+    }
+
+    /// One admin command whose data is the first `len` bytes of the
+    /// scratch page: zeroed, then `fill`ed with what the host sends;
+    /// `send` issues the command; `read` takes what the controller wrote.
+    /// The page goes back for the next command, unless this one may still
+    /// run (a timeout the controller was not seen to stop after): then the
+    /// controller may yet read or write it, so it goes into quarantine and
+    /// the next command gets a new page, whose data nothing else touches.
+    fn with_scratch_page<T>(
+        &mut self,
+        len: usize,
+        fill: impl FnOnce(&DmaRegion),
+        send: impl FnOnce(&mut Self, DataPtr) -> Result<Cqe, Error>,
+        read: impl FnOnce(&DmaRegion) -> T,
+    ) -> Result<T, Error> {
+        let page = match self.scratch.take() {
             Some(s) => s,
             None => self.mem.alloc(IDENTIFY_SIZE, PAGE_SIZE)?,
         };
-        scratch.fill(0, IDENTIFY_SIZE, 0);
+        page.fill(0, len, 0);
+        fill(&page);
         let stops = self.stops;
-        if let Err(e) = self.admin_command(sqe, Some(DataPtr::of(&scratch))) {
-            // A command that may still run may still write the page: it
-            // must not be the next Identify's (whose data it would corrupt).
+        let data = DataPtr { iova: page.iova(), len };
+        if let Err(e) = send(self, data) {
             if self.may_still_run(&e, stops) {
-                self.quarantine(None, vec![scratch]);
+                self.quarantine(None, vec![page]);
             } else {
-                self.scratch = Some(scratch);
+                self.scratch = Some(page);
             }
             return Err(e);
         }
-        let mut page = Box::new([0u8; IDENTIFY_SIZE]);
-        scratch.copy_to(0, &mut page[..]);
-        self.scratch = Some(scratch);
-        Ok(page)
+        let out = read(&page);
+        self.scratch = Some(page);
+        Ok(out)
     }
 
     /// Identify Controller (CNS 01h).
