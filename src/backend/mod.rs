@@ -286,8 +286,14 @@ pub trait Target: Send + Sync {
     /// A thread starts another pass over its region (it has issued as many
     /// I/Os as the region has units since the last): a buffered file drops
     /// its page cache, as fio does at each pass with `invalidate=1`, so the
-    /// pass measures the device, not memory. Nothing on other paths.
+    /// pass measures the device, not memory. Nothing on other paths, which
+    /// say so in [`wants_passes`](Self::wants_passes): the engine then does
+    /// not count passes at all.
     fn new_pass(&self) {}
+    /// Whether [`new_pass`](Self::new_pass) does anything.
+    fn wants_passes(&self) -> bool {
+        false
+    }
     /// Why the namespace takes no writes, when it says so before any I/O
     /// (a write-protected NVMe namespace); a job that writes is refused.
     fn write_protected(&self) -> Option<String> {

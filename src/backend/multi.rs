@@ -61,6 +61,9 @@ impl Target for MultiTarget {
     fn new_pass(&self) {
         self.targets.iter().for_each(|t| t.new_pass());
     }
+    fn wants_passes(&self) -> bool {
+        self.targets.iter().any(|t| t.wants_passes())
+    }
     fn write_protected(&self) -> Option<String> {
         self.targets.iter().find_map(|t| t.write_protected())
     }

@@ -39,6 +39,7 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
         return Err(BackendError::Unsupported(format!("{why}: a job that writes cannot run; run a read pattern (--rw read or randread), or lift the protection (nvme set-feature --feature-id 0x84, Namespace Write Protection)")));
     }
     let new_pass = || target.new_pass();
+    let new_pass: Option<&(dyn Fn() + Sync)> = target.wants_passes().then_some(&new_pass);
     let params = QueueParams { depth: spec.iodepth, buf_size: spec.bs, batch: spec.batch };
     // Each thread opens its own queue (a queue pair, or an io_uring ring:
     // rings set up with SINGLE_ISSUER or a registered fd belong to the
@@ -51,7 +52,7 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
                 let barrier = &barrier;
                 let finished = &finished;
                 let open_failed = &open_failed;
-                let ctx = Ctx { spec, clock, geo, progress: &progress[i], polled, new_pass: &new_pass };
+                let ctx = Ctx { spec, clock, geo, progress: &progress[i], polled, new_pass };
                 std::thread::Builder::new()
                     .name(format!("nvb-job{i}"))
                     .spawn_scoped(s, move || {

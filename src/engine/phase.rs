@@ -30,8 +30,9 @@ pub(crate) struct Ctx<'a> {
     /// block in the path's wait when there is nothing else to do, as fio does.
     pub polled: bool,
     /// Called when the main phase starts another pass over the region
-    /// (`Target::new_pass`).
-    pub new_pass: &'a (dyn Fn() + Sync),
+    /// (`Target::new_pass`); `None` when the path does nothing then
+    /// (`Target::wants_passes`), so the hot loop does not count passes.
+    pub new_pass: Option<&'a (dyn Fn() + Sync)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -508,12 +509,12 @@ fn run_phase<const VERIFY: bool, F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
         q.prefetch_completions();
         p.begin_pass(q, t);
         let submitted = p.submit::<VERIFY, F>(q, wl, next, verifier.as_deref_mut(), t)?;
-        if kind == PhaseKind::Main {
+        if let (PhaseKind::Main, Some(new_pass)) = (kind, ctx.new_pass) {
             // A pass over the region is as many I/Os as it has units.
             p.pass_issued += submitted as u64;
             if p.pass_issued >= wl.units {
                 p.pass_issued %= wl.units.max(1);
-                (ctx.new_pass)();
+                new_pass();
             }
         }
         p.reap::<VERIFY>(q, wl, verifier.as_deref_mut(), res, submitted, t)?;

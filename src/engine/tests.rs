@@ -197,7 +197,7 @@ fn run(spec: &JobSpec, q: &mut FakeQueue) -> ThreadResult {
     let geo = Geometry { nsid: 1, lba_size: LBA as u32, blocks: 1 << 20, max_transfer: 1 << 20 };
     crate::engine::validate(spec, &geo).unwrap();
     let progress = Progress::default();
-    let ctx = Ctx { spec, clock: clock(), geo, progress: &progress, polled: true, new_pass: &|| {} };
+    let ctx = Ctx { spec, clock: clock(), geo, progress: &progress, polled: true, new_pass: None };
     let r = worker(&ctx, q, 0).unwrap();
     assert_eq!(q.outstanding.len(), 0, "the run ended with I/Os outstanding");
     r
@@ -505,7 +505,7 @@ fn each_pass_over_the_region_is_announced_to_the_path() {
     let new_pass = || {
         passes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     };
-    let ctx = Ctx { spec: &s, clock: clock(), geo, progress: &progress, polled: true, new_pass: &new_pass };
+    let ctx = Ctx { spec: &s, clock: clock(), geo, progress: &progress, polled: true, new_pass: Some(&new_pass) };
     let r = worker(&ctx, &mut q, 0).unwrap();
     assert_eq!(r.read.ios, 768);
     assert_eq!(passes.load(std::sync::atomic::Ordering::Relaxed), 3);

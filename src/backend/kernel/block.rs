@@ -191,8 +191,11 @@ impl Target for BlockTarget {
     fn describe(&self) -> Vec<(String, String)> {
         self.facts.clone()
     }
+    fn wants_passes(&self) -> bool {
+        self.opts.buffered && self.opts.invalidate
+    }
     fn new_pass(&self) {
-        if self.opts.buffered && self.opts.invalidate {
+        if self.wants_passes() {
             if let Err(e) = crate::sys::drop_page_cache(&self.file) {
                 eprintln!("nvme-bypass: warning: could not drop {}'s page cache at a new pass (invalidate=1): {e}", self.opts.device);
             }
@@ -799,6 +802,17 @@ mod tests {
             assert_eq!(q.wait(&mut d, 1).unwrap(), 1);
             assert_eq!(d[0], IoDone { tag: 7, status: IoStatus::Short { done: 0 } }, "{engine:?}");
         }
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn only_a_buffered_file_with_invalidate_asks_to_hear_of_each_pass() {
+        let Some(p) = scratch("passes", 1 << 20) else { return };
+        let o = opts(p.to_str().unwrap(), IoEngine::Psync);
+        let wants = |o: &KernelOptions| open(o).unwrap().wants_passes();
+        assert!(!wants(&o), "O_DIRECT: nothing to drop");
+        assert!(!wants(&KernelOptions { buffered: true, invalidate: false, ..o.clone() }));
+        assert!(wants(&KernelOptions { buffered: true, invalidate: true, ..o.clone() }));
         std::fs::remove_file(p).unwrap();
     }
 
