@@ -84,17 +84,18 @@ impl VfioTarget {
         } else {
             None
         };
+        let ready_check_delay = ready_check_delay(&bdf);
         let cfg = ControllerConfig {
             io_queues: queues,
             shadow_doorbells: o.shadow_doorbells,
             interrupts: o.interrupts,
             streaming_sq: o.streaming_sq,
-            ready_check_delay: ready_check_delay(&bdf),
+            ready_check_delay,
             ..Default::default()
         };
         let ctrl = Controller::new(bar, mem, cfg)?;
         let mut target = UserspaceTarget::new(if o.interrupts { "vfio interrupts" } else { "vfio" }, ctrl, o.nsid)?;
-        if !ready_check_delay(&bdf).is_zero() {
+        if !ready_check_delay.is_zero() {
             target.add_fact("reset quirk", "this model needs 2.3 s between CC.EN = 0 and reading CSTS.RDY (Linux's NVME_QUIRK_DELAY_BEFORE_CHK_RDY): a reset and the hand-back wait that long");
         }
         if let Some(m) = msix.clone() {
