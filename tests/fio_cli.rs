@@ -484,11 +484,26 @@ fn the_simulator_and_several_files() {
     assert!((99.0..=101.0).contains(&share), "fio's latency buckets add up to 100%: {share}");
     assert!(job["latency_ms"][">=2000"].is_number());
     let Some(w) = workdir("multi") else { return };
-    let (code, out, err) = fio_in(&w, &["--name=m", "--filename=one:two", "--size=8M", "--io_size=1M", "--ioengine=libaio", "--direct=1", "--rw=randread", "--iodepth=4"]);
+    // As fio: size= divided between the files (fio 3.33: "m: Laying out IO
+    // files (2 files / total 8MiB)", two 4 MiB files), iodepth shared by
+    // them (at most 4 in flight, not 4 per file), and without io_size every
+    // block of every file once: 2 x 1024 I/Os of 4 KiB.
+    let (code, out, err) = fio_in(&w, &["--name=m", "--filename=one:two", "--size=8M", "--ioengine=libaio", "--direct=1", "--rw=randread", "--iodepth=4"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out.matches("Laying out IO file").count(), 2, "{out}");
-    assert!(w.join("one").exists() && w.join("two").exists());
+    assert_eq!(out.lines().filter(|l| l.contains("Laying out")).collect::<Vec<_>>(), ["m: Laying out IO files (2 files / total 8MiB)"], "{out}");
+    assert_eq!((file_len(&w.join("one")), file_len(&w.join("two"))), (4 << 20, 4 << 20));
+    assert!(out.contains("issued rwts: total=2048,0,0,0"), "{out}");
+    assert!(out.contains("IO depths    : 1=0.1%, 2=0.1%, 4=99.9%, 8=0.0%"), "{out}");
+    // Three files of 1 MiB / 3 each: 85 whole blocks per file, 255 I/Os (fio's count).
+    let (code, out, err) = fio_in(&w, &["--name=m", "--filename=a:b:c", "--size=1M", "--ioengine=psync", "--rw=read"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("issued rwts: total=255,0,0,0"), "{out}");
+    assert_eq!(file_len(&w.join("c")), 349_525);
     let _ = std::fs::remove_dir_all(w);
+}
+
+fn file_len(p: &std::path::Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 /// Every number masked, with its unit prefix and the padding of a value

@@ -9,12 +9,25 @@
 //! smallest namespace's. `--verify` is refused (a unit's expected content
 //! would depend on which device the slot went to).
 
-use super::{BackendError, Geometry, Io, IoDone, IoQueue, QueueCounters, QueueParams, Target};
+use super::{BackendError, Geometry, Io, IoDone, IoQueue, Op, QueueCounters, QueueParams, Target};
+
+/// How a [`MultiTarget`] shares the work between its devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spread {
+    /// Slot `s` on device `s % devices`; the depth given is per device,
+    /// every device serves the whole region (`bench --device a --device b`).
+    SlotPerDevice,
+    /// fio's files: the region starts at block `first` and is the devices'
+    /// per-file regions of `file_blocks` blocks each, interleaved by units
+    /// of `unit_blocks`; the depth given is shared by the devices.
+    Interleaved { first: u64, file_blocks: u64, unit_blocks: u64 },
+}
 
 /// Several opened namespaces driven as one.
 pub struct MultiTarget {
     targets: Vec<Box<dyn Target>>,
     geometry: Geometry,
+    spread: Spread,
 }
 
 impl MultiTarget {
@@ -37,7 +50,33 @@ impl MultiTarget {
             blocks: targets.iter().map(|t| t.geometry().blocks).min().unwrap_or(0),
             max_transfer: targets.iter().map(|t| t.geometry().max_transfer).min().unwrap_or(0),
         };
-        Ok(MultiTarget { targets, geometry })
+        Ok(MultiTarget { targets, geometry, spread: Spread::SlotPerDevice })
+    }
+
+    /// As fio drives the files of one job (`filename=a:b`): each device's
+    /// region is `file_bytes` from `offset` (both whole `unit` bytes, the
+    /// job's block size), the engine's region is all of them interleaved
+    /// by units (`offset` to `offset + devices x file_bytes`), and the
+    /// job's iodepth is shared.
+    pub fn interleaved(mut self, offset: u64, file_bytes: u64, unit: u64) -> Result<Self, BackendError> {
+        let lba = self.geometry.lba_size as u64;
+        let n = self.targets.len() as u64;
+        if unit == 0 || unit % lba != 0 || offset % lba != 0 || file_bytes % unit != 0 {
+            return Err(BackendError::Invalid(format!(
+                "several files need offset and each file's size in whole blocks of {unit} bytes on {lba}-byte sectors"
+            )));
+        }
+        if offset + file_bytes > self.geometry.bytes() {
+            return Err(BackendError::Invalid(format!(
+                "each file's region ends at byte {} but the smallest of the devices has {} bytes; give a smaller size or offset",
+                offset + file_bytes,
+                self.geometry.bytes()
+            )));
+        }
+        let first = offset / lba;
+        self.spread = Spread::Interleaved { first, file_blocks: file_bytes / lba, unit_blocks: unit / lba };
+        self.geometry.blocks = first + n * (file_bytes / lba);
+        Ok(self)
     }
 }
 
@@ -53,10 +92,16 @@ impl Target for MultiTarget {
         true
     }
     fn open_queue(&self, p: QueueParams) -> Result<Box<dyn IoQueue>, BackendError> {
+        // Interleaved, any slot may go to any device: every device's queue
+        // has all of them (the depth is the job's, shared).
         let queues = self.targets.iter().map(|t| t.open_queue(p)).collect::<Result<Vec<_>, _>>()?;
         let per = p.depth;
         let n = queues.len();
-        Ok(Box::new(MultiQueue { per_sub: vec![Vec::with_capacity(per); n], queues, per }))
+        let (depth, owner) = match self.spread {
+            Spread::SlotPerDevice => (per * n, vec![]),
+            Spread::Interleaved { .. } => (per, vec![0; per]),
+        };
+        Ok(Box::new(MultiQueue { per_sub: vec![Vec::with_capacity(per); n], queues, depth, spread: self.spread, owner, flushes: 0 }))
     }
     fn new_pass(&self) {
         self.targets.iter().for_each(|t| t.new_pass());
@@ -68,7 +113,14 @@ impl Target for MultiTarget {
         self.targets.iter().find_map(|t| t.write_protected())
     }
     fn describe(&self) -> Vec<(String, String)> {
-        let mut d = vec![("devices".to_string(), format!("{} driven by each thread, slot s on device s mod {}", self.targets.len(), self.targets.len()))];
+        let n = self.targets.len();
+        let how = match self.spread {
+            Spread::SlotPerDevice => format!("{n} driven by each thread, slot s on device s mod {n}"),
+            Spread::Interleaved { unit_blocks, .. } => {
+                format!("{n} driven by each thread, as fio's files: unit u of the region (units of {unit_blocks} blocks) is unit u / {n} of device u mod {n}, the iodepth shared")
+            }
+        };
+        let mut d = vec![("devices".to_string(), how)];
         for (i, t) in self.targets.iter().enumerate() {
             for (k, v) in t.describe() {
                 d.push((format!("device {i} {k}"), v));
@@ -81,26 +133,59 @@ impl Target for MultiTarget {
 /// One thread's queues on every device.
 struct MultiQueue {
     queues: Vec<Box<dyn IoQueue>>,
-    /// Slots (and buffers) per device.
-    per: usize,
+    /// Slots the engine sees.
+    depth: usize,
+    spread: Spread,
+    /// Interleaved: the device each slot's last I/O went to (whose buffer
+    /// holds its data).
+    owner: Vec<u32>,
+    /// Interleaved: flushes sent, to take the devices in turn.
+    flushes: usize,
     /// Scratch: the I/Os of one submit call, by device.
     per_sub: Vec<Vec<Io>>,
 }
 
+impl MultiQueue {
+    /// The device an I/O goes to and the I/O as that device sees it.
+    #[inline]
+    fn route(&mut self, io: &Io) -> (usize, Io) {
+        let n = self.queues.len();
+        let mut local = *io;
+        match self.spread {
+            // Global slot s -> device s % n, local slot s / n; the tag keeps the global slot.
+            Spread::SlotPerDevice => {
+                local.buf = io.buf / n as u32;
+                (io.buf as usize % n, local)
+            }
+            Spread::Interleaved { first, file_blocks, unit_blocks } => {
+                let d = if io.op == Op::Flush {
+                    self.flushes += 1;
+                    self.flushes % n
+                } else {
+                    let rel = io.lba - first;
+                    let (unit, within) = (rel / unit_blocks, rel % unit_blocks);
+                    local.lba = first + (unit / n as u64) * unit_blocks + within;
+                    debug_assert!(local.lba + io.blocks as u64 <= first + file_blocks);
+                    (unit % n as u64) as usize
+                };
+                self.owner[io.buf as usize] = d as u32;
+                (d, local)
+            }
+        }
+    }
+}
+
 impl IoQueue for MultiQueue {
     fn depth(&self) -> usize {
-        self.per * self.queues.len()
+        self.depth
     }
     fn submit(&mut self, ios: &[Io]) -> Result<usize, BackendError> {
-        let n = self.queues.len();
         for v in &mut self.per_sub {
             v.clear();
         }
         for io in ios {
-            // Global slot s -> device s % n, local slot s / n; the tag keeps the global slot.
-            let mut local = *io;
-            local.buf = io.buf / n as u32;
-            self.per_sub[io.buf as usize % n].push(local);
+            let (d, local) = self.route(io);
+            self.per_sub[d].push(local);
         }
         // The engine puts back whatever is not accepted from the end of
         // `ios`; accept all or stop at the first device that takes fewer.
@@ -132,11 +217,18 @@ impl IoQueue for MultiQueue {
     }
     fn buf_write(&mut self, buf: u32, off: usize, data: &[u8]) {
         let n = self.queues.len() as u32;
-        self.queues[(buf % n) as usize].buf_write(buf / n, off, data)
+        match self.spread {
+            Spread::SlotPerDevice => self.queues[(buf % n) as usize].buf_write(buf / n, off, data),
+            // The slot's next I/O may go to any device: each gets the data.
+            Spread::Interleaved { .. } => self.queues.iter_mut().for_each(|q| q.buf_write(buf, off, data)),
+        }
     }
     fn buf_read(&self, buf: u32, off: usize, out: &mut [u8]) {
         let n = self.queues.len() as u32;
-        self.queues[(buf % n) as usize].buf_read(buf / n, off, out)
+        match self.spread {
+            Spread::SlotPerDevice => self.queues[(buf % n) as usize].buf_read(buf / n, off, out),
+            Spread::Interleaved { .. } => self.queues[self.owner[buf as usize] as usize].buf_read(buf, off, out),
+        }
     }
     fn counters(&self) -> QueueCounters {
         let mut c = QueueCounters::default();
@@ -161,5 +253,109 @@ impl IoQueue for MultiQueue {
     }
     fn describe(&self) -> String {
         self.queues.iter().enumerate().map(|(i, q)| format!("device {i}: {}", q.describe())).collect::<Vec<_>>().join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A device that records the I/Os it is given and completes none.
+    struct Recorder {
+        blocks: u64,
+        seen: Arc<Mutex<Vec<Io>>>,
+    }
+
+    struct RecQueue {
+        depth: usize,
+        seen: Arc<Mutex<Vec<Io>>>,
+    }
+
+    impl Target for Recorder {
+        fn name(&self) -> String {
+            "recorder".into()
+        }
+        fn geometry(&self) -> Geometry {
+            Geometry { nsid: 1, lba_size: 512, blocks: self.blocks, max_transfer: 1 << 20 }
+        }
+        fn polled(&self) -> bool {
+            true
+        }
+        fn open_queue(&self, p: QueueParams) -> Result<Box<dyn IoQueue>, BackendError> {
+            Ok(Box::new(RecQueue { depth: p.depth, seen: self.seen.clone() }))
+        }
+    }
+
+    impl IoQueue for RecQueue {
+        fn depth(&self) -> usize {
+            self.depth
+        }
+        fn submit(&mut self, ios: &[Io]) -> Result<usize, BackendError> {
+            assert!(ios.iter().all(|io| (io.buf as usize) < self.depth), "a slot past the device's queue");
+            self.seen.lock().unwrap().extend_from_slice(ios);
+            Ok(ios.len())
+        }
+        fn poll(&mut self, _: &mut [IoDone]) -> Result<usize, BackendError> {
+            Ok(0)
+        }
+        fn buf_write(&mut self, _: u32, _: usize, _: &[u8]) {}
+        fn buf_read(&self, _: u32, _: usize, _: &mut [u8]) {}
+        fn counters(&self) -> QueueCounters {
+            QueueCounters::default()
+        }
+        fn in_flight(&self) -> usize {
+            0
+        }
+    }
+
+    fn two(blocks: [u64; 2]) -> (MultiTarget, [Arc<Mutex<Vec<Io>>>; 2]) {
+        let seen = [Arc::new(Mutex::new(vec![])), Arc::new(Mutex::new(vec![]))];
+        let ts: Vec<Box<dyn Target>> = (0..2).map(|i| Box::new(Recorder { blocks: blocks[i], seen: seen[i].clone() }) as Box<dyn Target>).collect();
+        (MultiTarget::new(ts).unwrap(), seen)
+    }
+
+    #[test]
+    fn interleaved_units_go_to_the_files_in_turn_each_in_order() {
+        // Files of 64 KiB from offset 4 KiB, units of 4 KiB (8 sectors).
+        let (m, seen) = two([1000, 2000]);
+        let m = m.interleaved(4096, 65536, 4096).unwrap();
+        assert_eq!(m.geometry().blocks, 8 + 2 * 128, "the engine's region: both files' 16 units");
+        // The depth is the job's, shared: 4 slots, each usable on either device.
+        let mut q = m.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
+        assert_eq!(q.depth(), 4);
+        // A sequential pass over the region: units 0, 1, 2, ... (sector 8 on).
+        let ios: Vec<Io> = (0..32u64).map(|u| Io { op: Op::Read, lba: 8 + u * 8, blocks: 8, buf: (u % 4) as u32, tag: u }).collect();
+        for c in ios.chunks(4) {
+            assert_eq!(q.submit(c).unwrap(), 4);
+        }
+        for (d, s) in seen.iter().enumerate() {
+            let s = s.lock().unwrap();
+            let lbas: Vec<u64> = s.iter().map(|io| io.lba).collect();
+            assert_eq!(lbas, (0..16).map(|k| 8 + k * 8).collect::<Vec<_>>(), "device {d}: its own file in order");
+            let tags: Vec<u64> = s.iter().map(|io| io.tag).collect();
+            assert_eq!(tags, (0..16).map(|k| 2 * k + d as u64).collect::<Vec<_>>(), "device {d}: every other unit");
+        }
+    }
+
+    #[test]
+    fn interleaved_regions_must_fit_the_smallest_device_in_whole_units() {
+        let (m, _) = two([256, 2000]);
+        let e = m.interleaved(0, 256 * 512 + 4096, 4096).err().unwrap().to_string();
+        assert!(e.contains("smallest of the devices"), "{e}");
+        let (m, _) = two([256, 2000]);
+        let e = m.interleaved(0, 6144, 4096).err().unwrap().to_string();
+        assert!(e.contains("whole blocks of 4096"), "{e}");
+    }
+
+    #[test]
+    fn slot_per_device_keeps_the_depth_per_device() {
+        let (m, seen) = two([1000, 1000]);
+        let mut q = m.open_queue(QueueParams { depth: 2, buf_size: 4096, batch: 0 }).unwrap();
+        assert_eq!(q.depth(), 4);
+        let ios: Vec<Io> = (0..4u32).map(|s| Io { op: Op::Read, lba: 0, blocks: 8, buf: s, tag: s as u64 }).collect();
+        assert_eq!(q.submit(&ios).unwrap(), 4);
+        assert_eq!(seen[0].lock().unwrap().iter().map(|io| (io.tag, io.buf)).collect::<Vec<_>>(), [(0, 0), (2, 1)]);
+        assert_eq!(seen[1].lock().unwrap().iter().map(|io| (io.tag, io.buf)).collect::<Vec<_>>(), [(1, 0), (3, 1)]);
     }
 }

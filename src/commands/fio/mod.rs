@@ -199,6 +199,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         aio_reap: if o.userspace_reap && o.batch_complete_min == Some(0) { AioReap::Spin } else { AioReap::Getevents },
         ..Default::default()
     };
+    let nfiles = files.len().max(1) as u64;
     let mut layout = vec![];
     let mut cpus = o.cpus.clone();
     let mut context = String::new();
@@ -218,7 +219,8 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
                 f.display()
             )));
         }
-        let need = o.offset + o.size.unwrap_or(0);
+        // Several files share size= (fio divides it between them).
+        let need = o.offset + o.size.unwrap_or(0) / nfiles;
         if have < need {
             // fio: "refusing extend of file due to read-only".
             if readonly {
@@ -488,12 +490,27 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
         for s in &p.paths {
             ts.push(s.open(queues)?);
         }
-        Box::new(crate::backend::multi::MultiTarget::new(ts)?)
+        // As fio: size= divided between the files (without it, each file
+        // from offset to its end, the smallest's), iodepth shared.
+        let multi = crate::backend::multi::MultiTarget::new(ts)?;
+        let n = p.paths.len() as u64;
+        let file = o.size.map_or_else(|| multi.geometry().bytes().saturating_sub(o.offset), |s| s / n) / o.bs * o.bs;
+        if file == 0 {
+            return Err(Error::usage(format!(
+                "{} files share size={} ({} bytes each, less than one bs={}): give a larger size, or fewer files",
+                n,
+                o.size.unwrap_or(0),
+                o.size.unwrap_or(0) / n,
+                o.bs
+            )));
+        }
+        Box::new(multi.interleaved(o.offset, file, o.bs)?)
     } else {
         p.paths[0].open(queues)?
     };
     let geo = target.geometry();
-    let size = o.size.unwrap_or_else(|| geo.bytes().saturating_sub(o.offset));
+    // The engine's region: one file's, or all the files' interleaved.
+    let size = if p.paths.len() > 1 { geo.bytes() - o.offset } else { o.size.unwrap_or_else(|| geo.bytes().saturating_sub(o.offset)) };
     // An io_size under one block is one I/O, as fio does it.
     let io = o.io_size.unwrap_or(size);
     let ios = if o.time_based { None } else { Some((io / o.bs.max(1)).max((io > 0) as u64) * o.loops.max(1)) };
@@ -749,13 +766,16 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     // Files are laid out before the disks are watched, so that the disk
     // under a file made here is found and its counters cover the jobs only.
     'layout: for p in &plans {
+        // One line per job, as fio's: its files and their total size.
+        if normal && !p.layout.is_empty() {
+            let (n, total) = (p.layout.len(), p.layout.iter().map(|(_, b)| b).sum::<u64>());
+            let line = if n == 1 { format!("{}: Laying out IO file (1 file / {}MiB)\n", p.opts.name, total >> 20) } else { format!("{}: Laying out IO files ({n} files / total {}MiB)\n", p.opts.name, total >> 20) };
+            w(&mut out, &line)?;
+            out.flush().ok();
+        }
         for (f, size) in &p.layout {
             if stop.requested() {
                 break 'layout;
-            }
-            if normal {
-                w(&mut out, &format!("{}: Laying out IO file (1 file / {}MiB)\n", p.opts.name, size >> 20))?;
-                out.flush().ok();
             }
             if !lay_out(f, *size, stop)? {
                 break 'layout;
