@@ -155,9 +155,17 @@ pub fn lookup(key: &str) -> Result<(&'static str, Kind), Error> {
             // A typo of a known option: say which, as fio does ("Did you mean").
             // (fio has options nvme-bypass does not know, such as `ba`
             // beside `bs`: the suggestion does not say there is none.)
-            Some(near) => Err(Error::usage(format!(
-                "fio option '{key}' is not one nvme-bypass knows: did you mean {near}? (if not, it cannot tell whether ignoring it would change the result: refused; remove it)"
-            ))),
+            // A suggestion that is itself refused says so, rather than
+            // sending the user to a second refusal.
+            Some(near) => {
+                let refused = match lookup(near) {
+                    Ok((_, Kind::Refused(why) | Kind::RefusedNoEffect(why))) => format!(", which nvme-bypass refuses too ({why})"),
+                    _ => String::new(),
+                };
+                Err(Error::usage(format!(
+                    "fio option '{key}' is not one nvme-bypass knows: did you mean {near}{refused}? (if not, it cannot tell whether ignoring it would change the result: refused; remove it)"
+                )))
+            }
             None => Err(Error::usage(format!(
                 "fio option '{key}' is not one nvme-bypass knows, so it cannot tell whether ignoring it would change the result: refused; remove it (docs/fio.md lists what is supported)"
             ))),
@@ -783,6 +791,8 @@ mod tests {
         let typo = |k: &str| lookup(k).err().unwrap().to_string();
         assert!(typo("iodepht").contains("did you mean iodepth?"), "{}", typo("iodepht"));
         assert!(typo("runtim").contains("did you mean runtime?"));
+        // A near option that is refused as well is named as refused.
+        assert!(typo("flwo").contains("did you mean flow, which nvme-bypass refuses too (no flow control between jobs)?"), "{}", typo("flwo"));
         assert!(typo("bogus").contains("is not one nvme-bypass knows"), "{}", typo("bogus"));
         assert!(j.set("bs", Some("4k,8k")).is_err());
         assert!(j.set("bs", Some(",8k")).is_err(), "reads 4k, writes 8k");
