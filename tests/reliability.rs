@@ -136,6 +136,20 @@ fn an_abort_answered_with_an_error_resets_only_when_the_command_times_out_again(
 }
 
 #[test]
+fn a_controller_that_pauses_processing_is_waited_for_not_aborted() {
+    // After 500 I/O commands the controller pauses for 1 s (CSTS.PP = 1, a
+    // firmware activation without a reset), five times --io-timeout: the
+    // overdue I/Os wait for it (it reports no MTFA: up to the admin
+    // timeout, as Linux's nvme_fw_act_work), with no Abort and no reset,
+    // and complete when it resumes.
+    let r = sim_bench(&["--sim-fault", "pause=500:1000"]);
+    clean_run(&r, "pause");
+    let c = recovery(&r.err);
+    assert_eq!((c.timeouts, c.aborts, c.resets), (0, 0, 0), "{}", r.err);
+    assert!(r.err.contains("the controller paused processing (CSTS.PP = 1"), "{}", r.err);
+}
+
+#[test]
 fn errors_with_dnr_clear_are_retried_and_the_run_succeeds() {
     // No timeout is expected: an --io-timeout no scheduling delay reaches.
     let r = sim_bench(&["--sim-fault", "status-every=97,status=0:0x06", "--io-timeout", "20s"]);

@@ -369,6 +369,14 @@ pub trait IoQueue: Send {
         String::new()
     }
 
+    /// Slow path, called when I/Os are overdue: whether the controller has
+    /// paused processing (a firmware activation, CSTS.PP) and for how long
+    /// it may ([`nvme_driver::Controller::processing_paused`]): overdue
+    /// I/Os then wait that long before they are aborted. Kernel paths:
+    /// their driver watches this itself.
+    fn processing_paused(&self) -> Option<Duration> {
+        None
+    }
     /// Slow path, called every few milliseconds: look at the controller.
     /// A path that owns its controller handles fatal status (reset, then
     /// re-create this queue) and a reset done by another thread's queue

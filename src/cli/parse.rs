@@ -110,10 +110,13 @@ pub enum SimFault {
     BadSqidEvery(u32),
     /// Flip a bit in the data of every Nth Read.
     CorruptDataEvery(u32),
+    /// After N more I/O commands, pause processing (CSTS.PP, a firmware
+    /// activation) for MS milliseconds.
+    Pause { after: u32, ms: u32 },
 }
 
 /// The keys `--sim-fault` accepts, for messages.
-pub const SIM_FAULT_KEYS: &str = "drop-every=N, delay-us=N, status-every=N, status=SCT:SC, dnr=0|1, fatal-after=N, hang-after=N, stall-every=N, refuse-abort=0|1, corrupt-cid-every=N, bad-sqid-every=N, corrupt-data-every=N";
+pub const SIM_FAULT_KEYS: &str = "drop-every=N, delay-us=N, status-every=N, status=SCT:SC, dnr=0|1, fatal-after=N, hang-after=N, stall-every=N, refuse-abort=0|1, corrupt-cid-every=N, bad-sqid-every=N, corrupt-data-every=N, pause=N:MS";
 
 fn number(s: &str) -> Option<u32> {
     let s = s.trim();
@@ -158,6 +161,13 @@ pub fn parse_sim_faults(s: &str) -> Result<Vec<SimFault>, String> {
             "corrupt-cid-every" => SimFault::CorruptCidEvery(every()?),
             "bad-sqid-every" => SimFault::BadSqidEvery(every()?),
             "corrupt-data-every" => SimFault::CorruptDataEvery(every()?),
+            "pause" => {
+                let (after, ms) = value.split_once(':').ok_or_else(|| format!("pause={value}: give pause=N:MS (after N more I/O commands, pause MS milliseconds)"))?;
+                match (number(after), number(ms)) {
+                    (Some(after), Some(ms)) if after > 0 && ms > 0 => SimFault::Pause { after, ms: ms.min(600_000) },
+                    _ => return Err(format!("pause={value}: give pause=N:MS with N and MS at least 1 (after N more I/O commands, pause MS milliseconds)")),
+                }
+            }
             _ => return Err(format!("unknown fault '{key}'; --sim-fault takes {SIM_FAULT_KEYS}")),
         });
     }
@@ -203,6 +213,9 @@ mod tests {
             Ok(vec![SimFault::StatusEvery(10), SimFault::Status { sct: 0, sc: 6 }, SimFault::Dnr(true)])
         );
         assert_eq!(parse_sim_faults("hang-after=100"), Ok(vec![SimFault::HangAfter(100)]));
+        assert_eq!(parse_sim_faults("pause=500:1000"), Ok(vec![SimFault::Pause { after: 500, ms: 1000 }]));
+        assert!(parse_sim_faults("pause=500").unwrap_err().contains("pause=N:MS"));
+        assert!(parse_sim_faults("pause=0:10").unwrap_err().contains("at least 1"));
         assert!(parse_sim_faults("drop-every=0").unwrap_err().contains("injects nothing"));
         assert!(parse_sim_faults("status=0:0").is_err());
         assert!(parse_sim_faults("status=9:1").is_err());

@@ -40,7 +40,7 @@ pub struct SimArgs {
     /// Run the simulated controller on the job's own thread, stepped at each MMIO doorbell write (so shadow doorbells are off), instead of on its own CPU. Timings then include the controller's work; it exists for repeatable instruction counts of the whole I/O loop (scripts/callgrind-driver.sh).
     #[arg(long)]
     pub sim_sync: bool,
-    /// Inject a device fault into the simulated controller (repeatable; key=value[,key=value]): drop-every=N, delay-us=N, status-every=N, status=SCT:SC, dnr=0|1, fatal-after=N, hang-after=N, stall-every=N, refuse-abort=0|1, corrupt-cid-every=N, bad-sqid-every=N, corrupt-data-every=N. See docs/reliability.md.
+    /// Inject a device fault into the simulated controller (repeatable; key=value[,key=value]): drop-every=N, delay-us=N, status-every=N, status=SCT:SC, dnr=0|1, fatal-after=N, hang-after=N, stall-every=N, refuse-abort=0|1, corrupt-cid-every=N, bad-sqid-every=N, corrupt-data-every=N, pause=N:MS. See docs/reliability.md.
     #[arg(long, value_parser = crate::commands::reliability_args::sim_fault_arg)]
     pub sim_fault: Vec<Vec<crate::cli::parse::SimFault>>,
 }

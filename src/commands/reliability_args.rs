@@ -66,6 +66,7 @@ pub fn sim_faults(faults: &[Vec<SimFault>]) -> SimFaults {
             SimFault::CorruptCidEvery(n) => f.corrupt_cid_every = n,
             SimFault::BadSqidEvery(n) => f.bad_sqid_every = n,
             SimFault::CorruptDataEvery(n) => f.corrupt_data_every = n,
+            SimFault::Pause { after, ms } => (f.pause_after, f.pause_ms) = (after, ms),
         }
     }
     f

@@ -489,9 +489,9 @@ impl RecoveryCounters {
         self.resets += r.reset as u64;
         self.requeues += r.recreated as u64;
     }
-    /// True when nothing happened.
+    /// True when nothing happened (a pause waited out is noted, not counted).
     pub fn is_empty(&self) -> bool {
-        self.timeouts + self.aborts + self.resets + self.requeues + self.retries == 0
+        self.timeouts + self.aborts + self.resets + self.requeues + self.retries == 0 && self.log.is_empty()
     }
 }
 

@@ -82,6 +82,12 @@ pub(crate) struct Watchdog {
     retry_delays: [u64; 3],
     /// Said once that the path's own driver handles timeouts.
     warned: bool,
+    /// Clock value when the controller was first seen paused (CSTS.PP),
+    /// while it stays paused.
+    paused_since: Option<u64>,
+    /// Clock value when a pause ended: I/Os count as issued no earlier,
+    /// since the controller did nothing with them before.
+    resumed_at: u64,
     clock: Clock,
     stop: Stop,
 }
@@ -103,6 +109,8 @@ impl Watchdog {
             not_before: vec![0; depth],
             retry_delays: [0; 3],
             warned: false,
+            paused_since: None,
+            resumed_at: 0,
             clock,
             stop,
         }
@@ -257,10 +265,41 @@ impl Watchdog {
         for (s, _) in &lost {
             idle[*s as usize] = true;
         }
-        let overdue: Vec<usize> =
-            (0..idle.len()).filter(|&s| !idle[s] && t.saturating_sub(self.issued(s, slots)) > timeout).collect();
+        let find_overdue = |wd: &Self| -> Vec<usize> {
+            (0..idle.len()).filter(|&s| !idle[s] && t.saturating_sub(wd.issued(s, slots).max(wd.resumed_at)) > timeout).collect()
+        };
+        let mut overdue = find_overdue(self);
         if overdue.is_empty() {
             return Ok(lost);
+        }
+        // A controller that has paused processing (CSTS.PP: activating
+        // firmware without a reset) completes nothing until it resumes: its
+        // overdue I/Os wait as long as the pause may last (MTFA) before
+        // they are aborted, as Linux's nvme_fw_act_work holds the queues,
+        // and count as issued when it resumes. A longer pause is handled
+        // as any overdue I/O (Linux resets then too).
+        match (q.processing_paused(), self.paused_since) {
+            (Some(max), _) => {
+                let since = *self.paused_since.get_or_insert(t);
+                if since == t {
+                    rc.note(format!(
+                        "the controller paused processing (CSTS.PP = 1, a firmware activation) with I/Os outstanding: they wait up to {} ms (its MTFA; the admin timeout when it reports none) before Abort",
+                        max.as_millis()
+                    ));
+                }
+                if t.saturating_sub(since) <= self.clock.ticks(max) {
+                    return Ok(lost);
+                }
+            }
+            (None, Some(_)) => {
+                self.paused_since = None;
+                self.resumed_at = t;
+                overdue = find_overdue(self);
+                if overdue.is_empty() {
+                    return Ok(lost);
+                }
+            }
+            (None, None) => {}
         }
         let (aborted, fresh): (Vec<usize>, Vec<usize>) = overdue.iter().partition(|&&s| self.aborted(s, slots));
         let what = |s: usize| {

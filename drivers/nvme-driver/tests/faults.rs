@@ -254,6 +254,42 @@ fn retry_delays_are_enabled_when_the_controller_reports_them_and_again_after_a_r
 }
 
 #[test]
+fn a_pause_in_processing_is_seen_with_the_time_it_may_take_and_ends() {
+    // CSTS.PP = 1 after the next I/O command, for 300 ms; the controller
+    // says a firmware activation takes at most 1.5 s (MTFA 15).
+    let s = sim(SimConfig { firmware_activation_100ms: 15, ..SimConfig::default() });
+    let mut ctrl = bring_up_with(&s, 1, true);
+    assert_eq!(ctrl.identify().mtfa, 15);
+    assert_eq!(ctrl.processing_paused(), None);
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    s.faults().pause_ms.store(300, Ordering::Relaxed);
+    s.faults().pause_after.store(1, Ordering::Relaxed);
+    read(&mut qp, 0, &buf, 1);
+    poll_one(&mut qp, WAIT).unwrap();
+    assert_eq!(ctrl.processing_paused(), Some(Duration::from_millis(1500)), "MTFA in 100 ms units");
+    // Nothing is fetched while paused; the command completes once it ends.
+    let t = std::time::Instant::now();
+    read(&mut qp, 0, &buf, 1);
+    assert!(poll_one(&mut qp, Duration::from_millis(100)).is_none(), "a command completed while paused");
+    poll_one(&mut qp, WAIT).unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(250), "{:?}", t.elapsed());
+    assert_eq!(ctrl.processing_paused(), None);
+    ctrl.delete_io_queue_pair(qp).unwrap();
+    ctrl.shutdown().unwrap();
+    // No MTFA reported: the admin timeout is the limit, as Linux's.
+    let s = sim(SimConfig::default());
+    let mut ctrl = bring_up_with(&s, 1, true);
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.allocator().alloc(4096, 4096).unwrap();
+    s.faults().pause_ms.store(200, Ordering::Relaxed);
+    s.faults().pause_after.store(1, Ordering::Relaxed);
+    read(&mut qp, 0, &buf, 1);
+    poll_one(&mut qp, WAIT).unwrap();
+    assert_eq!(ctrl.processing_paused(), Some(Duration::from_secs(5)), "the admin timeout these tests set");
+}
+
+#[test]
 fn fatal_status_is_detected_admin_commands_fail_fast_and_a_reset_recovers() {
     let (sim, mut ctrl) = bring_up(SimConfig::default());
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();

@@ -110,6 +110,10 @@ pub struct SimConfig {
     /// (CRDT, 100 ms units; all 0: none). With them, a host that enables
     /// ACRE gets statuses injected by `Faults::status_every` with CRD 1.
     pub retry_delays_100ms: [u16; 3],
+    /// Maximum Time for Firmware Activation reported in Identify
+    /// Controller (MTFA, 100 ms units; 0: not reported): how long a host
+    /// should let `Faults::pause_ms` last before it acts.
+    pub firmware_activation_100ms: u16,
     /// Controller Type reported in Identify Controller (CNTRLTYPE: 1 I/O,
     /// 2 Discovery, 3 Administrative; 0 not reported).
     pub controller_type: u8,
@@ -158,6 +162,7 @@ impl Default for SimConfig {
             version: (1, 4),
             host_memory_buffer_pages: 0,
             retry_delays_100ms: [0; 3],
+            firmware_activation_100ms: 0,
             controller_type: 1,
             entry_sizes: (0x66, 0x44),
             shadow_doorbells: true,

@@ -115,6 +115,14 @@ pub struct Faults {
     /// controller whose Abort limit is taken, or that cannot find the
     /// command).
     pub refuse_abort: AtomicBool,
+    /// After this many more I/O commands, pause processing for `pause_ms`
+    /// milliseconds, as a controller activating firmware without a reset
+    /// does (NVMe 1.4c §5.11, Commit Action 011b): CSTS.PP = 1 and no
+    /// command fetched, admin or I/O, after the current pass; then
+    /// CSTS.PP = 0 and on as before (0 = off; counts down).
+    pub pause_after: AtomicU32,
+    /// How long a pause (`pause_after`) lasts, in milliseconds.
+    pub pause_ms: AtomicU32,
 }
 
 /// A completion held back by `Faults::stall_every`.
@@ -148,6 +156,7 @@ impl Faults {
             || on(&self.stall_every)
             || on(&self.fatal_after)
             || on(&self.hang_after)
+            || on(&self.pause_after)
             || on(&self.corrupt_data_every)
     }
 
@@ -346,6 +355,8 @@ pub(crate) struct Device {
     hold_this: bool,
     /// Admin completions posted late (`Faults::admin_delay_us`).
     late: Vec<Late>,
+    /// Processing paused (CSTS.PP = 1) until then (`Faults::pause_ms`).
+    paused_until: Option<Instant>,
     posted: u64,
     /// True while the controller thread busy-polls: then it sees every
     /// shadow doorbell update without being told, and its EventIdx says so
@@ -482,6 +493,7 @@ impl Device {
             rtd3e: cfg.rtd3e_us,
             cntrltype: cfg.controller_type,
             crdt: cfg.retry_delays_100ms,
+            mtfa: cfg.firmware_activation_100ms,
             hmpre: cfg.host_memory_buffer_pages,
             hmmin: cfg.host_memory_buffer_pages / 2,
             oacs: if cfg.shadow_doorbells { nvme_spec::identify::oacs::DOORBELL_BUFFER_CONFIG } else { 0 },
@@ -557,6 +569,7 @@ impl Device {
             held: vec![],
             hold_this: false,
             late: vec![],
+            paused_until: None,
             posted: 0,
             polling: false,
             ident_ctrl: ic.to_bytes(),
@@ -599,6 +612,9 @@ impl Device {
                 self.state = State::Fatal;
                 return work + 1;
             }
+            if self.paused_until.is_some() && self.paused() {
+                return work;
+            }
             if !self.faults.hang.load(Ordering::Relaxed) {
                 let mut i = 0;
                 while i < self.active.len() {
@@ -609,6 +625,29 @@ impl Device {
             }
         }
         work
+    }
+
+    /// `Faults::pause_after` tripped: pause (CSTS.PP = 1) for `pause_ms`.
+    #[cold]
+    fn start_pause(&mut self) {
+        let ms = self.faults.pause_ms.load(Ordering::Relaxed);
+        self.paused_until = Some(Instant::now() + Duration::from_millis(ms as u64));
+        self.set_csts(self.csts().with_pp(true));
+    }
+
+    /// A pause going on: end it when its time is up (CSTS.PP = 0). True
+    /// while paused.
+    #[cold]
+    fn paused(&mut self) -> bool {
+        match self.paused_until {
+            Some(until) if Instant::now() < until => true,
+            Some(_) => {
+                self.paused_until = None;
+                self.set_csts(self.csts().with_pp(false));
+                false
+            }
+            None => false,
+        }
     }
 
     pub(crate) fn run(mut self, stop: &AtomicBool) {
@@ -786,6 +825,8 @@ impl Device {
         self.aers.clear();
         self.held.clear();
         self.late.clear();
+        // A reset ends a pause (CSTS is cleared below).
+        self.paused_until = None;
         self.shadow = None;
         // Doorbells read as zero after a reset.
         let end = nvme_spec::regs::cq_head_doorbell(self.cfg.max_io_queues, self.cfg.dstrd);
@@ -1564,6 +1605,9 @@ impl Device {
         if Faults::trips(&self.faults.fatal_after) {
             self.faults.fatal.store(true, Ordering::Relaxed);
             return None;
+        }
+        if Faults::trips(&self.faults.pause_after) {
+            self.start_pause();
         }
         self.hold_this = Faults::every(&self.faults.stall_every, self.io_count);
         let delay = self.faults.delay_us.load(Ordering::Relaxed);

@@ -127,6 +127,10 @@ pub struct IdentifyController {
     pub wctemp: u16,
     /// Critical Composite Temperature Threshold, kelvin (269:268).
     pub cctemp: u16,
+    /// Maximum Time for Firmware Activation (271:270), 100 ms units: how
+    /// long the controller may pause processing (CSTS.PP) while it
+    /// activates firmware without a reset (0: not reported).
+    pub mtfa: u16,
     /// Host Memory Buffer Preferred Size (275:272), 4 KiB units: the
     /// host memory a controller without its own DRAM asks for (0: none).
     pub hmpre: u32,
@@ -188,6 +192,7 @@ impl IdentifyController {
             npss: b[263],
             wctemp: le16(b, 266),
             cctemp: le16(b, 268),
+            mtfa: le16(b, 270),
             hmpre: le32(b, 272),
             hmmin: le32(b, 276),
             sqes: b[512],
@@ -236,6 +241,7 @@ impl IdentifyController {
         b[263] = self.npss;
         b[266..268].copy_from_slice(&self.wctemp.to_le_bytes());
         b[268..270].copy_from_slice(&self.cctemp.to_le_bytes());
+        b[270..272].copy_from_slice(&self.mtfa.to_le_bytes());
         b[272..276].copy_from_slice(&self.hmpre.to_le_bytes());
         b[276..280].copy_from_slice(&self.hmmin.to_le_bytes());
         b[512] = self.sqes;
@@ -346,6 +352,7 @@ impl IdentifyController {
             ("npss", self.npss.to_string()),
             ("wctemp", self.wctemp.to_string()),
             ("cctemp", self.cctemp.to_string()),
+            ("mtfa", self.mtfa.to_string()),
             ("hmpre", self.hmpre.to_string()),
             ("hmmin", self.hmmin.to_string()),
             ("sqes", format!("{:#x}", self.sqes)),

@@ -403,6 +403,10 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
         self.qp.as_ref().map(|q| q.outstanding()).unwrap_or(0)
     }
 
+    fn processing_paused(&self) -> Option<Duration> {
+        self.ctrl.lock().unwrap().as_ref().and_then(|c| c.processing_paused())
+    }
+
     fn check_health(&mut self, timeout: Duration) -> Result<Option<Recovery>, BackendError> {
         let ctrl = self.ctrl.clone();
         let mut guard = ctrl.lock().unwrap();

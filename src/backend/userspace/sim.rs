@@ -88,6 +88,11 @@ pub struct SimFaults {
     pub bad_sqid_every: u32,
     /// Flip a bit in the data of every Nth Read.
     pub corrupt_data_every: u32,
+    /// After N more I/O commands, pause processing (CSTS.PP = 1, a
+    /// firmware activation) ...
+    pub pause_after: u32,
+    /// ... this many milliseconds.
+    pub pause_ms: u32,
 }
 
 impl SimFaults {
@@ -108,6 +113,8 @@ impl SimFaults {
         f.corrupt_cid_every.store(self.corrupt_cid_every, Relaxed);
         f.bad_sqid_every.store(self.bad_sqid_every, Relaxed);
         f.corrupt_data_every.store(self.corrupt_data_every, Relaxed);
+        f.pause_ms.store(self.pause_ms, Relaxed);
+        f.pause_after.store(self.pause_after, Relaxed);
     }
 }
 

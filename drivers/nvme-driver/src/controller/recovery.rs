@@ -52,6 +52,24 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         Ok(())
     }
 
+    /// Whether the controller has paused processing (CSTS.PP = 1: it is
+    /// activating firmware without a reset, NVMe 1.4c §5.11), and if so
+    /// how long it may stay paused: MTFA, or, when the controller reports
+    /// none, the admin timeout (both as Linux's `nvme_fw_act_work`). A
+    /// command overdue meanwhile is not lost: a host that aborts it or
+    /// resets the controller then only interrupts the activation. One
+    /// CSTS read.
+    pub fn processing_paused(&self) -> Option<Duration> {
+        let csts = self.status();
+        if !csts.pp() || csts.into_bits() == u32::MAX {
+            return None;
+        }
+        Some(match self.ident.mtfa {
+            0 => self.cfg.admin_timeout,
+            n => Duration::from_millis(n as u64 * 100),
+        })
+    }
+
     /// Ask the controller to abort command `cid` of submission queue
     /// `sqid` (Abort, NVMe 1.4c §5.1), waiting at most `timeout` for the
     /// Abort's own completion. Aborting is best effort: the command may
