@@ -56,6 +56,10 @@ pub struct ControllerConfig {
     /// before CSTS.RDY is read: controllers that misbehave when it is read
     /// at once need it ([`ready_check_delay`]). Zero for the others.
     pub ready_check_delay: Duration,
+    /// The most host memory a controller that asks for a Host Memory
+    /// Buffer (Identify HMPRE, a DRAM-less SSD) is given: 128 MiB, Linux's
+    /// `max_host_mem_size_mb`. Zero gives none.
+    pub host_memory_max: usize,
 }
 
 /// The wait some controllers need between CC.EN = 0 and the first read of
@@ -89,6 +93,7 @@ impl Default for ControllerConfig {
             interrupts: false,
             streaming_sq: true,
             ready_check_delay: Duration::ZERO,
+            host_memory_max: 128 << 20,
         }
     }
 }
@@ -152,6 +157,21 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     /// A reset is in progress: an admin timeout now fails the reset
     /// instead of starting another.
     resetting: bool,
+    /// The Host Memory Buffer given to the controller, kept for its
+    /// lifetime (given back after a reset with MR = 1).
+    host_memory: Option<HostMemory>,
+    /// Why a controller that asks for a Host Memory Buffer has none.
+    host_memory_refused: Option<String>,
+}
+
+/// A Host Memory Buffer: one chunk (IOVA-contiguous through the IOMMU,
+/// so one descriptor where Linux, without one, gathers many) and the
+/// descriptor list that names it.
+struct HostMemory {
+    chunk: DmaRegion,
+    list: DmaRegion,
+    /// The controller has had it: a later enable returns it (MR = 1).
+    given: bool,
 }
 
 /// An I/O queue pair the host created: its memory, and what it takes to
@@ -427,6 +447,8 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             quarantine: vec![],
             stops: 0,
             resetting: false,
+            host_memory: None,
+            host_memory_refused: None,
         };
 
         // Step 5: Identify Controller: MDTS bounds every transfer. A
@@ -449,6 +471,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         c.qids_in_use = vec![false; c.io_queues_granted as usize + 1];
         c.qids_in_use[0] = true;
         c.enable_retry_delays(c.cfg.admin_timeout)?;
+        c.enable_host_memory(c.cfg.admin_timeout)?;
 
         // Step 7 (optional): shadow doorbells, before any I/O queue exists so
         // every queue starts with zeroed slots.
@@ -524,6 +547,84 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             return [Duration::ZERO; 3];
         }
         self.ident.crdt.map(|t| Duration::from_millis(t as u64 * 100))
+    }
+
+    /// Host Memory Buffer (Set Features 0Dh), when the controller asks for
+    /// one (Identify HMPRE: an SSD without DRAM of its own keeps its
+    /// mapping tables there, and is slower without): as much as it prefers
+    /// up to `host_memory_max`, at least HMMIN, as Linux's
+    /// `nvme_setup_host_mem`; after a reset the same memory is given back
+    /// (MR = 1). A refusal, or a minimum above the limit, leaves the
+    /// controller without one ([`host_memory_refused`](Self::host_memory_refused));
+    /// other errors are errors. The memory stays with the controller until
+    /// it is seen to stop, as its queues' does.
+    fn enable_host_memory(&mut self, timeout: Duration) -> Result<(), Error> {
+        let (preferred, min) = (self.ident.hmpre as usize * 4096, self.ident.hmmin as usize * 4096);
+        if preferred == 0 && min == 0 {
+            return Ok(());
+        }
+        if self.host_memory.is_none() {
+            let max = self.cfg.host_memory_max;
+            if min > max {
+                self.host_memory_refused = Some(format!("it needs at least {} MiB (HMMIN), above this driver's limit of {} MiB", min >> 20, max >> 20));
+                return Ok(());
+            }
+            let size = preferred.min(max).max(min).max(self.ident.hmminds as usize * 4096).next_multiple_of(PAGE_SIZE);
+            // Memory that cannot be had leaves the controller without, as
+            // Linux goes on without ("failed to allocate host memory buffer").
+            let (chunk, list) = match (self.mem.alloc(size, PAGE_SIZE), self.mem.alloc(PAGE_SIZE, PAGE_SIZE)) {
+                (Ok(c), Ok(l)) => (c, l),
+                (Err(e), _) | (_, Err(e)) => {
+                    self.host_memory_refused = Some(format!("{} MiB of DMA memory could not be had ({e})", size >> 20));
+                    return Ok(());
+                }
+            };
+            let desc = cmd::HostMemoryDescriptor { addr: chunk.iova(), pages: (size / PAGE_SIZE) as u32 };
+            list.fill(0, PAGE_SIZE, 0);
+            list.copy_from(0, &desc.to_bytes());
+            self.host_memory = Some(HostMemory { chunk, list, given: false });
+        }
+        let h = self.host_memory.as_ref().expect("made above");
+        let sqe = cmd::set_host_memory_buffer(true, h.given, (h.chunk.len() / PAGE_SIZE) as u32, h.list.iova(), 1);
+        let stops = self.stops;
+        match self.admin_command_within(sqe, None, timeout) {
+            Ok(_) => {
+                self.host_memory.as_mut().expect("kept").given = true;
+                self.host_memory_refused = None;
+                Ok(())
+            }
+            // Refused: the controller goes without, and the memory is not
+            // its (unless it had it before a reset, when it stays until the
+            // controller is seen to stop).
+            Err(Error::Command { status, .. }) => {
+                self.host_memory_refused = Some(format!("it refused Set Features Host Memory Buffer ({status})"));
+                if let Some(h) = self.host_memory.take().filter(|h| h.given) {
+                    self.quarantine(None, vec![h.chunk, h.list]);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // A command that may still run may still give the
+                // controller the memory, for as long as it runs.
+                if let Some(h) = self.host_memory.take() {
+                    if h.given || self.may_still_run(&e, stops) {
+                        self.quarantine(None, vec![h.chunk, h.list]);
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The Host Memory Buffer given to the controller, in bytes (None:
+    /// it asked for none, or has none: see [`host_memory_refused`](Self::host_memory_refused)).
+    pub fn host_memory(&self) -> Option<usize> {
+        self.host_memory.as_ref().filter(|h| h.given).map(|h| h.chunk.len())
+    }
+
+    /// Why a controller that asks for a Host Memory Buffer has none.
+    pub fn host_memory_refused(&self) -> Option<&str> {
+        self.host_memory_refused.as_deref()
     }
 
     /// Doorbell Buffer Config: a buffer of shadow doorbells and one of
@@ -1155,6 +1256,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let mut all = vec![asq, acq];
         all.extend(self.scratch.take());
         all.extend(self.shadow.take().into_iter().flat_map(|(d, e)| [d, e]));
+        all.extend(self.host_memory.take().into_iter().flat_map(|h| [h.chunk, h.list]));
         all.extend(self.live.drain(..).flat_map(|q| q.memory()));
         all.extend(self.quarantine.drain(..).flat_map(|q| q.memory));
         keep_mapped(all);

@@ -254,6 +254,37 @@ fn retry_delays_are_enabled_when_the_controller_reports_them_and_again_after_a_r
 }
 
 #[test]
+fn a_host_memory_buffer_is_given_kept_over_a_reset_and_returned() {
+    // A DRAM-less controller asks for 8 MiB (at least 4): it gets 8, in one
+    // descriptor the simulator checks (mapped, page aligned, adding up).
+    let s = sim(SimConfig { host_memory_buffer_pages: 2048, ..SimConfig::default() });
+    let mut ctrl = bring_up_with(&s, 1, true);
+    assert_eq!(ctrl.host_memory(), Some(8 << 20));
+    assert_eq!(s.stats().host_memory_pages.load(Ordering::Relaxed), 2048);
+    // A reset disables it; the driver gives the same memory back (MR = 1).
+    ctrl.reset(WAIT).unwrap();
+    assert_eq!(s.stats().host_memory_pages.load(Ordering::Relaxed), 2048);
+    assert_eq!(s.stats().host_memory_returned.load(Ordering::Relaxed), 1);
+    assert_eq!(s.stats().dma_faults.load(Ordering::Relaxed), 0);
+    ctrl.shutdown().unwrap();
+    // The limit caps what is given (Linux's max_host_mem_size_mb)...
+    let s = sim(SimConfig { host_memory_buffer_pages: 2048, ..SimConfig::default() });
+    let cfg = ControllerConfig { host_memory_max: 6 << 20, admin_timeout: Duration::from_secs(5), ..Default::default() };
+    let ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
+    assert_eq!(ctrl.host_memory(), Some(6 << 20));
+    // ... and a minimum above it leaves the controller without, saying so.
+    let s = sim(SimConfig { host_memory_buffer_pages: 2048, ..SimConfig::default() });
+    let cfg = ControllerConfig { host_memory_max: 2 << 20, admin_timeout: Duration::from_secs(5), ..Default::default() };
+    let ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
+    assert_eq!(ctrl.host_memory(), None);
+    assert!(ctrl.host_memory_refused().unwrap().contains("at least 4 MiB"), "{:?}", ctrl.host_memory_refused());
+    assert_eq!(s.stats().host_memory_pages.load(Ordering::Relaxed), 0);
+    // A controller that asks for none is given none.
+    let s = sim(SimConfig::default());
+    assert_eq!(bring_up_with(&s, 1, true).host_memory(), None);
+}
+
+#[test]
 fn a_pause_in_processing_is_seen_with_the_time_it_may_take_and_ends() {
     // CSTS.PP = 1 after the next I/O command, for 300 ms; the controller
     // says a firmware activation takes at most 1.5 s (MTFA 15).

@@ -42,6 +42,12 @@ pub struct SimStats {
     /// addresses no DMA memory answers: an IOMMU fault on hardware. The
     /// queue's doorbell then never moves (its commands are never fetched).
     pub dma_faults: AtomicU64,
+    /// Host Memory Buffer the host gave (Set Features 0Dh, EHM = 1), in
+    /// 4 KiB pages: 0 while none is enabled.
+    pub host_memory_pages: AtomicU64,
+    /// Times a Host Memory Buffer was enabled with MR = 1 (the same buffer
+    /// given back after a reset).
+    pub host_memory_returned: AtomicU64,
 }
 
 /// Fault injection switches, set by tests while the controller runs.
@@ -825,8 +831,10 @@ impl Device {
         self.aers.clear();
         self.held.clear();
         self.late.clear();
-        // A reset ends a pause (CSTS is cleared below).
+        // A reset ends a pause (CSTS is cleared below) and disables the
+        // Host Memory Buffer (the feature goes back to its default).
         self.paused_until = None;
+        self.stats.host_memory_pages.store(0, Ordering::Relaxed);
         self.shadow = None;
         // Doorbells read as zero after a reset.
         let end = nvme_spec::regs::cq_head_doorbell(self.cfg.max_io_queues, self.cfg.dstrd);
@@ -1478,6 +1486,7 @@ impl Device {
                 self.acre = b[0] & 1 != 0;
                 Ok(0)
             }
+            feature::HOST_MEMORY_BUFFER if self.cfg.host_memory_buffer_pages > 0 => self.set_host_memory(sqe),
             feature::ARBITRATION
             | feature::POWER_MANAGEMENT
             | feature::VOLATILE_WRITE_CACHE
@@ -1486,6 +1495,56 @@ impl Device {
             | feature::ASYNC_EVENT_CONFIG => Ok(0),
             _ => Err(err(gs::INVALID_FIELD)),
         }
+    }
+
+    /// Set Features Host Memory Buffer (NVMe 1.4c §5.21.1.13): check what
+    /// a controller would before using the memory (the descriptor list and
+    /// every chunk in mapped memory, page aligned, their pages adding up to
+    /// HSIZE, at least HMMIN), and remember the size. Enabling one while one
+    /// is enabled is a Command Sequence Error, as the spec has it.
+    fn set_host_memory(&mut self, sqe: &Sqe) -> Outcome {
+        let pages = &self.stats.host_memory_pages;
+        if sqe.cdw11 & 1 == 0 {
+            pages.store(0, Ordering::Relaxed);
+            return Ok(0);
+        }
+        if pages.load(Ordering::Relaxed) != 0 {
+            return Err(err(gs::COMMAND_SEQUENCE_ERROR));
+        }
+        if self.mem.generation() != self.map.generation() {
+            self.map = self.mem.snapshot();
+        }
+        let (hsize, list, entries) = (sqe.cdw12 as u64, sqe.cdw13 as u64 | (sqe.cdw14 as u64) << 32, sqe.cdw15 as usize);
+        let page = self.page_size as u64;
+        if entries == 0 || list % 16 != 0 || hsize < self.cfg.host_memory_buffer_pages as u64 / 2 {
+            return Err(err(gs::INVALID_FIELD));
+        }
+        let Some((r, off)) = self.map.translate(list, entries * 16) else {
+            self.stats.dma_faults.fetch_add(1, Ordering::Relaxed);
+            return Err(err(gs::DATA_TRANSFER_ERROR));
+        };
+        let mut total = 0u64;
+        for i in 0..entries {
+            let mut b = [0u8; 16];
+            r.copy_to(off + i * 16, &mut b);
+            let d = nvme_spec::cmd::HostMemoryDescriptor::from_bytes(&b);
+            if d.addr % page != 0 || d.pages == 0 {
+                return Err(err(gs::INVALID_FIELD));
+            }
+            if self.map.translate(d.addr, d.pages as usize * page as usize).is_none() {
+                self.stats.dma_faults.fetch_add(1, Ordering::Relaxed);
+                return Err(err(gs::DATA_TRANSFER_ERROR));
+            }
+            total += d.pages as u64;
+        }
+        if total != hsize {
+            return Err(err(gs::INVALID_FIELD));
+        }
+        if sqe.cdw11 & 2 != 0 {
+            self.stats.host_memory_returned.fetch_add(1, Ordering::Relaxed);
+        }
+        pages.store(hsize * page / 4096, Ordering::Relaxed);
+        Ok(0)
     }
 
     fn get_features(&mut self, sqe: &Sqe) -> Outcome {

@@ -225,6 +225,51 @@ pub fn set_host_behavior_support() -> Sqe {
     set_features(feature::HOST_BEHAVIOR_SUPPORT, 0)
 }
 
+/// Set Features - Host Memory Buffer (NVMe 1.4c §5.21.1.13). `enable`:
+/// EHM (CDW11 bit 0); `returned`: MR (bit 1), the same buffer given back
+/// after a reset with its contents intact. `pages`: HSIZE, in memory pages
+/// (CC.MPS); `list`: the descriptor list's bus address (16-byte aligned),
+/// `entries` descriptors of [`HostMemoryDescriptor`]. Disabling sends
+/// zeros.
+pub fn set_host_memory_buffer(enable: bool, returned: bool, pages: u32, list: u64, entries: u32) -> Sqe {
+    let mut s = set_features(feature::HOST_MEMORY_BUFFER, enable as u32 | (returned as u32) << 1);
+    if enable {
+        s.cdw12 = pages;
+        s.cdw13 = list as u32;
+        s.cdw14 = (list >> 32) as u32;
+        s.cdw15 = entries;
+    }
+    s
+}
+
+/// One entry of a Host Memory Buffer descriptor list (16 bytes): the
+/// chunk's bus address (memory-page aligned) and its size in memory pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostMemoryDescriptor {
+    /// BADD.
+    pub addr: u64,
+    /// BSIZE, in memory pages.
+    pub pages: u32,
+}
+
+impl HostMemoryDescriptor {
+    /// Bytes per descriptor.
+    pub const SIZE: usize = 16;
+
+    /// The entry as the controller reads it.
+    pub fn to_bytes(self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.addr.to_le_bytes());
+        b[8..12].copy_from_slice(&self.pages.to_le_bytes());
+        b
+    }
+
+    /// An entry as the host wrote it.
+    pub fn from_bytes(b: &[u8; 16]) -> Self {
+        HostMemoryDescriptor { addr: u64::from_le_bytes(b[..8].try_into().unwrap()), pages: u32::from_le_bytes(b[8..12].try_into().unwrap()) }
+    }
+}
+
 /// Size of the Host Behavior Support data structure.
 pub const HOST_BEHAVIOR_SIZE: usize = 512;
 

@@ -136,6 +136,11 @@ pub struct IdentifyController {
     pub hmpre: u32,
     /// Host Memory Buffer Minimum Size (279:276), 4 KiB units.
     pub hmmin: u32,
+    /// Host Memory Buffer Minimum Descriptor Entry Size (335:332), 4 KiB
+    /// units (0: no minimum).
+    pub hmminds: u32,
+    /// Host Memory Maximum Descriptors Entries (337:336) (0: no limit).
+    pub hmmaxd: u16,
     /// Submission Queue Entry Size (512): bits 3:0 required, 7:4 maximum, log2 bytes.
     pub sqes: u8,
     /// Completion Queue Entry Size (513), same encoding.
@@ -195,6 +200,8 @@ impl IdentifyController {
             mtfa: le16(b, 270),
             hmpre: le32(b, 272),
             hmmin: le32(b, 276),
+            hmminds: le32(b, 332),
+            hmmaxd: le16(b, 336),
             sqes: b[512],
             cqes: b[513],
             maxcmd: le16(b, 514),
@@ -244,6 +251,8 @@ impl IdentifyController {
         b[270..272].copy_from_slice(&self.mtfa.to_le_bytes());
         b[272..276].copy_from_slice(&self.hmpre.to_le_bytes());
         b[276..280].copy_from_slice(&self.hmmin.to_le_bytes());
+        b[332..336].copy_from_slice(&self.hmminds.to_le_bytes());
+        b[336..338].copy_from_slice(&self.hmmaxd.to_le_bytes());
         b[512] = self.sqes;
         b[513] = self.cqes;
         b[514..516].copy_from_slice(&self.maxcmd.to_le_bytes());
@@ -355,6 +364,8 @@ impl IdentifyController {
             ("mtfa", self.mtfa.to_string()),
             ("hmpre", self.hmpre.to_string()),
             ("hmmin", self.hmmin.to_string()),
+            ("hmminds", self.hmminds.to_string()),
+            ("hmmaxd", self.hmmaxd.to_string()),
             ("sqes", format!("{:#x}", self.sqes)),
             ("cqes", format!("{:#x}", self.cqes)),
             ("maxcmd", self.maxcmd.to_string()),

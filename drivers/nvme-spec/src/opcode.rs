@@ -159,6 +159,9 @@ pub mod feature {
     pub const INTERRUPT_VECTOR_CONFIG: u8 = 0x09;
     /// Asynchronous Event Configuration.
     pub const ASYNC_EVENT_CONFIG: u8 = 0x0B;
+    /// Host Memory Buffer (NVMe 1.4c §5.21.1.13): host memory a controller
+    /// without DRAM of its own keeps its tables in.
+    pub const HOST_MEMORY_BUFFER: u8 = 0x0D;
     /// Host Behavior Support (NVMe 1.4c §5.21.1.22): a 512-byte data
     /// structure whose byte 0 bit 0, ACRE, lets the controller ask for a
     /// retry delay (a completion's CRD, Identify Controller CRDT1-3).

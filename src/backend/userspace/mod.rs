@@ -70,18 +70,19 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
             ("max transfer".into(), format!("{} KiB (MDTS {})", ctrl.max_transfer() >> 10, id.mdts)),
             ("queue pairs granted".into(), ctrl.io_queues_granted().to_string()),
         ];
-        if id.hmpre > 0 {
+        if id.hmpre > 0 || id.hmmin > 0 {
             // A DRAM-less SSD keeps its mapping tables in host memory when
-            // given some; Linux gives it up to 128 MiB (nvme_setup_host_mem,
-            // max_host_mem_size_mb), this driver none.
-            facts.push((
-                "host memory buffer".into(),
-                format!(
-                    "the controller asks for {} MiB (HMPRE; at least {} MiB, HMMIN) and this driver gives it none, where Linux's gives up to 128 MiB: a DRAM-less SSD can be slower here than on the kernel paths for reasons of its own, not the driver's",
-                    (id.hmpre as u64 * 4096) >> 20,
-                    (id.hmmin as u64 * 4096) >> 20
+            // given some; both this driver and Linux's give up to 128 MiB
+            // (nvme_setup_host_mem, max_host_mem_size_mb).
+            let asked = format!("the controller asks for {} MiB (HMPRE; at least {} MiB, HMMIN)", (id.hmpre as u64 * 4096) >> 20, (id.hmmin as u64 * 4096) >> 20);
+            let got = match (ctrl.host_memory(), ctrl.host_memory_refused()) {
+                (Some(bytes), _) => format!("{asked} and has {} MiB, as Linux's driver gives it (up to 128 MiB)", bytes >> 20),
+                (None, why) => format!(
+                    "{asked} and has none: {}; Linux's driver gives up to 128 MiB, so a DRAM-less SSD can be slower here than on the kernel paths for reasons of its own, not the driver's",
+                    why.unwrap_or("not given")
                 ),
-            ));
+            };
+            facts.push(("host memory buffer".into(), got));
         }
         let (mqes, max_depth) = (ctrl.max_queue_entries(), ctrl.max_io_queue_depth());
         let depth_limit = if ctrl.max_io_queue_entries() < mqes {
@@ -576,13 +577,19 @@ mod tests {
     }
 
     #[test]
-    fn a_host_memory_buffer_asked_for_and_not_given_is_said() {
+    fn the_host_memory_buffer_a_controller_asks_for_is_said_given_or_not() {
         let sim = SimController::start(SimConfig { idle_spins: 2000, host_memory_buffer_pages: 16384, ..SimConfig::default() }).unwrap();
         let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
         let target = UserspaceTarget::new("sim", ctrl, 1).unwrap();
         let d = target.describe();
         let (_, why) = d.iter().find(|(k, _)| k == "host memory buffer").expect("said");
-        assert!(why.contains("asks for 64 MiB") && why.contains("gives it none"), "{why}");
+        assert!(why.contains("asks for 64 MiB") && why.contains("has 64 MiB"), "{why}");
+        // A minimum above the driver's limit: none, and why.
+        let sim = SimController::start(SimConfig { idle_spins: 2000, host_memory_buffer_pages: 16384, ..SimConfig::default() }).unwrap();
+        let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig { host_memory_max: 16 << 20, ..Default::default() }).unwrap();
+        let d = UserspaceTarget::new("sim", ctrl, 1).unwrap().describe();
+        let (_, why) = d.iter().find(|(k, _)| k == "host memory buffer").expect("said");
+        assert!(why.contains("has none: it needs at least 32 MiB (HMMIN), above this driver's limit of 16 MiB"), "{why}");
         // A controller that asks for none: nothing said.
         let sim = SimController::start(SimConfig { idle_spins: 2000, ..SimConfig::default() }).unwrap();
         let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();

@@ -155,8 +155,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             )));
         }
 
-        // ACRE again (the reset cleared the feature).
+        // ACRE again (the reset cleared the feature), and the Host Memory
+        // Buffer given back (MR = 1: the same memory, as the controller
+        // left it).
         self.enable_retry_delays(timeout)?;
+        self.enable_host_memory(timeout)?;
 
         // Step 7: shadow doorbells again, on the same buffers, zeroed. Queue
         // threads may still store into their (dead) slots meanwhile: the
