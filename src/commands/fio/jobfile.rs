@@ -533,6 +533,23 @@ mod tests {
     }
 
     #[test]
+    fn terse_formats_combine_as_fios() {
+        let formats = |a: &[&str]| {
+            let a: Vec<&str> = a.iter().copied().chain(["--name=x"]).collect();
+            parse_command_line(&args(&a), &env).map(|(r, _)| (r.output_format, r.terse_version))
+        };
+        // --minimal replaces the formats before it; --append-terse adds
+        // terse (to fio's default normal); a later --output-format replaces.
+        assert_eq!(formats(&["--output-format=json", "--minimal"]).unwrap(), (vec!["terse".to_string()], None));
+        assert_eq!(formats(&["--append-terse", "--terse-version", "5"]).unwrap(), (vec!["normal".to_string(), "terse".into()], Some(5)));
+        assert_eq!(formats(&["--minimal", "--output-format=csv,json"]).unwrap(), (vec!["terse".to_string(), "json".into()], None));
+        for bad in ["1", "6", "three"] {
+            let e = formats(&["--minimal", &format!("--terse-version={bad}")]).err().unwrap().to_string();
+            assert!(e.contains("versions 2, 3 (its default), 4 and 5"), "{e}");
+        }
+    }
+
+    #[test]
     fn job_files_inherit_globals_substitute_env_include_and_select_sections() {
         let d = tmpdir("a");
         std::fs::write(d.join("common.fio"), "ioengine=libaio\n").unwrap();

@@ -182,7 +182,7 @@ mod tests {
     #[test]
     fn fields_as_fio_3_33_prints_them() {
         let j = job();
-        let du = [serde_json::json!({"name": "vda", "read_ios": 2, "write_ios": 0, "read_merges": 0, "write_merges": 0, "read_ticks": 1, "write_ticks": 0, "in_queue": 1, "util": 25.125})];
+        let du = [serde_json::json!({"name": "vda", "read_ios": 2, "write_ios": 0, "read_merges": 0, "write_merges": 0, "read_ticks": 1, "write_ticks": 0, "in_queue": 1, "util": 25.126})];
         let l = Line { job: &j, version: 3, fio_version: "fio-3.33", under_usec: 0.0, group_agg: [2048.0, 0.0], disk_util: &du, percentiles: true, description: None };
         let s = line(&l);
         // fio 3.33's own line for one job on one disk has 130 fields.
