@@ -178,7 +178,8 @@ fn unsupported_options_are_refused_by_name() {
         (&["--name=x", "--filename=f", "--size=8M", "--ioengine=posixaio"][..], "ioengine=posixaio is not supported"),
         (&["--name=x", "--filename=/nonexistent-dir-x/f", "--ioengine=libaio"][..], "give size= so it can be laid out"),
         (&["--name=x", "--filename=f", "--size=8M", "--iodepth_batch_complete_min=4", "--iodepth_batch_complete_max=8"][..], "set both to the same N"),
-        (&["--name=x", "--filename=f", "--size=8M", "--output-format=terse"][..], "--output-format=terse is not supported"),
+        (&["--name=x", "--filename=f", "--size=8M", "--output-format=csv,xml"][..], "--output-format=xml is not supported"),
+        (&["--name=x", "--filename=f", "--size=8M", "--minimal", "--terse-version=6"][..], "--terse-version=6: fio writes terse versions 2, 3 (its default), 4 and 5"),
         (&["--bs=4k"][..], "no jobs"),
         // Out of range or unusable here: refused before anything is laid out.
         (&["--name=x", "--filename=f", "--size=8M", "--rw=randrw", "--rwmixread=150"][..], "rwmixread=150: a percentage from 0 to 100"),
@@ -590,6 +591,57 @@ fn line_for_line_with_fio_when_it_is_installed() {
 /// Every key fio 3.x's JSON has that fio's tools (fio-plot, fio2gnuplot's
 /// readers) look up is there, with fio's names, and fio's part holds no
 /// null (our own figures, under `nvme_bypass`, may).
+/// The fields of a terse line (`--minimal`), newline dropped.
+fn terse_fields(line: &str) -> Vec<String> {
+    line.trim_end().split(';').map(str::to_string).collect()
+}
+
+/// `--minimal` prints fio's terse v3 line, one per job: its fixed fields,
+/// the bytes moved in KiB (as the JSON's), and as many fields as fio's own
+/// line for the same job has (when fio is installed).
+#[test]
+fn minimal_prints_fios_terse_line() {
+    let Some(d) = workdir("terse") else { return };
+    let job = |file: &str| ["--name=t", "--size=8M", "--bs=4k", "--rw=randrw", "--iodepth=4", "--ioengine=io_uring", "--direct=1"].iter().map(|a| a.to_string()).chain([format!("--filename={file}")]).collect::<Vec<_>>();
+    let args: Vec<String> = ["--output-format=terse,json".to_string()].into_iter().chain(job("ours")).collect();
+    let (code, out, err) = fio_in(&d, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{err}");
+    // fio's order of formats: the terse line, then the JSON.
+    let (line, json) = out.split_once('\n').unwrap();
+    let f = terse_fields(line);
+    // 121 fields, 9 more per disk under the file (fio's disk_util).
+    assert!(f.len() >= 121 && (f.len() - 121) % 9 == 0, "{} fields: {line}", f.len());
+    assert_eq!(f[0], "3", "terse version 3, fio's default");
+    let (prog, version) = f[1].rsplit_once('-').unwrap();
+    assert!(!prog.is_empty() && version.split('.').all(|n| n.parse::<u32>().is_ok()), "program-version: {}", f[1]);
+    assert_eq!((f[2].as_str(), f[3].as_str(), f[4].as_str()), ("t", "0", "0"), "name, groupid, error");
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    let j = &v["jobs"][0];
+    // Each direction: io KiB, bw KiB/s, iops, runtime ms, at fields 6 and 47.
+    for (at, dir) in [(5, "read"), (46, "write")] {
+        let kib: u64 = f[at].parse().unwrap();
+        assert_eq!(kib, j[dir]["io_bytes"].as_u64().unwrap() / 1024, "{dir} KiB");
+        assert!(f[at + 2].parse::<u64>().unwrap() > 0, "{dir} iops: {line}");
+        assert!(f[at + 12].starts_with("1.000000%="), "{dir}'s first percentile: {line}");
+    }
+    assert_eq!(f[5].parse::<u64>().unwrap() + f[46].parse::<u64>().unwrap(), 8192, "the 8 MiB moved, in KiB");
+    // Two jobs: a line each, nothing else.
+    let two: Vec<String> = ["--minimal"].iter().map(|a| a.to_string()).chain(job("ours")).chain(["--name=u", "--filename=ours", "--size=4M", "--rw=read", "--ioengine=io_uring"].iter().map(|a| a.to_string())).collect();
+    let (code, out, err) = fio_in(&d, &two.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{err}");
+    let names: Vec<String> = out.lines().map(|l| terse_fields(l)[2].clone()).collect();
+    assert_eq!(names, ["t", "u"], "{out}");
+    if !fio_installed() {
+        return;
+    }
+    let theirs = Command::new("fio").current_dir(&d).arg("--minimal").args(job("theirs")).output().unwrap();
+    assert!(theirs.status.success(), "{}", String::from_utf8_lossy(&theirs.stderr));
+    let theirs = String::from_utf8_lossy(&theirs.stdout).to_string();
+    assert_eq!(theirs.lines().count(), 1, "{theirs}");
+    assert_eq!(terse_fields(&theirs).len(), f.len(), "fio's line: {theirs}ours: {line}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
 /// fio reads a time as a whole number and a unit (parse.c's
 /// str_to_decimal): `ramp_time=0.9` is no ramp and `runtime=1.9` one
 /// second. A drop-in that read the fractions would ramp, and measure, for

@@ -38,12 +38,15 @@ pub struct RunOpts {
     pub readonly: bool,
     /// `--showcmd`: print each job as a command line and run nothing.
     pub showcmd: bool,
+    /// `--terse-version`: the layout of the terse line (fio's default 3
+    /// when None).
+    pub terse_version: Option<u8>,
 }
 
 /// fio's options of the run (not of a job) that take no argument.
-const RUN_FLAGS: &[&str] = &["parse-only", "readonly", "version", "help", "showcmd", "warnings-fatal", "cpuclock-test", "crctest"];
+const RUN_FLAGS: &[&str] = &["minimal", "append-terse", "parse-only", "readonly", "version", "help", "showcmd", "warnings-fatal", "cpuclock-test", "crctest"];
 /// fio's options of the run that take one (`--eta never` as `--eta=never`).
-const RUN_VALUED: &[&str] = &["output", "output-format", "section", "eta", "eta-newline", "eta-interval", "debug", "aux-path", "status-interval", "max-jobs", "alloc-size", "trigger-file", "trigger-timeout", "trigger", "trigger-remote", "inflate-log", "bandwidth-log", "cmdhelp", "enghelp", "client", "server", "idle-prof"];
+const RUN_VALUED: &[&str] = &["output", "output-format", "terse-version", "section", "eta", "eta-newline", "eta-interval", "debug", "aux-path", "status-interval", "max-jobs", "alloc-size", "trigger-file", "trigger-timeout", "trigger", "trigger-remote", "inflate-log", "bandwidth-log", "cmdhelp", "enghelp", "client", "server", "idle-prof"];
 
 /// Substitute `${VAR}` from the environment; an unset variable is an error
 /// naming it (fio would pass the text through and fail later).
@@ -361,16 +364,38 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
             "output" => run.output = Some(need(&val)?),
             "output-format" => {
                 run.output_format = need(&val)?.split(',').map(|s| s.trim().to_string()).collect();
-                for f in &run.output_format {
-                    if !matches!(f.as_str(), "normal" | "json" | "json+") {
-                        return Err(Error::usage(format!("--output-format={f} is not supported; use normal, json or json+ (comma-separated to combine)")));
+                for f in &mut run.output_format {
+                    // fio's names of its terse output (init.c parse_output_format).
+                    if matches!(f.as_str(), "minimal" | "csv") {
+                        *f = "terse".into();
                     }
+                    if !matches!(f.as_str(), "normal" | "json" | "json+" | "terse") {
+                        return Err(Error::usage(format!("--output-format={f} is not supported; use normal, terse, json or json+ (comma-separated to combine)")));
+                    }
+                }
+            }
+            // As fio: --minimal replaces the formats given before it,
+            // --append-terse adds terse to them.
+            "minimal" => run.output_format = vec!["terse".into()],
+            "append-terse" => {
+                if run.output_format.is_empty() {
+                    run.output_format.push("normal".into());
+                }
+                if !run.output_format.iter().any(|f| f == "terse") {
+                    run.output_format.push("terse".into());
+                }
+            }
+            "terse-version" => {
+                let v = need(&val)?;
+                match v.trim().parse::<u8>() {
+                    Ok(n) if super::terse::VERSIONS.contains(&n) => run.terse_version = Some(n),
+                    _ => return Err(Error::usage(format!("--terse-version={v}: fio writes terse versions 2, 3 (its default), 4 and 5; give one of them"))),
                 }
             }
             "section" => run.sections.push(need(&val)?),
             "parse-only" => run.parse_only = true,
             "readonly" => run.readonly = true,
-            "minimal" | "terse-version" | "append-terse" | "bandwidth-log" | "status-interval" | "inflate-log" | "server" | "client" | "cmdhelp" | "enghelp" | "crctest" | "idle-prof" | "trigger-file" | "trigger" | "trigger-remote" | "alloc-size" | "max-jobs" | "merge-blktrace-only" => {
+            "bandwidth-log" | "status-interval" | "inflate-log" | "server" | "client" | "cmdhelp" | "enghelp" | "crctest" | "idle-prof" | "trigger-file" | "trigger" | "trigger-remote" | "alloc-size" | "max-jobs" | "merge-blktrace-only" => {
                 return Err(Error::usage(format!("fio's --{key} is not supported by nvme-bypass fio; remove it")));
             }
             "showcmd" => run.showcmd = true,
@@ -505,6 +530,23 @@ mod tests {
         let e = parse_command_line(&args(&["--name=x", "--no_such=5"]), &env).err().unwrap().to_string();
         assert!(e.contains("'no_such'"), "{e}");
         assert!(parse_command_line(&args(&["--bs=4k"]), &env).is_err(), "no job");
+    }
+
+    #[test]
+    fn terse_formats_combine_as_fios() {
+        let formats = |a: &[&str]| {
+            let a: Vec<&str> = a.iter().copied().chain(["--name=x"]).collect();
+            parse_command_line(&args(&a), &env).map(|(r, _)| (r.output_format, r.terse_version))
+        };
+        // --minimal replaces the formats before it; --append-terse adds
+        // terse (to fio's default normal); a later --output-format replaces.
+        assert_eq!(formats(&["--output-format=json", "--minimal"]).unwrap(), (vec!["terse".to_string()], None));
+        assert_eq!(formats(&["--append-terse", "--terse-version", "5"]).unwrap(), (vec!["normal".to_string(), "terse".into()], Some(5)));
+        assert_eq!(formats(&["--minimal", "--output-format=csv,json"]).unwrap(), (vec!["terse".to_string(), "json".into()], None));
+        for bad in ["1", "6", "three"] {
+            let e = formats(&["--minimal", &format!("--terse-version={bad}")]).err().unwrap().to_string();
+            assert!(e.contains("versions 2, 3 (its default), 4 and 5"), "{e}");
+        }
     }
 
     #[test]

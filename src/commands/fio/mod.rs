@@ -18,6 +18,7 @@ pub mod diskutil;
 pub mod jobfile;
 pub mod options;
 pub mod output;
+pub mod terse;
 
 use crate::backend::kernel::{AioReap, IoEngine, KernelOptions};
 use crate::backend::path::PathSpec;
@@ -734,6 +735,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
     }
     let normal = run.output_format.iter().any(|f| f == "normal");
     let json = run.output_format.iter().any(|f| f == "json" || f == "json+");
+    let terse = run.output_format.iter().any(|f| f == "terse");
     if run.parse_only {
         // fio checks the options and prints nothing.
         return Ok(exit::OK);
@@ -915,7 +917,11 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         }
         normal_text = text;
     }
-    if json {
+    // The terse lines are made from the JSON's entries (fio's terse and
+    // JSON outputs share its figures too), so the JSON is built for either.
+    let mut terse_text = String::new();
+    let mut json_text = String::new();
+    if json || terse {
         let mut all: Option<serde_json::Value> = None;
         let plus = run.output_format.iter().any(|f| f == "json+");
         let elapsed_s = genesis.elapsed().as_millis().div_ceil(1000).max(1) as u64;
@@ -928,6 +934,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             let merged = [if e.threads.len() > 1 { ThreadResult::merged(&e.threads) } else { e.threads[0].clone() }];
             let threads: &[ThreadResult] = &merged;
             let mut v = crate::report::fio_json(&e.summary, &r.spec, threads);
+            let fio_version = v["fio version"].as_str().unwrap_or("nvme-bypass").to_string();
             if let Some(jobs) = v["jobs"].as_array_mut() {
                 for (j, t) in jobs.iter_mut().zip(threads) {
                     // fio's latency_ns / _us / _ms: percent of I/Os per bucket.
@@ -935,6 +942,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     all.add(t.read.clat_or_lat()).expect("same bounds");
                     all.add(t.write.clat_or_lat()).expect("same bounds");
                     let b = output::lat_buckets(&all);
+                    let under_usec = if p.opts.gtod_reduce { 0.0 } else { output::under_usec_share(&all) };
                     for (key, base, n) in [("latency_ns", 0usize, 10usize), ("latency_us", 10, 10), ("latency_ms", 20, 12)] {
                         j[key] = (0..n).map(|i| (output::bucket_label(base == 20, i), serde_json::Value::from(b[base + i]))).collect::<serde_json::Map<_, _>>().into();
                     }
@@ -1020,6 +1028,19 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     j["job options"] = last.job_options.clone().into();
                     j["nvme_bypass"]["figures"] = e.context.clone().into();
                     in_order(j, &JOB_ORDER);
+                    if terse {
+                        let description = p.opts.given.iter().find(|(k, _)| k == "description").map(|(_, d)| d.as_str());
+                        terse_text.push_str(&terse::line(&terse::Line {
+                            job: j,
+                            version: run.terse_version.unwrap_or(3),
+                            fio_version: &fio_version,
+                            under_usec,
+                            group_agg: group_aggs[p.group],
+                            disk_util: &disk_util,
+                            percentiles: !p.opts.gtod_reduce,
+                            description,
+                        }));
+                    }
                 }
             }
             // fio's "global options": the [global] section's and the
@@ -1044,14 +1065,16 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                 }
             }
         }
-        if let Some(mut a) = all {
+        if let Some(mut a) = all.filter(|_| json) {
             if !disk_util.is_empty() {
                 a["disk_util"] = disk_util.clone().into();
             }
             in_order(&mut a, &["fio version", "timestamp", "timestamp_ms", "time", "global options", "jobs", "disk_util"]);
-            w(&mut out, &format!("{}\n", crate::report::fio_layout::to_string(&a)))?;
+            json_text = format!("{}\n", crate::report::fio_layout::to_string(&a));
         }
     }
+    w(&mut out, &terse_text)?;
+    w(&mut out, &json_text)?;
     w(&mut out, &normal_text)?;
     out.flush().ok();
     for r in &ran {
@@ -1082,7 +1105,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
 
 const HELP: &str = "nvme-bypass fio: run fio command lines and job files unchanged, with `fio` replaced by `nvme-bypass fio`.
 
-usage: nvme-bypass fio [--output=FILE] [--output-format=normal|json|json+[,...]] [--section=NAME] [--parse-only] [--readonly]
+usage: nvme-bypass fio [--output=FILE] [--output-format=normal|terse|json|json+[,...]] [--minimal] [--terse-version=2..5] [--append-terse] [--section=NAME] [--parse-only] [--readonly]
                        [--name=JOB --key=value ...]... [JOBFILE]...
 
 Options are fio's (--key=value, --key value, bare booleans). Engines:

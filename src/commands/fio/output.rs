@@ -173,6 +173,14 @@ pub fn lat_buckets(h: &hdrhistogram::Histogram<u64>) -> [f64; 32] {
     counts.map(|c| if c == 0 { 0.0 } else { (100.0 * c as f64 / total).max(0.01) })
 }
 
+/// The share in percent of the I/Os under 1 usec, without the 0.01%
+/// floor of [`lat_buckets`]: fio's terse line adds it to its first usec
+/// bucket (`stat_calc_lat_nu`).
+pub fn under_usec_share(h: &hdrhistogram::Histogram<u64>) -> f64 {
+    let under: u64 = h.iter_recorded().filter(|v| v.value_iterated_to() < 1000).map(|v| v.count_at_value()).sum();
+    100.0 * under as f64 / h.len().max(1) as f64
+}
+
 /// The label of bucket `i` of a unit's buckets (`lat_buckets`' order).
 pub fn bucket_label(msec: bool, i: usize) -> String {
     match (msec, i) {
