@@ -270,6 +270,8 @@ impl Watchdog {
         };
         let mut overdue = find_overdue(self);
         if overdue.is_empty() {
+            // Nothing waits on a pause (any more): the next one counts anew.
+            self.paused_since = None;
             return Ok(lost);
         }
         // A controller that has paused processing (CSTS.PP: activating
