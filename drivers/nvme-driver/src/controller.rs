@@ -170,6 +170,8 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
 struct HostMemory {
     chunk: DmaRegion,
     list: DmaRegion,
+    /// Its size in memory pages (HSIZE; the chunk may be longer).
+    pages: u32,
     /// The controller has had it: a later enable returns it (MR = 1).
     given: bool,
 }
@@ -565,27 +567,43 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         }
         if self.host_memory.is_none() {
             let max = self.cfg.host_memory_max;
-            if min > max {
-                self.host_memory_refused = Some(format!("it needs at least {} MiB (HMMIN), above this driver's limit of {} MiB", min >> 20, max >> 20));
+            let min_chunk = self.ident.hmminds as usize * 4096;
+            if max == 0 {
+                self.host_memory_refused = Some("this driver was configured to give none".into());
                 return Ok(());
             }
-            let size = preferred.min(max).max(min).max(self.ident.hmminds as usize * 4096).next_multiple_of(PAGE_SIZE);
-            // Memory that cannot be had leaves the controller without, as
-            // Linux goes on without ("failed to allocate host memory buffer").
-            let (chunk, list) = match (self.mem.alloc(size, PAGE_SIZE), self.mem.alloc(PAGE_SIZE, PAGE_SIZE)) {
-                (Ok(c), Ok(l)) => (c, l),
-                (Err(e), _) | (_, Err(e)) => {
-                    self.host_memory_refused = Some(format!("{} MiB of DMA memory could not be had ({e})", size >> 20));
-                    return Ok(());
+            if min > max || min_chunk > max {
+                self.host_memory_refused = Some(format!(
+                    "it needs at least {} MiB (HMMIN, or HMMINDS in one descriptor), above this driver's limit of {} MiB",
+                    min.max(min_chunk) >> 20,
+                    max >> 20
+                ));
+                return Ok(());
+            }
+            // As much as it prefers up to the limit; memory that cannot be
+            // had is asked for again at half the size, down to the
+            // minimum, and then the controller goes without, as Linux's
+            // nvme_alloc_host_mem ("failed to allocate host memory buffer").
+            let floor = min.max(min_chunk).max(PAGE_SIZE);
+            let mut size = preferred.min(max).max(floor).next_multiple_of(PAGE_SIZE);
+            let (chunk, list) = loop {
+                match (self.mem.alloc(size, PAGE_SIZE), self.mem.alloc(PAGE_SIZE, PAGE_SIZE)) {
+                    (Ok(c), Ok(l)) => break (c, l),
+                    (Err(e), _) | (_, Err(e)) if size <= floor => {
+                        self.host_memory_refused = Some(format!("{} MiB of DMA memory could not be had ({e})", size >> 20));
+                        return Ok(());
+                    }
+                    _ => size = (size / 2).max(floor).next_multiple_of(PAGE_SIZE),
                 }
             };
-            let desc = cmd::HostMemoryDescriptor { addr: chunk.iova(), pages: (size / PAGE_SIZE) as u32 };
+            let pages = (size / PAGE_SIZE) as u32;
+            let desc = cmd::HostMemoryDescriptor { addr: chunk.iova(), pages };
             list.fill(0, PAGE_SIZE, 0);
             list.copy_from(0, &desc.to_bytes());
-            self.host_memory = Some(HostMemory { chunk, list, given: false });
+            self.host_memory = Some(HostMemory { chunk, list, pages, given: false });
         }
         let h = self.host_memory.as_ref().expect("made above");
-        let sqe = cmd::set_host_memory_buffer(true, h.given, (h.chunk.len() / PAGE_SIZE) as u32, h.list.iova(), 1);
+        let sqe = cmd::set_host_memory_buffer(true, h.given, h.pages, h.list.iova(), 1);
         let stops = self.stops;
         match self.admin_command_within(sqe, None, timeout) {
             Ok(_) => {
@@ -619,7 +637,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// The Host Memory Buffer given to the controller, in bytes (None:
     /// it asked for none, or has none: see [`host_memory_refused`](Self::host_memory_refused)).
     pub fn host_memory(&self) -> Option<usize> {
-        self.host_memory.as_ref().filter(|h| h.given).map(|h| h.chunk.len())
+        self.host_memory.as_ref().filter(|h| h.given).map(|h| h.pages as usize * PAGE_SIZE)
     }
 
     /// Why a controller that asks for a Host Memory Buffer has none.

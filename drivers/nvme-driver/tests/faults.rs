@@ -279,6 +279,11 @@ fn a_host_memory_buffer_is_given_kept_over_a_reset_and_returned() {
     assert_eq!(ctrl.host_memory(), None);
     assert!(ctrl.host_memory_refused().unwrap().contains("at least 4 MiB"), "{:?}", ctrl.host_memory_refused());
     assert_eq!(s.stats().host_memory_pages.load(Ordering::Relaxed), 0);
+    // A limit of zero gives none, and says so.
+    let s = sim(SimConfig { host_memory_buffer_pages: 2048, ..SimConfig::default() });
+    let cfg = ControllerConfig { host_memory_max: 0, admin_timeout: Duration::from_secs(5), ..Default::default() };
+    let ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
+    assert_eq!((ctrl.host_memory(), ctrl.host_memory_refused()), (None, Some("this driver was configured to give none")));
     // A controller that asks for none is given none.
     let s = sim(SimConfig::default());
     assert_eq!(bring_up_with(&s, 1, true).host_memory(), None);

@@ -589,7 +589,7 @@ mod tests {
         let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig { host_memory_max: 16 << 20, ..Default::default() }).unwrap();
         let d = UserspaceTarget::new("sim", ctrl, 1).unwrap().describe();
         let (_, why) = d.iter().find(|(k, _)| k == "host memory buffer").expect("said");
-        assert!(why.contains("has none: it needs at least 32 MiB (HMMIN), above this driver's limit of 16 MiB"), "{why}");
+        assert!(why.contains("has none: it needs at least 32 MiB (HMMIN, or HMMINDS in one descriptor), above this driver's limit of 16 MiB"), "{why}");
         // A controller that asks for none: nothing said.
         let sim = SimController::start(SimConfig { idle_spins: 2000, ..SimConfig::default() }).unwrap();
         let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
