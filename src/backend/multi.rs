@@ -245,6 +245,11 @@ impl IoQueue for MultiQueue {
     fn in_flight(&self) -> usize {
         self.queues.iter().map(|q| q.in_flight()).sum()
     }
+    /// The longest any of the devices may stay paused: their I/Os share
+    /// one watchdog.
+    fn processing_paused(&self) -> Option<std::time::Duration> {
+        self.queues.iter().filter_map(|q| q.processing_paused()).max()
+    }
     fn submit_now(&mut self) -> Result<(), BackendError> {
         self.queues.iter_mut().try_for_each(|q| q.submit_now())
     }

@@ -282,6 +282,8 @@ impl Watchdog {
         // as any overdue I/O (Linux resets then too).
         match (q.processing_paused(), self.paused_since) {
             (Some(max), _) => {
+                // An interrupted run waits no longer than its stop timeout.
+                let max = if stopped { max.min(timeout_dur) } else { max };
                 let since = *self.paused_since.get_or_insert(t);
                 if since == t {
                     rc.note(format!(

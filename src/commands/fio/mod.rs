@@ -496,6 +496,13 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
         let multi = crate::backend::multi::MultiTarget::new(ts)?;
         let n = p.paths.len() as u64;
         let file = o.size.map_or_else(|| multi.geometry().bytes().saturating_sub(o.offset), |s| s / n) / o.bs * o.bs;
+        if file == 0 && o.size.is_none() {
+            return Err(Error::usage(format!(
+                "offset={} is at or past the end of the smallest of the {n} files ({} bytes) and no size= is given; give a smaller offset, or size=",
+                o.offset,
+                multi.geometry().bytes()
+            )));
+        }
         if file == 0 {
             return Err(Error::usage(format!(
                 "{} files share size={} ({} bytes each, less than one bs={}): give a larger size, or fewer files",
