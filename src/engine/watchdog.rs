@@ -265,10 +265,8 @@ impl Watchdog {
         for (s, _) in &lost {
             idle[*s as usize] = true;
         }
-        let find_overdue = |wd: &Self| -> Vec<usize> {
-            (0..idle.len()).filter(|&s| !idle[s] && t.saturating_sub(wd.issued(s, slots).max(wd.resumed_at)) > timeout).collect()
-        };
-        let mut overdue = find_overdue(self);
+        let overdue: Vec<usize> =
+            (0..idle.len()).filter(|&s| !idle[s] && t.saturating_sub(self.issued(s, slots).max(self.resumed_at)) > timeout).collect();
         if overdue.is_empty() {
             // Nothing waits on a pause (any more): the next one counts anew.
             self.paused_since = None;
@@ -295,13 +293,11 @@ impl Watchdog {
                     return Ok(lost);
                 }
             }
+            // Resumed: every I/O counts as issued now, so none is overdue.
             (None, Some(_)) => {
                 self.paused_since = None;
                 self.resumed_at = t;
-                overdue = find_overdue(self);
-                if overdue.is_empty() {
-                    return Ok(lost);
-                }
+                return Ok(lost);
             }
             (None, None) => {}
         }
