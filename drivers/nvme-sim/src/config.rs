@@ -177,6 +177,11 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
+    /// HMMIN: half the Host Memory Buffer asked for.
+    pub fn host_memory_min_pages(&self) -> u32 {
+        self.host_memory_buffer_pages / 2
+    }
+
     /// One namespace of `bytes` bytes with `lba_size`-byte blocks.
     pub fn with_namespace(mut self, bytes: u64, lba_size: u32) -> Self {
         self.namespaces = vec![NamespaceConfig { blocks: bytes / lba_size as u64, lba_size }];

@@ -501,7 +501,7 @@ impl Device {
             crdt: cfg.retry_delays_100ms,
             mtfa: cfg.firmware_activation_100ms,
             hmpre: cfg.host_memory_buffer_pages,
-            hmmin: cfg.host_memory_buffer_pages / 2,
+            hmmin: cfg.host_memory_min_pages(),
             oacs: if cfg.shadow_doorbells { nvme_spec::identify::oacs::DOORBELL_BUFFER_CONFIG } else { 0 },
             acl: 3,
             aerl: 3,
@@ -631,6 +631,16 @@ impl Device {
             }
         }
         work
+    }
+
+    /// Memory the host allocated before ringing is visible now (the
+    /// doorbell load synchronised with its store): refresh the IOVA map if
+    /// it changed, like an IOTLB refill.
+    #[inline]
+    fn refresh_map(&mut self) {
+        if self.mem.generation() != self.map.generation() {
+            self.map = self.mem.snapshot();
+        }
     }
 
     /// `Faults::pause_after` tripped: pause (CSTS.PP = 1) for `pause_ms`.
@@ -889,12 +899,7 @@ impl Device {
         if tail == sq.head {
             return 0;
         }
-        // Memory the host allocated before ringing is visible now (the
-        // doorbell load synchronised with its store): refresh our IOVA map
-        // if it changed, like an IOTLB refill.
-        if self.mem.generation() != self.map.generation() {
-            self.map = self.mem.snapshot();
-        }
+        self.refresh_map();
         self.emit(|| SimEvent::DoorbellSeen { qid, tail, shadow });
         // On a benchmark this pass is the controller's whole cost per I/O:
         // it must stay cheap for the driver, not the model, to pace the
@@ -1503,7 +1508,8 @@ impl Device {
     /// HSIZE, at least HMMIN), and remember the size. Enabling one while one
     /// is enabled is a Command Sequence Error, as the spec has it.
     fn set_host_memory(&mut self, sqe: &Sqe) -> Outcome {
-        let pages = &self.stats.host_memory_pages;
+        let pages = self.stats.clone();
+        let pages = &pages.host_memory_pages;
         if sqe.cdw11 & 1 == 0 {
             pages.store(0, Ordering::Relaxed);
             return Ok(0);
@@ -1511,12 +1517,10 @@ impl Device {
         if pages.load(Ordering::Relaxed) != 0 {
             return Err(err(gs::COMMAND_SEQUENCE_ERROR));
         }
-        if self.mem.generation() != self.map.generation() {
-            self.map = self.mem.snapshot();
-        }
+        self.refresh_map();
         let (hsize, list, entries) = (sqe.cdw12 as u64, sqe.cdw13 as u64 | (sqe.cdw14 as u64) << 32, sqe.cdw15 as usize);
         let page = self.page_size as u64;
-        if entries == 0 || list % 16 != 0 || hsize < self.cfg.host_memory_buffer_pages as u64 / 2 {
+        if entries == 0 || list % 16 != 0 || hsize < self.cfg.host_memory_min_pages() as u64 {
             return Err(err(gs::INVALID_FIELD));
         }
         let Some((r, off)) = self.map.translate(list, entries * 16) else {
