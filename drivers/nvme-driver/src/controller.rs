@@ -586,14 +586,22 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             // nvme_alloc_host_mem ("failed to allocate host memory buffer").
             let floor = min.max(min_chunk).max(PAGE_SIZE);
             let mut size = preferred.min(max).max(floor).next_multiple_of(PAGE_SIZE);
-            let (chunk, list) = loop {
-                match (self.mem.alloc(size, PAGE_SIZE), self.mem.alloc(PAGE_SIZE, PAGE_SIZE)) {
-                    (Ok(c), Ok(l)) => break (c, l),
-                    (Err(e), _) | (_, Err(e)) if size <= floor => {
-                        self.host_memory_refused = Some(format!("{} MiB of DMA memory could not be had ({e})", size >> 20));
+            let refused = |size: usize, e: nvme_hal::DmaError| format!("{} MiB of DMA memory could not be had ({e})", size >> 20);
+            let list = match self.mem.alloc(PAGE_SIZE, PAGE_SIZE) {
+                Ok(l) => l,
+                Err(e) => {
+                    self.host_memory_refused = Some(refused(size, e));
+                    return Ok(());
+                }
+            };
+            let chunk = loop {
+                match self.mem.alloc(size, PAGE_SIZE) {
+                    Ok(c) => break c,
+                    Err(e) if size <= floor => {
+                        self.host_memory_refused = Some(refused(size, e));
                         return Ok(());
                     }
-                    _ => size = (size / 2).max(floor).next_multiple_of(PAGE_SIZE),
+                    Err(_) => size = (size / 2).max(floor).next_multiple_of(PAGE_SIZE),
                 }
             };
             let pages = (size / PAGE_SIZE) as u32;
