@@ -897,7 +897,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     started: (ran[e.jobs[0].0].started_ms / 1000) as i64,
                     context: &e.context,
                     read_back: e.read_back,
-                    depth: last.opts.iodepth_shown.max(last.opts.iodepth),
+                    depth: last.opts.iodepth_reported(),
                 }
             })
             .collect();
@@ -1015,7 +1015,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                         // fio's total_run_time of an entry: its threads' added.
                         j["job_runtime"] = e.threads.iter().map(|t| t.elapsed_ns / 1_000_000).sum::<u64>().into();
                     }
-                    j["latency_depth"] = last.opts.iodepth_shown.max(last.opts.iodepth).into();
+                    j["latency_depth"] = last.opts.iodepth_reported().into();
                     // `bw_agg` against the group's aggregate, as the text's `per=`.
                     for (dir, pick) in [("read", 0), ("write", 1)] {
                         if j[dir]["bw_samples"].as_u64().unwrap_or(0) > 0 {

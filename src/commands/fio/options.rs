@@ -672,6 +672,12 @@ impl JobOpts {
 }
 
 impl JobOpts {
+    /// The iodepth fio's report shows: the job's, even where psync runs
+    /// at depth 1.
+    pub fn iodepth_reported(&self) -> usize {
+        self.iodepth_shown.max(self.iodepth)
+    }
+
     /// Does the job ask for any log (bandwidth, IOPS, latency)?
     pub fn logs(&self) -> bool {
         self.bw_log.is_some() || self.iops_log.is_some() || self.lat_log.is_some()

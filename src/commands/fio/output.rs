@@ -78,7 +78,7 @@ pub fn header_line(o: &JobOpts, group: usize) -> String {
         o.name,
         o.rw.as_str(),
         o.ioengine,
-        o.iodepth_shown.max(o.iodepth)
+        o.iodepth_reported()
     )
 }
 
