@@ -223,7 +223,7 @@ fn command_lines_and_job_files_as_fio_reads_them() {
     assert!(err.contains("--readonly"), "{err}");
     let (code, _, err) = fio_in(&d, &["--name=r", "--filename=f1", "--rw=read", "--offset=4M"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("at or past the end"), "{err}");
+    assert!(err.contains("is past the end of"), "{err}");
     assert_eq!(std::fs::metadata(d.join("f1")).unwrap().len(), 2 << 20, "refused jobs leave the file as it was");
     // A directory= that is not there is refused, not made.
     let (code, _, err) = fio_in(&d, &["--name=x", "--directory=nodir", "--filename=f", "--size=1M"]);
@@ -500,6 +500,27 @@ fn the_simulator_and_several_files() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("issued rwts: total=255,0,0,0"), "{out}");
     assert_eq!(file_len(&w.join("c")), 349_525);
+    // Files of different sizes without size=: each from offset to its own
+    // end, taken in turn until the smaller is done, then the larger alone:
+    // (2 MiB - 1 MiB) + (3 MiB - 1 MiB) in 4 KiB I/Os, 768 (fio 3.33's
+    // count for the same files), and the read job leaves them as they were.
+    for (f, len) in [("p", 2 << 20), ("q", 3 << 20)] {
+        std::fs::File::create(w.join(f)).unwrap().set_len(len).unwrap();
+    }
+    let (code, out, err) = fio_in(&w, &["--name=m", "--filename=p:q", "--offset=1M", "--ioengine=psync", "--direct=1", "--rw=randread"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("issued rwts: total=768,0,0,0"), "{out}");
+    assert_eq!((file_len(&w.join("p")), file_len(&w.join("q"))), (2 << 20, 3 << 20));
+    // An offset at the end of one of them: that file is ignored, as fio
+    // ignores it ("fio: file p may be ignored"), the other read from it on
+    // (fio 3.33: 256 I/Os); past the end of one, refused as fio refuses it.
+    let (code, out, err) = fio_in(&w, &["--name=m", "--filename=p:q", "--offset=2M", "--ioengine=psync", "--direct=1", "--rw=read"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("file p may be ignored"), "{err}");
+    assert!(out.contains("issued rwts: total=256,0,0,0"), "{out}");
+    let (code, _, err) = fio_in(&w, &["--name=m", "--filename=p:q", "--offset=2100k", "--ioengine=psync", "--direct=1", "--rw=read"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("offset=2150400 is past the end of p"), "{err}");
     let _ = std::fs::remove_dir_all(w);
 }
 

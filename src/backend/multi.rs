@@ -12,15 +12,67 @@
 use super::{BackendError, Geometry, Io, IoDone, IoQueue, Op, QueueCounters, QueueParams, Target};
 
 /// How a [`MultiTarget`] shares the work between its devices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Spread {
     /// Slot `s` on device `s % devices`; the depth given is per device,
     /// every device serves the whole region (`bench --device a --device b`).
     SlotPerDevice,
-    /// fio's files: the region starts at block `first` and is the devices'
-    /// per-file regions of `file_blocks` blocks each, interleaved by units
-    /// of `unit_blocks`; the depth given is shared by the devices.
-    Interleaved { first: u64, file_blocks: u64, unit_blocks: u64 },
+    /// fio's files: the depth given is shared by the devices.
+    Interleaved(Interleave),
+}
+
+/// fio's files of one job (`filename=a:b`), taken in turn (its default
+/// `file_service_type=roundrobin`): each file's region starts at block
+/// `first` and has its own number of units (of `unit_blocks` blocks, the
+/// job's block size). Unit `u` of the engine's region is the next unit of
+/// the next file in turn that still has units: while every file has some
+/// that is file `u mod N`'s unit `u / N`; once the smallest is used up the
+/// others go on in turn, as fio goes on with the files not yet done.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interleave {
+    first: u64,
+    unit_blocks: u64,
+    /// Stretches of the region in which the same files take units in
+    /// turn, in order; the first has every file.
+    runs: Vec<Run>,
+    /// Units in the engine's region: every file's.
+    units: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Run {
+    /// The run's first unit of the engine's region.
+    start: u64,
+    /// Each of its files' unit at `start`.
+    local: u64,
+    files: Vec<u32>,
+}
+
+impl Interleave {
+    /// `units[i]`: file i's region in units (0: the file is left out).
+    fn new(first: u64, unit_blocks: u64, units: &[u64]) -> Self {
+        let (mut runs, mut start, mut local) = (vec![], 0, 0);
+        loop {
+            let files: Vec<u32> = (0..units.len() as u32).filter(|&i| units[i as usize] > local).collect();
+            let Some(next) = files.iter().map(|&i| units[i as usize]).min() else { break };
+            let width = files.len() as u64;
+            runs.push(Run { start, local, files });
+            start += (next - local) * width;
+            local = next;
+        }
+        Interleave { first, unit_blocks, runs, units: start }
+    }
+
+    /// The file engine block `lba` is on and its block there.
+    #[inline]
+    fn route(&self, lba: u64) -> (usize, u64) {
+        let rel = lba - self.first;
+        let (unit, within) = (rel / self.unit_blocks, rel % self.unit_blocks);
+        // Usually one run (files of one size); a scan of a few otherwise.
+        let r = self.runs.iter().rev().find(|r| r.start <= unit).unwrap_or(&self.runs[0]);
+        let (i, width) = (unit - r.start, r.files.len() as u64);
+        (r.files[(i % width) as usize] as usize, self.first + (r.local + i / width) * self.unit_blocks + within)
+    }
 }
 
 /// Several opened namespaces driven as one.
@@ -53,29 +105,44 @@ impl MultiTarget {
         Ok(MultiTarget { targets, geometry, spread: Spread::SlotPerDevice })
     }
 
-    /// As fio drives the files of one job (`filename=a:b`): each device's
-    /// region is `file_bytes` from `offset` (both whole `unit` bytes, the
-    /// job's block size), the engine's region is all of them interleaved
-    /// by units (`offset` to `offset + devices x file_bytes`), and the
-    /// job's iodepth is shared.
-    pub fn interleaved(mut self, offset: u64, file_bytes: u64, unit: u64) -> Result<Self, BackendError> {
+    /// Device `i`'s capacity in bytes.
+    pub fn device_bytes(&self, i: usize) -> u64 {
+        self.targets[i].geometry().bytes()
+    }
+
+    /// Device `i`'s name.
+    pub fn device_name(&self, i: usize) -> String {
+        self.targets[i].name()
+    }
+
+    /// As fio drives the files of one job (`filename=a:b`): device i's
+    /// region is `file_bytes[i]` from `offset` (both whole `unit` bytes,
+    /// the job's block size; 0 leaves that device out, as fio ignores a
+    /// file with nothing past offset), the engine's region is all of them
+    /// taken in turn by units (see [`Interleave`]), and the job's iodepth
+    /// is shared.
+    pub fn interleaved(mut self, offset: u64, file_bytes: &[u64], unit: u64) -> Result<Self, BackendError> {
         let lba = self.geometry.lba_size as u64;
-        let n = self.targets.len() as u64;
-        if unit == 0 || unit % lba != 0 || offset % lba != 0 || file_bytes % unit != 0 {
+        assert_eq!(file_bytes.len(), self.targets.len());
+        if unit == 0 || unit % lba != 0 || offset % lba != 0 || file_bytes.iter().any(|b| b % unit != 0) || file_bytes.iter().all(|b| *b == 0) {
             return Err(BackendError::Invalid(format!(
                 "several files need offset and each file's size in whole blocks of {unit} bytes on {lba}-byte sectors"
             )));
         }
-        if offset + file_bytes > self.geometry.bytes() {
-            return Err(BackendError::Invalid(format!(
-                "each file's region ends at byte {} but the smallest of the devices has {} bytes; give a smaller size or offset",
-                offset + file_bytes,
-                self.geometry.bytes()
-            )));
+        for (t, b) in self.targets.iter().zip(file_bytes) {
+            if offset + b > t.geometry().bytes() {
+                return Err(BackendError::Invalid(format!(
+                    "the region of {} ends at byte {} but it has {} bytes; give a smaller size or offset",
+                    t.name(),
+                    offset + b,
+                    t.geometry().bytes()
+                )));
+            }
         }
-        let first = offset / lba;
-        self.spread = Spread::Interleaved { first, file_blocks: file_bytes / lba, unit_blocks: unit / lba };
-        self.geometry.blocks = first + n * (file_bytes / lba);
+        let units: Vec<u64> = file_bytes.iter().map(|b| b / unit).collect();
+        let il = Interleave::new(offset / lba, unit / lba, &units);
+        self.geometry.blocks = offset / lba + il.units * (unit / lba);
+        self.spread = Spread::Interleaved(il);
         Ok(self)
     }
 }
@@ -99,9 +166,9 @@ impl Target for MultiTarget {
         let n = queues.len();
         let (depth, owner) = match self.spread {
             Spread::SlotPerDevice => (per * n, vec![]),
-            Spread::Interleaved { .. } => (per, vec![0; per]),
+            Spread::Interleaved(_) => (per, vec![0; per]),
         };
-        Ok(Box::new(MultiQueue { per_sub: vec![Vec::with_capacity(per); n], queues, depth, spread: self.spread, owner, flushes: 0 }))
+        Ok(Box::new(MultiQueue { per_sub: vec![Vec::with_capacity(per); n], queues, depth, spread: self.spread.clone(), owner, flushes: 0 }))
     }
     fn new_pass(&self) {
         self.targets.iter().for_each(|t| t.new_pass());
@@ -114,10 +181,15 @@ impl Target for MultiTarget {
     }
     fn describe(&self) -> Vec<(String, String)> {
         let n = self.targets.len();
-        let how = match self.spread {
+        let how = match &self.spread {
             Spread::SlotPerDevice => format!("{n} driven by each thread, slot s on device s mod {n}"),
-            Spread::Interleaved { unit_blocks, .. } => {
-                format!("{n} driven by each thread, as fio's files: unit u of the region (units of {unit_blocks} blocks) is unit u / {n} of device u mod {n}, the iodepth shared")
+            Spread::Interleaved(il) => {
+                let sizes = il.runs.len() > 1;
+                format!(
+                    "{n} driven by each thread, as fio's files: the devices take the units of the region (units of {} blocks) in turn{}, the iodepth shared",
+                    il.unit_blocks,
+                    if sizes { ", those with the larger regions going on in turn once a smaller one is used up" } else { "" }
+                )
             }
         };
         let mut d = vec![("devices".to_string(), how)];
@@ -151,22 +223,20 @@ impl MultiQueue {
     fn route(&mut self, io: &Io) -> (usize, Io) {
         let n = self.queues.len();
         let mut local = *io;
-        match self.spread {
+        match &self.spread {
             // Global slot s -> device s % n, local slot s / n; the tag keeps the global slot.
             Spread::SlotPerDevice => {
                 local.buf = io.buf / n as u32;
                 (io.buf as usize % n, local)
             }
-            Spread::Interleaved { first, file_blocks, unit_blocks } => {
+            Spread::Interleaved(il) => {
                 let d = if io.op == Op::Flush {
                     self.flushes += 1;
                     self.flushes % n
                 } else {
-                    let rel = io.lba - first;
-                    let (unit, within) = (rel / unit_blocks, rel % unit_blocks);
-                    local.lba = first + (unit / n as u64) * unit_blocks + within;
-                    debug_assert!(local.lba + io.blocks as u64 <= first + file_blocks);
-                    (unit % n as u64) as usize
+                    let (d, lba) = il.route(io.lba);
+                    local.lba = lba;
+                    d
                 };
                 self.owner[io.buf as usize] = d as u32;
                 (d, local)
@@ -220,14 +290,14 @@ impl IoQueue for MultiQueue {
         match self.spread {
             Spread::SlotPerDevice => self.queues[(buf % n) as usize].buf_write(buf / n, off, data),
             // The slot's next I/O may go to any device: each gets the data.
-            Spread::Interleaved { .. } => self.queues.iter_mut().for_each(|q| q.buf_write(buf, off, data)),
+            Spread::Interleaved(_) => self.queues.iter_mut().for_each(|q| q.buf_write(buf, off, data)),
         }
     }
     fn buf_read(&self, buf: u32, off: usize, out: &mut [u8]) {
         let n = self.queues.len() as u32;
         match self.spread {
             Spread::SlotPerDevice => self.queues[(buf % n) as usize].buf_read(buf / n, off, out),
-            Spread::Interleaved { .. } => self.queues[self.owner[buf as usize] as usize].buf_read(buf, off, out),
+            Spread::Interleaved(_) => self.queues[self.owner[buf as usize] as usize].buf_read(buf, off, out),
         }
     }
     fn counters(&self) -> QueueCounters {
@@ -324,7 +394,7 @@ mod tests {
     fn interleaved_units_go_to_the_files_in_turn_each_in_order() {
         // Files of 64 KiB from offset 4 KiB, units of 4 KiB (8 sectors).
         let (m, seen) = two([1000, 2000]);
-        let m = m.interleaved(4096, 65536, 4096).unwrap();
+        let m = m.interleaved(4096, &[65536, 65536], 4096).unwrap();
         assert_eq!(m.geometry().blocks, 8 + 2 * 128, "the engine's region: both files' 16 units");
         // The depth is the job's, shared: 4 slots, each usable on either device.
         let mut q = m.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
@@ -344,12 +414,32 @@ mod tests {
     }
 
     #[test]
-    fn interleaved_regions_must_fit_the_smallest_device_in_whole_units() {
+    fn files_of_different_sizes_go_on_in_turn_once_the_smallest_is_done() {
+        // fio without size=: each file from offset to its own end. Files of
+        // 2 and 5 units (4 KiB, 8 sectors): units 0-3 alternate, 4-6 are
+        // the larger file's last three, so each file is covered once.
+        let (m, seen) = two([16, 40]);
+        let m = m.interleaved(0, &[8192, 20480], 4096).unwrap();
+        assert_eq!(m.geometry().blocks, 7 * 8, "the engine's region: all seven units");
+        let mut q = m.open_queue(QueueParams { depth: 7, buf_size: 4096, batch: 0 }).unwrap();
+        let ios: Vec<Io> = (0..7u64).map(|u| Io { op: Op::Read, lba: u * 8 + 3, blocks: 1, buf: u as u32, tag: u }).collect();
+        assert_eq!(q.submit(&ios).unwrap(), 7);
+        let got = |d: usize| seen[d].lock().unwrap().iter().map(|io| (io.tag, io.lba)).collect::<Vec<_>>();
+        assert_eq!(got(0), [(0, 3), (2, 11)], "the smaller file: units 0 and 2");
+        assert_eq!(got(1), [(1, 3), (3, 11), (4, 19), (5, 27), (6, 35)], "the larger: units 1 and 3, then the rest in order");
+        // Three files of 1, 3 and 2 units: three runs.
+        let il = Interleave::new(0, 1, &[1, 3, 2]);
+        let map: Vec<(usize, u64)> = (0..il.units).map(|u| il.route(u)).collect();
+        assert_eq!(map, [(0, 0), (1, 0), (2, 0), (1, 1), (2, 1), (1, 2)]);
+    }
+
+    #[test]
+    fn interleaved_regions_must_fit_their_devices_in_whole_units() {
         let (m, _) = two([256, 2000]);
-        let e = m.interleaved(0, 256 * 512 + 4096, 4096).err().unwrap().to_string();
-        assert!(e.contains("smallest of the devices"), "{e}");
+        let e = m.interleaved(0, &[256 * 512 + 4096, 4096], 4096).err().unwrap().to_string();
+        assert!(e.contains("ends at byte 135168 but it has 131072 bytes"), "{e}");
         let (m, _) = two([256, 2000]);
-        let e = m.interleaved(0, 6144, 4096).err().unwrap().to_string();
+        let e = m.interleaved(0, &[6144, 6144], 4096).err().unwrap().to_string();
         assert!(e.contains("whole blocks of 4096"), "{e}");
     }
 

@@ -211,12 +211,14 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     let regular_file = |layout: &mut Vec<(PathBuf, u64)>, f: &Path, have: u64, at: &Path, md: &std::fs::Metadata| -> Result<(), Error> {
         file_blocks_fit(&o, at, md)?;
         // Without size= a file is used from offset to its end: an offset
-        // at or past the end leaves nothing (fio refuses it, the file
-        // untouched).
-        if o.size.is_none() && have > 0 && o.offset >= have {
+        // past the end leaves nothing (fio refuses it, the file
+        // untouched); one at the end leaves nothing too, which fio
+        // refuses for one file and, among several, ignores that file.
+        if o.size.is_none() && have > 0 && (o.offset > have || o.offset == have && nfiles == 1) {
             return Err(Error::usage(format!(
-                "job {job}: offset={} is at or past the end of {} ({have} bytes) and no size= is given; give a smaller offset, or size= to extend the file",
+                "job {job}: offset={} is {} the end of {} ({have} bytes) and no size= is given; give a smaller offset, or size= to extend the file",
                 o.offset,
+                if o.offset > have { "past" } else { "at" },
                 f.display()
             )));
         }
@@ -491,28 +493,51 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
         for s in &p.paths {
             ts.push(s.open(queues)?);
         }
-        // As fio: size= divided between the files (without it, each file
-        // from offset to its end, the smallest's), iodepth shared.
+        // As fio (filesetup.c, setup_files): size= divided between the
+        // files; without it, each file from offset to its own end. Whole
+        // blocks of bs only; iodepth shared.
         let multi = crate::backend::multi::MultiTarget::new(ts)?;
         let n = p.paths.len() as u64;
-        let file = o.size.map_or_else(|| multi.geometry().bytes().saturating_sub(o.offset), |s| s / n) / o.bs * o.bs;
-        if file == 0 && o.size.is_none() {
+        let name = |i: usize| p.paths[i].kernel().map_or_else(|| multi.device_name(i), |k| k.device.clone());
+        let mut files = vec![];
+        for i in 0..p.paths.len() {
+            let bytes = match o.size {
+                Some(size) => size / n,
+                None => {
+                    let end = multi.device_bytes(i);
+                    if o.offset > end {
+                        return Err(Error::usage(format!(
+                            "offset={} is past the end of {} ({end} bytes), one of the {n} files, and no size= is given; give a smaller offset, or size=",
+                            o.offset,
+                            name(i)
+                        )));
+                    }
+                    end - o.offset
+                }
+            } / o.bs * o.bs;
+            if bytes == 0 && o.size.is_some() {
+                return Err(Error::usage(format!(
+                    "{} files share size={} ({} bytes each, less than one bs={}): give a larger size, or fewer files",
+                    n,
+                    o.size.unwrap_or(0),
+                    o.size.unwrap_or(0) / n,
+                    o.bs
+                )));
+            }
+            files.push(bytes);
+        }
+        // fio ignores a file with nothing left past offset ("fio: file X
+        // may be ignored") and runs on the others.
+        if files.iter().all(|b| *b == 0) {
             return Err(Error::usage(format!(
-                "offset={} is at or past the end of the smallest of the {n} files ({} bytes) and no size= is given; give a smaller offset, or size=",
-                o.offset,
-                multi.geometry().bytes()
+                "offset={} leaves less than one bs={} in each of the {n} files and no size= is given; give a smaller offset, or size=",
+                o.offset, o.bs
             )));
         }
-        if file == 0 {
-            return Err(Error::usage(format!(
-                "{} files share size={} ({} bytes each, less than one bs={}): give a larger size, or fewer files",
-                n,
-                o.size.unwrap_or(0),
-                o.size.unwrap_or(0) / n,
-                o.bs
-            )));
+        for (i, _) in files.iter().enumerate().filter(|(_, b)| **b == 0) {
+            eprintln!("nvme-bypass fio: file {} may be ignored: offset={} leaves less than one bs={} of it (fio ignores it too)", name(i), o.offset, o.bs);
         }
-        Box::new(multi.interleaved(o.offset, file, o.bs)?)
+        Box::new(multi.interleaved(o.offset, &files, o.bs)?)
     } else {
         p.paths[0].open(queues)?
     };
