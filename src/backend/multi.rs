@@ -9,7 +9,8 @@
 //! smallest namespace's. `--verify` is refused (a unit's expected content
 //! would depend on which device the slot went to).
 
-use super::{BackendError, Geometry, Io, IoDone, IoQueue, Op, QueueCounters, QueueParams, Target};
+use super::{BackendError, Geometry, Io, IoDone, IoQueue, Op, QueueCounters, QueueParams, Recovery, Target};
+use std::time::Duration;
 
 /// How a [`MultiTarget`] shares the work between its devices.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -168,7 +169,7 @@ impl Target for MultiTarget {
             Spread::SlotPerDevice => (per * n, vec![]),
             Spread::Interleaved(_) => (per, vec![0; per]),
         };
-        Ok(Box::new(MultiQueue { per_sub: vec![Vec::with_capacity(per); n], queues, depth, spread: self.spread.clone(), owner, flushes: 0 }))
+        Ok(Box::new(MultiQueue { per_sub: vec![Vec::with_capacity(per); n], queues, depth, spread: self.spread.clone(), owner, flushes: 0, overdue_on: vec![] }))
     }
     fn new_pass(&self) {
         self.targets.iter().for_each(|t| t.new_pass());
@@ -215,6 +216,27 @@ struct MultiQueue {
     flushes: usize,
     /// Scratch: the I/Os of one submit call, by device.
     per_sub: Vec<Vec<Io>>,
+    /// The devices that held overdue I/Os at the last Abort.
+    overdue_on: Vec<bool>,
+}
+
+/// The devices' recoveries as one (device i's note prefixed "device i: "),
+/// or the first device's error.
+fn merge(got: Vec<(usize, Result<Option<Recovery>, BackendError>)>) -> Result<Option<Recovery>, BackendError> {
+    let mut all: Option<Recovery> = None;
+    for (i, r) in got {
+        let Some(r) = r? else { continue };
+        let a = all.get_or_insert_with(Recovery::default);
+        a.aborts_sent += r.aborts_sent;
+        a.aborted += r.aborted;
+        a.escalate |= r.escalate;
+        a.reset |= r.reset;
+        a.recreated |= r.recreated;
+        a.abandoned.extend(r.abandoned);
+        let sep = if a.note.is_empty() { "" } else { "; " };
+        a.note = format!("{}{sep}device {i}: {}", a.note, r.note);
+    }
+    Ok(all)
 }
 
 impl MultiQueue {
@@ -317,11 +339,35 @@ impl IoQueue for MultiQueue {
     }
     /// The longest any of the devices may stay paused: their I/Os share
     /// one watchdog.
-    fn processing_paused(&self) -> Option<std::time::Duration> {
+    fn processing_paused(&self) -> Option<Duration> {
         self.queues.iter().filter_map(|q| q.processing_paused()).max()
     }
     fn submit_now(&mut self) -> Result<(), BackendError> {
         self.queues.iter_mut().try_for_each(|q| q.submit_now())
+    }
+    /// Every device is looked at: each handles its own fatal status.
+    fn check_health(&mut self, timeout: Duration) -> Result<Option<Recovery>, BackendError> {
+        let got = self.queues.iter_mut().map(|q| q.check_health(timeout)).enumerate().collect();
+        merge(got)
+    }
+    /// Each device aborts the overdue I/Os it holds (a queue ignores tags
+    /// not its own); those that held any are the ones a reset resets.
+    fn abort(&mut self, tags: &[u64], timeout: Duration) -> Result<Option<Recovery>, BackendError> {
+        let got: Vec<_> = self.queues.iter_mut().map(|q| q.abort(tags, timeout)).collect();
+        self.overdue_on = got.iter().map(|r| matches!(r, Ok(Some(r)) if r.aborts_sent > 0 || r.escalate)).collect();
+        let handled = got.iter().any(|r| matches!(r, Ok(Some(_))));
+        // A device that held none of them has nothing to say.
+        let got = got.into_iter().enumerate().filter(|(i, r)| r.is_err() || self.overdue_on[*i]).collect();
+        Ok(merge(got)?.or_else(|| handled.then(|| Recovery { note: "no device held them".into(), ..Default::default() })))
+    }
+    /// Resets the devices that held the overdue I/Os at the last Abort
+    /// (every device if none is known): one stuck device does not reset
+    /// the others.
+    fn reset(&mut self, timeout: Duration) -> Result<Option<Recovery>, BackendError> {
+        let on = std::mem::take(&mut self.overdue_on);
+        let any = on.iter().any(|&b| b);
+        let got = self.queues.iter_mut().enumerate().filter(|(i, _)| !any || on[*i]).map(|(i, q)| (i, q.reset(timeout))).collect();
+        merge(got)
     }
     fn synchronous(&self) -> bool {
         self.queues.iter().all(|q| q.synchronous())
@@ -345,6 +391,12 @@ mod tests {
     struct RecQueue {
         depth: usize,
         seen: Arc<Mutex<Vec<Io>>>,
+    }
+
+    impl RecQueue {
+        fn tags(&self) -> Vec<u64> {
+            self.seen.lock().unwrap().iter().map(|io| io.tag).collect()
+        }
     }
 
     impl Target for Recorder {
@@ -381,6 +433,18 @@ mod tests {
         }
         fn in_flight(&self) -> usize {
             0
+        }
+        // As our driver's queues: abort what it holds of `tags`; a reset
+        // gives back everything it held.
+        fn abort(&mut self, tags: &[u64], _: Duration) -> Result<Option<Recovery>, BackendError> {
+            let n = self.tags().iter().filter(|t| tags.contains(t)).count() as u64;
+            Ok(Some(Recovery { aborts_sent: n, escalate: n > 0, note: format!("Abort sent for {n}"), ..Default::default() }))
+        }
+        fn reset(&mut self, _: Duration) -> Result<Option<Recovery>, BackendError> {
+            Ok(Some(Recovery { reset: true, recreated: true, abandoned: self.tags(), note: "reset".into(), ..Default::default() }))
+        }
+        fn check_health(&mut self, _: Duration) -> Result<Option<Recovery>, BackendError> {
+            Ok(self.tags().contains(&99).then(|| Recovery { reset: true, abandoned: vec![99], note: "fatal".into(), ..Default::default() }))
         }
     }
 
@@ -441,6 +505,30 @@ mod tests {
         let (m, _) = two([256, 2000]);
         let e = m.interleaved(0, &[6144, 6144], 4096).err().unwrap().to_string();
         assert!(e.contains("whole blocks of 4096"), "{e}");
+    }
+
+    #[test]
+    fn recovery_reaches_the_device_that_holds_the_overdue_ios_only() {
+        let (m, _) = two([1000, 1000]);
+        let mut q = m.interleaved(0, &[65536, 65536], 4096).unwrap().open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
+        // Unit 0 (tag 7) on device 0, unit 1 (tag 99) on device 1.
+        let ios = [Io { op: Op::Read, lba: 0, blocks: 8, buf: 0, tag: 7 }, Io { op: Op::Read, lba: 8, blocks: 8, buf: 1, tag: 99 }];
+        assert_eq!(q.submit(&ios).unwrap(), 2);
+        let d = Duration::from_secs(1);
+        // Each device checks its own health: device 1's fatal status only.
+        let r = q.check_health(d).unwrap().unwrap();
+        assert_eq!((r.abandoned, r.note.as_str()), (vec![99], "device 1: fatal"));
+        // Tag 7 overdue: only device 0 speaks, and only it is reset.
+        let r = q.abort(&[7], d).unwrap().unwrap();
+        assert_eq!((r.aborts_sent, r.escalate, r.note.as_str()), (1, true, "device 0: Abort sent for 1"));
+        let r = q.reset(d).unwrap().unwrap();
+        assert_eq!((r.abandoned, r.note.as_str()), (vec![7], "device 0: reset"));
+        // A reset with no Abort before it resets every device.
+        let r = q.reset(d).unwrap().unwrap();
+        assert_eq!((r.abandoned, r.note.as_str()), (vec![7, 99], "device 0: reset; device 1: reset"));
+        // Tags no device holds: handled (not left to a kernel driver), nothing sent.
+        let r = q.abort(&[5], d).unwrap().unwrap();
+        assert_eq!((r.aborts_sent, r.escalate), (0, false));
     }
 
     #[test]
