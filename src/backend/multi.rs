@@ -345,6 +345,24 @@ impl IoQueue for MultiQueue {
     fn submit_now(&mut self) -> Result<(), BackendError> {
         self.queues.iter_mut().try_for_each(|q| q.submit_now())
     }
+    /// A retried I/O goes back to the device it went to; the longest of
+    /// the devices' delays serves them all.
+    fn retry_delays(&self) -> [Duration; 3] {
+        self.queues.iter().map(|q| q.retry_delays()).fold([Duration::ZERO; 3], |a, d| [a[0].max(d[0]), a[1].max(d[1]), a[2].max(d[2])])
+    }
+    /// Every device's queue is given back; the first that failed says
+    /// what went wrong, the others' failures are warned of.
+    fn close(self: Box<Self>) -> Result<(), BackendError> {
+        let mut first = Ok(());
+        for (i, q) in self.queues.into_iter().enumerate() {
+            match q.close() {
+                Err(e) if first.is_ok() => first = Err(e),
+                Err(e) => eprintln!("nvme-bypass: warning: closing device {i}'s queue: {e}"),
+                Ok(()) => {}
+            }
+        }
+        first
+    }
     /// Every device is looked at: each handles its own fatal status.
     fn check_health(&mut self, timeout: Duration) -> Result<Option<Recovery>, BackendError> {
         let got = self.queues.iter_mut().map(|q| q.check_health(timeout)).enumerate().collect();
