@@ -115,6 +115,9 @@ pub struct DriverArgs {
     /// Our driver (vfio, sim): write submission entries with ordinary cached stores instead of streaming (non-temporal) stores.
     #[arg(long)]
     pub cached_sq_stores: bool,
+    /// Our driver on vfio: the most host memory, in MiB, given to a controller that asks for a Host Memory Buffer (a DRAM-less SSD); 0 gives none. As Linux's nvme.max_host_mem_size_mb.
+    #[arg(long, value_name = "MIB", default_value_t = 128)]
+    pub host_memory_max_mb: usize,
 }
 
 impl KernelArgs {
@@ -176,6 +179,7 @@ const OWN_OPTIONS: &[(&str, &[PathKind])] = {
         ("interrupts", &[Vfio]),
         ("no_shadow_doorbells", &[Vfio, Sim]),
         ("cached_sq_stores", &[Vfio, Sim]),
+        ("host_memory_max_mb", &[Vfio]),
     ]
 };
 
@@ -325,6 +329,7 @@ pub fn path_spec(kind: PathKind, device: Option<&str>, nsid: u32, sim: &SimArgs,
             shadow_doorbells: !driver.no_shadow_doorbells,
             interrupts: driver.interrupts,
             streaming_sq: !driver.cached_sq_stores,
+            host_memory_max: driver.host_memory_max_mb << 20,
         }),
         PathKind::Passthru => PathSpec::Passthru(kernel.options(need_device("/dev/ng0n1")?, nsid)),
         PathKind::Block => PathSpec::Block(kernel.options(need_device("/dev/nvme0n1")?, nsid)),
@@ -371,6 +376,9 @@ mod tests {
 
         let PathSpec::Vfio(v) = spec(&["--backend", "vfio", "--device", "0000:01:00.0", "--interrupts", "--no-shadow-doorbells"]).unwrap() else { panic!("vfio") };
         assert_eq!((v.bdf.as_str(), v.nsid, v.interrupts, v.shadow_doorbells, v.streaming_sq), ("0000:01:00.0", 1, true, false, true));
+        assert_eq!(v.host_memory_max, 128 << 20, "Linux's max_host_mem_size_mb by default");
+        let PathSpec::Vfio(v) = spec(&["--backend", "vfio", "--device", "0000:01:00.0", "--host-memory-max-mb", "0"]).unwrap() else { panic!("vfio") };
+        assert_eq!(v.host_memory_max, 0);
 
         let s = spec(&["--backend", "block", "--device", "/dev/nvme0n1", "--ioengine", "libaio", "--buffered"]).unwrap();
         assert_eq!(s.label(), "block/libaio buffered");

@@ -324,6 +324,7 @@ fn path(a: &TraceArgs) -> Result<PathSpec, Error> {
             shadow_doorbells: false,
             interrupts: false,
             streaming_sq: true,
+            host_memory_max: nvme_driver::HOST_MEMORY_MAX,
         }),
         other => return Err(Error::usage(format!("trace runs on --backend sim or vfio (our driver), not {}", other.name()))),
     })

@@ -62,6 +62,10 @@ pub struct ControllerConfig {
     pub host_memory_max: usize,
 }
 
+/// The most host memory a Host Memory Buffer is given by default: 128 MiB,
+/// Linux's `max_host_mem_size_mb` default.
+pub const HOST_MEMORY_MAX: usize = 128 << 20;
+
 /// The wait some controllers need between CC.EN = 0 and the first read of
 /// CSTS.RDY, by PCI vendor and device id: those Linux's `nvme_id_table`
 /// marks `NVME_QUIRK_DELAY_BEFORE_CHK_RDY` (HGST adapters, Samsung
@@ -93,7 +97,7 @@ impl Default for ControllerConfig {
             interrupts: false,
             streaming_sq: true,
             ready_check_delay: Duration::ZERO,
-            host_memory_max: 128 << 20,
+            host_memory_max: HOST_MEMORY_MAX,
         }
     }
 }

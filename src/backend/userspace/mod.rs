@@ -76,9 +76,9 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
             // (nvme_setup_host_mem, max_host_mem_size_mb).
             let asked = format!("the controller asks for {} MiB (HMPRE; at least {} MiB, HMMIN)", (id.hmpre as u64 * 4096) >> 20, (id.hmmin as u64 * 4096) >> 20);
             let got = match (ctrl.host_memory(), ctrl.host_memory_refused()) {
-                (Some(bytes), _) => format!("{asked} and has {} MiB, as Linux's driver gives it (up to 128 MiB)", bytes >> 20),
+                (Some(bytes), _) => format!("{asked} and has {} MiB, as Linux's driver gives it (up to 128 MiB; --host-memory-max-mb)", bytes >> 20),
                 (None, why) => format!(
-                    "{asked} and has none: {}; Linux's driver gives up to 128 MiB, so a DRAM-less SSD can be slower here than on the kernel paths for reasons of its own, not the driver's",
+                    "{asked} and has none: {}; Linux's driver gives up to 128 MiB (--host-memory-max-mb sets ours), so a DRAM-less SSD can be slower here than on the kernel paths for reasons of its own, not the driver's",
                     why.unwrap_or("not given")
                 ),
             };

@@ -29,6 +29,9 @@ pub struct VfioOptions {
     pub interrupts: bool,
     /// Write submission entries with streaming stores (ControllerConfig::streaming_sq).
     pub streaming_sq: bool,
+    /// The most host memory given to a controller that asks for a Host
+    /// Memory Buffer (ControllerConfig::host_memory_max); 0 gives none.
+    pub host_memory_max: usize,
 }
 
 /// A controller opened through VFIO and brought up by our driver.
@@ -91,6 +94,7 @@ impl VfioTarget {
             interrupts: o.interrupts,
             streaming_sq: o.streaming_sq,
             ready_check_delay,
+            host_memory_max: o.host_memory_max,
             ..Default::default()
         };
         let ctrl = Controller::new(bar, mem, cfg)?;
