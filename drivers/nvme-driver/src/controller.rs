@@ -856,7 +856,13 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     }
 
     fn identify_page(&mut self, sqe: Sqe) -> Result<Box<[u8; IDENTIFY_SIZE]>, Error> {
-        self.with_scratch_page(IDENTIFY_SIZE, |_| {}, |ctrl, data| ctrl.admin_command(sqe, Some(data)), |page| {
+        let timeout = self.cfg.admin_timeout;
+        self.identify_page_within(sqe, timeout)
+    }
+
+    /// [`identify_page`](Self::identify_page) waiting at most `timeout`.
+    pub(crate) fn identify_page_within(&mut self, sqe: Sqe, timeout: Duration) -> Result<Box<[u8; IDENTIFY_SIZE]>, Error> {
+        self.with_scratch_page(IDENTIFY_SIZE, |_| {}, |ctrl, data| ctrl.admin_command_within(sqe, Some(data), timeout), |page| {
             let mut out = Box::new([0u8; IDENTIFY_SIZE]);
             page.copy_to(0, &mut out[..]);
             out

@@ -254,6 +254,25 @@ fn retry_delays_are_enabled_when_the_controller_reports_them_and_again_after_a_r
 }
 
 #[test]
+fn a_reset_identifies_the_controller_again_and_refuses_a_smaller_transfer_limit() {
+    // Firmware activated by the reset that takes larger transfers (MDTS 7
+    // to 8): taken, the run's limit (sized at bring-up) kept.
+    let s = sim(SimConfig::default());
+    let mut ctrl = bring_up_with(&s, 1, true);
+    assert_eq!((ctrl.identify().mdts, ctrl.max_transfer()), (7, 512 << 10));
+    s.faults().mdts_at_enable.store(8 + 1, Ordering::Relaxed);
+    ctrl.reset(WAIT).unwrap();
+    assert_eq!((ctrl.identify().mdts, ctrl.max_transfer()), (8, 512 << 10), "Identify read again; the limit in use kept");
+    // Smaller (MDTS 5: 128 KiB): the I/Os of the run may not fit; the reset
+    // fails saying so, and the controller is given up, left disabled.
+    s.faults().mdts_at_enable.store(5 + 1, Ordering::Relaxed);
+    let e = ctrl.reset(WAIT).unwrap_err().to_string();
+    assert!(e.contains("after the reset the controller takes at most 128 KiB per command (MDTS 5), 512 KiB before"), "{e}");
+    assert!(ctrl.is_failed());
+    assert_eq!(s.registers().read32(offset::CSTS) & 1, 0, "left disabled (CSTS.RDY = 0)");
+}
+
+#[test]
 fn a_host_memory_buffer_is_given_kept_over_a_reset_and_returned() {
     // A DRAM-less controller asks for 8 MiB (at least 4): it gets 8, in one
     // descriptor the simulator checks (mapped, page aligned, adding up).
@@ -561,8 +580,11 @@ fn the_data_page_of_a_timed_out_identify_is_not_reused() {
     assert_eq!(ctrl.quarantined_bytes(), 0, "kept although the controller was seen to stop");
     assert_eq!(ctrl.identify_controller().unwrap().sn, "NVBSIM0001");
     let pages = pages.lock().unwrap().clone();
-    assert_eq!(pages.len(), 3, "bring-up's, the timed-out one, the next one: {pages:x?}");
-    assert_eq!(pages[2], pages[1], "the page of a command the controller forgot serves again");
+    // The reset's own Identify (the timed-out one's page still held by
+    // its command meanwhile) has a page of its own.
+    assert_eq!(pages.len(), 4, "bring-up's, the timed-out one, the reset's, the next one: {pages:x?}");
+    assert_ne!(pages[2], pages[1], "{pages:x?}");
+    assert_eq!(pages[3], pages[1], "the page of a command the controller forgot serves again");
     // Hung, and deaf to CC.EN = 0: the reset fails without seeing it stop.
     // The page stays the controller's, and no command follows.
     s.faults().hang.store(true, Ordering::Relaxed);

@@ -129,6 +129,15 @@ pub struct Faults {
     pub pause_after: AtomicU32,
     /// How long a pause (`pause_after`) lasts, in milliseconds.
     pub pause_ms: AtomicU32,
+    /// At the next enable (CC.EN = 1), report this MDTS, plus one (0 =
+    /// off): a controller whose firmware, activated by the reset, takes
+    /// other transfers. Cleared when it takes effect.
+    pub mdts_at_enable: AtomicU32,
+    /// At the next enable, report namespace 1 as this many blocks (NSZE,
+    /// NCAP, NUSE; 0 = off), as after a format or a resize done meanwhile.
+    /// Identify only: the data kept is not resized. Cleared when it takes
+    /// effect.
+    pub ns1_blocks_at_enable: AtomicU64,
 }
 
 /// A completion held back by `Faults::stall_every`.
@@ -794,6 +803,18 @@ impl Device {
         match (valid, sq_mem, cq_mem) {
             (true, Some(sq_mem), Some(cq_mem)) => {
                 self.page_size = page;
+                let mdts = self.faults.mdts_at_enable.swap(0, Ordering::Relaxed);
+                if mdts > 0 {
+                    let mdts = (mdts - 1) as u8;
+                    self.ident_ctrl[77] = mdts;
+                    self.max_transfer = if mdts == 0 { u64::MAX } else { 4096 << mdts };
+                }
+                let blocks = self.faults.ns1_blocks_at_enable.swap(0, Ordering::Relaxed);
+                if let (true, Some(ns)) = (blocks > 0, self.ident_ns.first_mut()) {
+                    for at in [0, 8, 16] {
+                        ns[at..at + 8].copy_from_slice(&blocks.to_le_bytes());
+                    }
+                }
                 let d = self.cfg.dstrd;
                 self.cqs[0] = Some(Cq {
                     ring: CqRing::new(cq_mem, acqs as usize),

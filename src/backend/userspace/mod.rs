@@ -197,6 +197,7 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
             stride,
             nsid: self.geometry.nsid,
             lba_size: self.geometry.lba_size,
+            blocks: self.geometry.blocks,
             batch: p.batch,
             depth: p.depth,
             generation,
@@ -225,6 +226,8 @@ pub struct UserspaceQueue<R: RegisterWindow + 'static> {
     stride: usize,
     nsid: u32,
     lba_size: u32,
+    /// The namespace's size in blocks when the run started.
+    blocks: u64,
     batch: usize,
     depth: usize,
     /// The controller's reset count when this queue pair was created.
@@ -423,6 +426,7 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
             Ok(()) => Ok(None),
             Err(nvme_driver::Error::Fatal { .. }) => {
                 ctrl.reset(timeout)?;
+                self.namespace_unchanged(ctrl)?;
                 let note = "controller fatal status (CSTS.CFS=1): controller reset, queue re-created".to_string();
                 self.recreate(ctrl, timeout, Recovery { reset: true, note, ..Default::default() }).map(Some)
             }
@@ -479,6 +483,7 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
         // Another thread may have reset it since: then only re-create.
         if ctrl.generation() == self.generation {
             ctrl.reset(timeout)?;
+            self.namespace_unchanged(ctrl)?;
             r.reset = true;
         }
         r.note = if r.reset { "controller reset, queue re-created" } else { "queue re-created after the controller's reset" }.into();
@@ -487,6 +492,21 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
 }
 
 impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
+    /// After this queue reset the controller: the namespace is as the run
+    /// found it (a reset may activate new firmware, and a format may have
+    /// run meanwhile), as Linux revalidates its namespaces after a reset:
+    /// the same block size, and no fewer blocks.
+    fn namespace_unchanged(&self, ctrl: &mut Controller<R>) -> Result<(), BackendError> {
+        let ns = crate::backend::namespace::usable(ctrl, self.nsid)?;
+        if ns.lba_size() != self.lba_size || ns.nsze < self.blocks {
+            return Err(BackendError::Failed(format!(
+                "after the controller's reset namespace {} has {} blocks of {} bytes, {} of {} when the run started: the run's I/Os no longer fit it; look at what changed it (nvme-bypass info), then start again",
+                self.nsid, ns.nsze, ns.lba_size(), self.blocks, self.lba_size
+            )));
+        }
+        Ok(())
+    }
+
     /// Replace the queue pair by a new one on the same queue id and memory
     /// (recovery); its outstanding tags go into `r.abandoned`.
     fn recreate(&mut self, ctrl: &mut Controller<R>, timeout: Duration, mut r: Recovery) -> Result<Recovery, BackendError> {
@@ -594,6 +614,22 @@ mod tests {
         let sim = SimController::start(SimConfig { idle_spins: 2000, ..SimConfig::default() }).unwrap();
         let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
         assert!(UserspaceTarget::new("sim", ctrl, 1).unwrap().describe().iter().all(|(k, _)| k != "host memory buffer"));
+    }
+
+    #[test]
+    fn a_reset_that_finds_the_namespace_smaller_fails_the_run_saying_so() {
+        let sim = SimController::start(SimConfig { idle_spins: 2000, ..SimConfig::default() }).unwrap();
+        let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+        let target = UserspaceTarget::new("sim", ctrl, 1).unwrap();
+        let blocks = target.geometry().blocks;
+        let mut q = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
+        // Unchanged: the reset recovers, the queue is re-created.
+        let r = q.reset(Duration::from_secs(1)).unwrap().unwrap();
+        assert!(r.reset && r.recreated, "{}", r.note);
+        // Found smaller after the next one: the run cannot go on.
+        sim.faults().ns1_blocks_at_enable.store(blocks / 2, Ordering::Relaxed);
+        let e = q.reset(Duration::from_secs(1)).err().expect("refused").to_string();
+        assert!(e.contains(&format!("namespace 1 has {} blocks of 512 bytes, {blocks} of 512 when the run started", blocks / 2)), "{e}");
     }
 
     #[test]

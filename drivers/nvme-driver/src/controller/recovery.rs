@@ -12,6 +12,7 @@ use crate::qpair::QueuePair;
 use crate::Error;
 use nvme_hal::RegisterWindow;
 use nvme_spec::cmd;
+use nvme_spec::identify::IdentifyController;
 use std::time::Duration;
 
 /// What an Abort achieved. NVMe 1.4c §5.1: bit 0 of completion dword 0 is
@@ -140,6 +141,14 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         self.admin = admin_queue_pair(self.regs.clone(), self.cap, asq.clone(), acq.clone(), entries)?;
         enable_with_admin_queue(&*self.regs, entries, &asq, &acq, self.enable_timeout())?;
 
+        // Step 5 again: Identify Controller, as Linux's nvme_init_identify
+        // after every reset: a reset may have activated new firmware. The
+        // same controller (serial and model) is required, and transfers
+        // no smaller than before: the I/O queues' PRP lists and the
+        // caller's I/Os were sized by the old MDTS. What else it reports
+        // (firmware revision, CRDT, HMPRE, OACS) is taken as it is now.
+        self.reidentify(timeout)?;
+
         // Step 6: Number of Queues again (the reset forgot it); as many as before.
         // Refused (as at bring-up): no I/O queues, an error only if there
         // were some before.
@@ -181,6 +190,28 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
                 Err(e) => return Err(e),
             }
         }
+        Ok(())
+    }
+
+    /// Identify Controller after a reset: see `reset_inner`'s step 5.
+    fn reidentify(&mut self, timeout: Duration) -> Result<(), Error> {
+        let id = IdentifyController::parse(&*self.identify_page_within(cmd::Identify::controller(), timeout)?);
+        if (id.sn.as_str(), id.mn.as_str()) != (self.ident.sn.as_str(), self.ident.mn.as_str()) {
+            return Err(Error::Unsupported(format!(
+                "after the reset the controller reports model {:?} serial {:?}, not {:?} {:?} as before: it is another controller, and what this run knew of the first does not hold",
+                id.mn, id.sn, self.ident.mn, self.ident.sn
+            )));
+        }
+        let mdts = id.max_transfer_bytes(self.cap.min_page_size()).unwrap_or(self.cfg.default_max_transfer);
+        if mdts < self.max_transfer {
+            return Err(Error::Unsupported(format!(
+                "after the reset the controller takes at most {} KiB per command (MDTS {}), {} KiB before (new firmware?): the queues and I/Os of this run were sized for the old limit; start the run again",
+                mdts >> 10,
+                id.mdts,
+                self.max_transfer >> 10
+            )));
+        }
+        self.ident = id;
         Ok(())
     }
 
