@@ -137,6 +137,8 @@ impl KernelArgs {
             invalidate: false,
             defer_taskrun: self.defer_taskrun,
             register_ring: self.register_ring,
+            // bench sets the ring up as its options say, nothing more.
+            fio_ring: false,
             // bench opens read-write: its write guard is --allow-write.
             read_only: false,
             // libaio completions from the ring in user memory, as the

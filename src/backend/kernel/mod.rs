@@ -86,6 +86,10 @@ pub struct KernelOptions {
     pub invalidate: bool,
     /// IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN.
     pub defer_taskrun: bool,
+    /// The ring as fio's io_uring and io_uring_cmd engines set it up
+    /// ([`RingConfig::fio_ring`](uring::RingConfig::fio_ring)): the fio
+    /// drop-in's, so that the kernel does the same work for the same job.
+    pub fio_ring: bool,
     /// Register the ring fd (IORING_REGISTER_RING_FDS).
     pub register_ring: bool,
     /// How libaio reaps.
@@ -164,6 +168,15 @@ impl KernelOptions {
         }
         if self.registerfiles {
             v.push("registered file".into());
+        }
+        if self.defer_taskrun {
+            v.push("SINGLE_ISSUER + DEFER_TASKRUN".into());
+        }
+        if self.register_ring {
+            v.push("registered ring fd".into());
+        }
+        if self.fio_ring {
+            v.push("fio's ring flags (CQ ring of the depth, COOP_TASKRUN, SINGLE_ISSUER + DEFER_TASKRUN, each where the kernel takes it)".into());
         }
         if v.is_empty() {
             "interrupts, plain buffers and file".into()

@@ -39,6 +39,12 @@ pub struct RingConfig {
     /// IORING_REGISTER_RING_FDS (5.18+): io_uring_enter by registered
     /// index, skipping the file descriptor lookup.
     pub register_ring: bool,
+    /// As fio's io_uring engines (engines/io_uring.c, fio 3.33 on): a CQ
+    /// ring of `entries` (IORING_SETUP_CQSIZE), IORING_SETUP_COOP_TASKRUN
+    /// and IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, each
+    /// dropped in fio's order when the kernel refuses the set (EINVAL:
+    /// an older kernel, or DEFER_TASKRUN beside SQPOLL).
+    pub fio_ring: bool,
 }
 
 impl RingConfig {
@@ -51,6 +57,7 @@ impl RingConfig {
             sqpoll_cpu: o.sqthread_poll_cpu,
             defer_taskrun: o.defer_taskrun,
             register_ring: o.register_ring,
+            fio_ring: o.fio_ring,
         }
     }
 }
@@ -162,36 +169,54 @@ impl<S: squeue::EntryMarker, C: cqueue::EntryMarker> Ring<S, C> {
                 cfg.entries
             )));
         }
-        let mut b = IoUring::<S, C>::builder();
-        if cfg.iopoll {
-            b.setup_iopoll();
+        if cfg.defer_taskrun && cfg.sqpoll {
+            return Err(BackendError::Invalid(
+                "--defer-taskrun and --sqthread-poll exclude each other (the SQPOLL thread is a second issuer); pick one".into(),
+            ));
         }
-        if cfg.sqpoll {
-            b.setup_sqpoll(SQPOLL_IDLE_MS);
-            if let Some(cpu) = cfg.sqpoll_cpu {
-                b.setup_sqpoll_cpu(cpu);
+        // (CQSIZE, COOP_TASKRUN, DEFER_TASKRUN) to try, in turn while the
+        // kernel answers EINVAL: fio's fallbacks, or the one set asked for.
+        let tries: &[(bool, bool, bool)] =
+            if cfg.fio_ring { &[(true, true, true), (true, true, false), (true, false, false), (false, false, false)] } else { &[(false, false, cfg.defer_taskrun)] };
+        let mut got = None;
+        for (i, &(cqsize, coop, defer)) in tries.iter().enumerate() {
+            let mut b = IoUring::<S, C>::builder();
+            if cfg.iopoll {
+                b.setup_iopoll();
             }
-        }
-        if cfg.defer_taskrun {
             if cfg.sqpoll {
-                return Err(BackendError::Invalid(
-                    "--defer-taskrun and --sqthread-poll exclude each other (the SQPOLL thread is a second issuer); pick one".into(),
-                ));
+                b.setup_sqpoll(SQPOLL_IDLE_MS);
+                if let Some(cpu) = cfg.sqpoll_cpu {
+                    b.setup_sqpoll_cpu(cpu);
+                }
             }
-            b.setup_single_issuer();
-            b.setup_defer_taskrun();
+            if cqsize {
+                b.setup_cqsize(cfg.entries);
+            }
+            if coop {
+                b.setup_coop_taskrun();
+            }
+            if defer {
+                b.setup_single_issuer();
+                b.setup_defer_taskrun();
+            }
+            match b.build(cfg.entries) {
+                Ok(ring) => {
+                    got = Some((ring, defer));
+                    break;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && i + 1 < tries.len() => continue,
+                Err(e) if defer && !cfg.fio_ring && e.raw_os_error() == Some(libc::EINVAL) => {
+                    return Err(BackendError::Unsupported(format!(
+                        "this kernel's io_uring refused IORING_SETUP_DEFER_TASKRUN (needs Linux 6.1 or newer; {}); drop --defer-taskrun",
+                        kernel_release()
+                    )))
+                }
+                Err(e) => return Err(setup_error(e, what, &cfg, big)),
+            }
         }
-        let ring = b.build(cfg.entries).map_err(|e| {
-            if cfg.defer_taskrun && e.raw_os_error() == Some(libc::EINVAL) {
-                BackendError::Unsupported(format!(
-                    "this kernel's io_uring refused IORING_SETUP_DEFER_TASKRUN (needs Linux 6.1 or newer; {}); drop --defer-taskrun",
-                    kernel_release()
-                ))
-            } else {
-                setup_error(e, what, &cfg, big)
-            }
-        })?;
-        let mut r = Ring { ring, iopoll: cfg.iopoll, sqpoll: cfg.sqpoll, defer_taskrun: cfg.defer_taskrun, registered: None, syscalls: 0 };
+        let (ring, defer_taskrun) = got.expect("the last try returns");
+        let mut r = Ring { ring, iopoll: cfg.iopoll, sqpoll: cfg.sqpoll, defer_taskrun, registered: None, syscalls: 0 };
         if cfg.register_ring {
             r.registered = Some(r.register_ring_fd()?);
         }
@@ -664,6 +689,24 @@ mod tests {
         // Asking for an opcode no kernel has gives the clear error.
         let e = r.require_ops(&[(250, "IORING_OP_FROM_THE_FUTURE")], "upgrade").unwrap_err();
         assert!(e.to_string().contains("lacks IORING_OP_FROM_THE_FUTURE"), "{e}");
+    }
+
+    #[test]
+    fn fios_ring_flags_where_the_kernel_takes_them() {
+        // fio's: a CQ ring of the depth; SINGLE_ISSUER + DEFER_TASKRUN on a
+        // 6.1+ kernel, completions then reached only by asking for events.
+        let Some(mut r) = ring_or_skip::<squeue::Entry, cqueue::Entry>(RingConfig { entries: 4, fio_ring: true, ..Default::default() }) else { return };
+        assert_eq!(r.ring.params().cq_entries(), 4, "CQSIZE: the CQ ring of the depth, not twice it");
+        assert_eq!(r.ring.params().is_setup_single_issuer(), r.defer_taskrun);
+        // SAFETY: a NOP names no buffer.
+        assert_eq!(unsafe { r.push([opcode::Nop::new().build().user_data(9)]) }, 1);
+        let n = r.wait(1, 4, |c| assert_eq!(c.user_data(), 9)).unwrap();
+        assert_eq!(n, 1);
+        // Beside SQPOLL the kernel refuses DEFER_TASKRUN: dropped, as fio
+        // drops it, and the ring still made.
+        if let Some(r) = ring_or_skip::<squeue::Entry, cqueue::Entry>(RingConfig { entries: 4, fio_ring: true, sqpoll: true, ..Default::default() }) {
+            assert!(!r.defer_taskrun && r.ring.params().is_setup_sqpoll());
+        }
     }
 
     #[test]

@@ -193,6 +193,8 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         // fio's invalidate=1: the page cache dropped at each pass too
         // (Target::new_pass), not only before the job.
         invalidate: o.invalidate,
+        // fio's io_uring engines' ring flags (libaio and psync have no ring).
+        fio_ring: engine == IoEngine::IoUring,
         // fio opens a read job's file O_RDONLY (a read-only file serves it).
         read_only: !passthru && !o.rw.writes(),
         // fio's libaio reads the ring in user memory only for a reap that
