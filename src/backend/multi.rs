@@ -253,8 +253,11 @@ impl MultiQueue {
             }
             Spread::Interleaved(il) => {
                 let d = if io.op == Op::Flush {
+                    // In turn over the devices with a region (a file left
+                    // out gets no writes, so no flush either).
                     self.flushes += 1;
-                    self.flushes % n
+                    let with = &il.runs[0].files;
+                    with[self.flushes % with.len()] as usize
                 } else {
                     let (d, lba) = il.route(io.lba);
                     local.lba = lba;
@@ -372,15 +375,20 @@ impl IoQueue for MultiQueue {
     /// not its own); those that held any are the ones a reset resets.
     fn abort(&mut self, tags: &[u64], timeout: Duration) -> Result<Option<Recovery>, BackendError> {
         let got: Vec<_> = self.queues.iter_mut().map(|q| q.abort(tags, timeout)).collect();
-        self.overdue_on = got.iter().map(|r| matches!(r, Ok(Some(r)) if r.aborts_sent > 0 || r.escalate)).collect();
+        let held: Vec<bool> = got.iter().map(|r| matches!(r, Ok(Some(r)) if r.aborts_sent > 0 || r.escalate)).collect();
+        // Kept until that device is reset: a reset may come for an I/O
+        // aborted at an earlier check (its second timeout).
+        self.overdue_on.resize(self.queues.len(), false);
+        self.overdue_on.iter_mut().zip(&held).for_each(|(o, h)| *o |= h);
         let handled = got.iter().any(|r| matches!(r, Ok(Some(_))));
         // A device that held none of them has nothing to say.
-        let got = got.into_iter().enumerate().filter(|(i, r)| r.is_err() || self.overdue_on[*i]).collect();
+        let got = got.into_iter().enumerate().filter(|(i, r)| r.is_err() || held[*i]).collect();
         Ok(merge(got)?.or_else(|| handled.then(|| Recovery { note: "no device held them".into(), ..Default::default() })))
     }
-    /// Resets the devices that held the overdue I/Os at the last Abort
-    /// (every device if none is known): one stuck device does not reset
-    /// the others.
+    /// Resets the devices that held overdue I/Os at an Abort since their
+    /// last reset (every device if none is known): a stuck device does not
+    /// reset those that never held one. (One whose aborted I/O has since
+    /// completed is reset too: the completions are not watched per tag.)
     fn reset(&mut self, timeout: Duration) -> Result<Option<Recovery>, BackendError> {
         let on = std::mem::take(&mut self.overdue_on);
         let any = on.iter().any(|&b| b);
@@ -544,6 +552,12 @@ mod tests {
         // A reset with no Abort before it resets every device.
         let r = q.reset(d).unwrap().unwrap();
         assert_eq!((r.abandoned, r.note.as_str()), (vec![7, 99], "device 0: reset; device 1: reset"));
+        // An I/O aborted at an earlier check, then another device's: a
+        // reset (for the first one's second timeout) reaches both.
+        q.abort(&[7], d).unwrap();
+        q.abort(&[99], d).unwrap();
+        let r = q.reset(d).unwrap().unwrap();
+        assert_eq!(r.note, "device 0: reset; device 1: reset");
         // Tags no device holds: handled (not left to a kernel driver), nothing sent.
         let r = q.abort(&[5], d).unwrap().unwrap();
         assert_eq!((r.aborts_sent, r.escalate), (0, false));

@@ -104,7 +104,7 @@ pub struct KernelArgs {
 }
 
 /// Options of our driver (vfio, and sim where they apply).
-#[derive(clap::Args, Debug, Clone, Default)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct DriverArgs {
     /// Our driver on vfio: interrupt-driven completions (MSI-X, the thread sleeps when idle) instead of polling.
     #[arg(long)]
@@ -116,8 +116,15 @@ pub struct DriverArgs {
     #[arg(long)]
     pub cached_sq_stores: bool,
     /// Our driver on vfio: the most host memory, in MiB, given to a controller that asks for a Host Memory Buffer (a DRAM-less SSD); 0 gives none. As Linux's nvme.max_host_mem_size_mb.
-    #[arg(long, value_name = "MIB", default_value_t = 128)]
-    pub host_memory_max_mb: usize,
+    #[arg(long, value_name = "MIB", default_value_t = 128, value_parser = clap::value_parser!(u32))]
+    pub host_memory_max_mb: u32,
+}
+
+/// As with no option given (a Host Memory Buffer of up to 128 MiB).
+impl Default for DriverArgs {
+    fn default() -> Self {
+        DriverArgs { interrupts: false, no_shadow_doorbells: false, cached_sq_stores: false, host_memory_max_mb: (nvme_driver::HOST_MEMORY_MAX >> 20) as u32 }
+    }
 }
 
 impl KernelArgs {
@@ -331,7 +338,7 @@ pub fn path_spec(kind: PathKind, device: Option<&str>, nsid: u32, sim: &SimArgs,
             shadow_doorbells: !driver.no_shadow_doorbells,
             interrupts: driver.interrupts,
             streaming_sq: !driver.cached_sq_stores,
-            host_memory_max: driver.host_memory_max_mb << 20,
+            host_memory_max: (driver.host_memory_max_mb as usize) << 20,
         }),
         PathKind::Passthru => PathSpec::Passthru(kernel.options(need_device("/dev/ng0n1")?, nsid)),
         PathKind::Block => PathSpec::Block(kernel.options(need_device("/dev/nvme0n1")?, nsid)),

@@ -911,10 +911,16 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
 
     /// Identify Namespace (CNS 00h); an inactive NSID is an error that says so.
     pub fn identify_namespace(&mut self, nsid: u32) -> Result<IdentifyNamespace, Error> {
+        let timeout = self.cfg.admin_timeout;
+        self.identify_namespace_within(nsid, timeout)
+    }
+
+    /// [`identify_namespace`](Self::identify_namespace), waiting at most `timeout`.
+    pub fn identify_namespace_within(&mut self, nsid: u32, timeout: Duration) -> Result<IdentifyNamespace, Error> {
         if nsid == 0 || nsid > self.ident.nn {
             return Err(Error::InactiveNamespace { nsid, nn: self.ident.nn });
         }
-        let ns = IdentifyNamespace::parse(&*self.identify_page(cmd::Identify::namespace(nsid))?);
+        let ns = IdentifyNamespace::parse(&*self.identify_page_within(cmd::Identify::namespace(nsid), timeout)?);
         if ns.is_inactive() {
             return Err(Error::InactiveNamespace { nsid, nn: self.ident.nn });
         }

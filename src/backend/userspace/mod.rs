@@ -426,7 +426,6 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
             Ok(()) => Ok(None),
             Err(nvme_driver::Error::Fatal { .. }) => {
                 ctrl.reset(timeout)?;
-                self.namespace_unchanged(ctrl)?;
                 let note = "controller fatal status (CSTS.CFS=1): controller reset, queue re-created".to_string();
                 self.recreate(ctrl, timeout, Recovery { reset: true, note, ..Default::default() }).map(Some)
             }
@@ -483,7 +482,6 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
         // Another thread may have reset it since: then only re-create.
         if ctrl.generation() == self.generation {
             ctrl.reset(timeout)?;
-            self.namespace_unchanged(ctrl)?;
             r.reset = true;
         }
         r.note = if r.reset { "controller reset, queue re-created" } else { "queue re-created after the controller's reset" }.into();
@@ -492,24 +490,51 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
 }
 
 impl<R: RegisterWindow + 'static> UserspaceQueue<R> {
-    /// After this queue reset the controller: the namespace is as the run
-    /// found it (a reset may activate new firmware, and a format may have
-    /// run meanwhile), as Linux revalidates its namespaces after a reset:
-    /// the same block size, and no fewer blocks.
-    fn namespace_unchanged(&self, ctrl: &mut Controller<R>) -> Result<(), BackendError> {
-        let ns = crate::backend::namespace::usable(ctrl, self.nsid)?;
-        if ns.lba_size() != self.lba_size || ns.nsze < self.blocks {
-            return Err(BackendError::Failed(format!(
-                "after the controller's reset namespace {} has {} blocks of {} bytes, {} of {} when the run started: the run's I/Os no longer fit it; look at what changed it (nvme-bypass info), then start again",
-                self.nsid, ns.nsze, ns.lba_size(), self.blocks, self.lba_size
-            )));
+    /// After a reset (by this queue, another, or an admin command that
+    /// timed out): the namespace is as the run found it (a reset may
+    /// activate new firmware, and a format may have run meanwhile), as
+    /// Linux revalidates its namespaces after a reset: still active, the
+    /// same block size, no fewer blocks, no metadata. Otherwise the
+    /// controller is given up, so that every thread stops, not only this
+    /// one. Each queue looks as it re-creates itself: one Identify each.
+    fn namespace_unchanged(&self, ctrl: &mut Controller<R>, timeout: Duration) -> Result<(), BackendError> {
+        let why = match ctrl.identify_namespace_within(self.nsid, timeout) {
+            Ok(ns) => {
+                if let Some(why) = crate::backend::namespace::unusable(self.nsid, &ns, nvme_spec::identify::csi::NVM) {
+                    Some(why)
+                } else if ns.lba_size() != self.lba_size || ns.nsze < self.blocks {
+                    Some(format!(
+                        "namespace {} has {} blocks of {} bytes, {} of {} when the run started",
+                        self.nsid,
+                        ns.nsze,
+                        ns.lba_size(),
+                        self.blocks,
+                        self.lba_size
+                    ))
+                } else {
+                    None
+                }
+            }
+            Err(e @ nvme_driver::Error::InactiveNamespace { .. }) => Some(e.to_string()),
+            Err(e) => return Err(e.into()),
+        };
+        match why {
+            None => Ok(()),
+            Some(why) => {
+                ctrl.give_up();
+                Err(BackendError::Failed(format!(
+                    "after the controller's reset {why}: the run's I/Os no longer fit it, so the controller was given up; look at what changed it (nvme-bypass info), then start again"
+                )))
+            }
         }
-        Ok(())
     }
 
     /// Replace the queue pair by a new one on the same queue id and memory
     /// (recovery); its outstanding tags go into `r.abandoned`.
     fn recreate(&mut self, ctrl: &mut Controller<R>, timeout: Duration, mut r: Recovery) -> Result<Recovery, BackendError> {
+        if ctrl.generation() != self.generation {
+            self.namespace_unchanged(ctrl, timeout)?;
+        }
         let old = self.qp.take().expect("queue pair");
         let s = old.stats();
         self.retired.sq_doorbells += s.sq_doorbells;
@@ -619,10 +644,11 @@ mod tests {
     #[test]
     fn a_reset_that_finds_the_namespace_smaller_fails_the_run_saying_so() {
         let sim = SimController::start(SimConfig { idle_spins: 2000, ..SimConfig::default() }).unwrap();
-        let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig::default()).unwrap();
+        let ctrl = Controller::new(sim.registers(), sim.allocator(), ControllerConfig { io_queues: 2, ..Default::default() }).unwrap();
         let target = UserspaceTarget::new("sim", ctrl, 1).unwrap();
         let blocks = target.geometry().blocks;
         let mut q = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
+        let mut other = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
         // Unchanged: the reset recovers, the queue is re-created.
         let r = q.reset(Duration::from_secs(1)).unwrap().unwrap();
         assert!(r.reset && r.recreated, "{}", r.note);
@@ -630,6 +656,10 @@ mod tests {
         sim.faults().ns1_blocks_at_enable.store(blocks / 2, Ordering::Relaxed);
         let e = q.reset(Duration::from_secs(1)).err().expect("refused").to_string();
         assert!(e.contains(&format!("namespace 1 has {} blocks of 512 bytes, {blocks} of 512 when the run started", blocks / 2)), "{e}");
+        // Every thread stops, not only the one that found it: the
+        // controller is given up.
+        let e = other.check_health(Duration::from_secs(1)).err().expect("given up").to_string();
+        assert!(e.contains("given up"), "{e}");
     }
 
     #[test]

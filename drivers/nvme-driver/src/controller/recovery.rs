@@ -40,6 +40,22 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         self.failed
     }
 
+    /// Give the controller up on the caller's word (it is not what the
+    /// caller's work was set up for, e.g. its namespace changed across a
+    /// reset): no more admin commands, every queue's owner told by
+    /// [`is_failed`](Self::is_failed), and CC.EN = 0 so that it stops
+    /// using its queues; as after a failed reset, only a controller seen to
+    /// stop lets its memory go back.
+    pub fn give_up(&mut self) {
+        if self.failed {
+            return;
+        }
+        self.failed = true;
+        if disable(&*self.regs, Duration::ZERO, self.disable_timeout(), self.cfg.ready_check_delay).is_ok() {
+            self.controller_forgot_everything();
+        }
+    }
+
     /// One read of CSTS: an error if the controller reports fatal status
     /// (CSTS.CFS, which asks the host for a reset) or reads all ones (gone).
     pub fn check_health(&self) -> Result<(), Error> {
