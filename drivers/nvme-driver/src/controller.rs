@@ -567,6 +567,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     fn enable_host_memory(&mut self, timeout: Duration) -> Result<(), Error> {
         let (preferred, min) = (self.ident.hmpre as usize * 4096, self.ident.hmmin as usize * 4096);
         if preferred == 0 && min == 0 {
+            // Asks for none (after a reset, new firmware may not): a buffer
+            // it had is not its any more, kept as after a refusal.
+            if let Some(h) = self.host_memory.take().filter(|h| h.given) {
+                self.quarantine(None, vec![h.chunk, h.list]);
+            }
             return Ok(());
         }
         if self.host_memory.is_none() {
