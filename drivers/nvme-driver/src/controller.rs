@@ -568,10 +568,8 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let (preferred, min) = (self.ident.hmpre as usize * 4096, self.ident.hmmin as usize * 4096);
         if preferred == 0 && min == 0 {
             // Asks for none (after a reset, new firmware may not): a buffer
-            // it had is not its any more, kept as after a refusal.
-            if let Some(h) = self.host_memory.take().filter(|h| h.given) {
-                self.quarantine(None, vec![h.chunk, h.list]);
-            }
+            // it had is not its any more.
+            self.drop_host_memory(false);
             return Ok(());
         }
         if self.host_memory.is_none() {
@@ -633,20 +631,27 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             // controller is seen to stop).
             Err(Error::Command { status, .. }) => {
                 self.host_memory_refused = Some(format!("it refused Set Features Host Memory Buffer ({status})"));
-                if let Some(h) = self.host_memory.take().filter(|h| h.given) {
-                    self.quarantine(None, vec![h.chunk, h.list]);
-                }
+                self.drop_host_memory(false);
                 Ok(())
             }
             Err(e) => {
                 // A command that may still run may still give the
                 // controller the memory, for as long as it runs.
-                if let Some(h) = self.host_memory.take() {
-                    if h.given || self.may_still_run(&e, stops) {
-                        self.quarantine(None, vec![h.chunk, h.list]);
-                    }
-                }
+                let may_run = self.may_still_run(&e, stops);
+                self.drop_host_memory(may_run);
                 Err(e)
+            }
+        }
+    }
+
+    /// The controller goes without its Host Memory Buffer. Memory it has
+    /// had, or that a command still running (`may_run`) may give it, is
+    /// not its owner's to reuse until the controller is seen to stop: it
+    /// goes into quarantine; memory it never had is freed.
+    fn drop_host_memory(&mut self, may_run: bool) {
+        if let Some(h) = self.host_memory.take() {
+            if h.given || may_run {
+                self.quarantine(None, vec![h.chunk, h.list]);
             }
         }
     }

@@ -47,13 +47,23 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// using its queues; as after a failed reset, only a controller seen to
     /// stop lets its memory go back.
     pub fn give_up(&mut self) {
-        if self.failed {
-            return;
+        if !self.failed {
+            self.fail_and_disable();
         }
+    }
+
+    /// Mark the controller given up and leave it disabled if that is
+    /// defined now (not while it is still enabling); whether it was seen to
+    /// stop. Only a controller seen to stop lets its memory go back; else
+    /// it stays with `live` and quarantine, and is kept for good at the
+    /// shutdown.
+    fn fail_and_disable(&mut self) -> bool {
         self.failed = true;
-        if disable(&*self.regs, Duration::ZERO, self.disable_timeout(), self.cfg.ready_check_delay).is_ok() {
+        let disabled = disable(&*self.regs, Duration::ZERO, self.disable_timeout(), self.cfg.ready_check_delay).is_ok();
+        if disabled {
             self.controller_forgot_everything();
         }
+        disabled
     }
 
     /// One read of CSTS: an error if the controller reports fatal status
@@ -115,16 +125,8 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let r = self.reset_inner(timeout);
         self.resetting = false;
         if let Err(e) = r {
-            self.failed = true;
-            // Left disabled if that is defined now (not while it is still
-            // enabling). Only a controller seen to stop lets its memory go
-            // back; else it stays with `live` and quarantine, and is kept
-            // for good at the shutdown. The reset's own error is the one to
-            // report.
-            let disabled = disable(&*self.regs, Duration::ZERO, self.disable_timeout(), self.cfg.ready_check_delay).is_ok();
-            if disabled {
-                self.controller_forgot_everything();
-            }
+            // The reset's own error is the one to report.
+            let disabled = self.fail_and_disable();
             return Err(Error::ResetFailed { source: Box::new(e), disabled });
         }
         Ok(())
