@@ -135,7 +135,7 @@ mod tests {
     }
 
     fn vfio() -> VfioOptions {
-        VfioOptions { bdf: "0000:01:00.0".into(), nsid: 1, queues: 1, shadow_doorbells: true, interrupts: false, streaming_sq: true, host_memory_max: nvme_driver::HOST_MEMORY_MAX }
+        VfioOptions::new("0000:01:00.0".into(), 1)
     }
 
     #[test]

@@ -332,13 +332,11 @@ pub fn path_spec(kind: PathKind, device: Option<&str>, nsid: u32, sim: &SimArgs,
             PathSpec::Sim(sim_options(sim, driver, 1, sim_cpu)?)
         }
         PathKind::Vfio => PathSpec::Vfio(VfioOptions {
-            bdf: need_device("0000:01:00.0")?.into(),
-            nsid,
-            queues: 1,
             shadow_doorbells: !driver.no_shadow_doorbells,
             interrupts: driver.interrupts,
             streaming_sq: !driver.cached_sq_stores,
             host_memory_max: (driver.host_memory_max_mb as usize) << 20,
+            ..VfioOptions::new(need_device("0000:01:00.0")?.into(), nsid)
         }),
         PathKind::Passthru => PathSpec::Passthru(kernel.options(need_device("/dev/ng0n1")?, nsid)),
         PathKind::Block => PathSpec::Block(kernel.options(need_device("/dev/nvme0n1")?, nsid)),

@@ -318,13 +318,8 @@ fn path(a: &TraceArgs) -> Result<PathSpec, Error> {
     Ok(match a.backend {
         PathKind::Sim => PathSpec::Sim(SimOptions { size: 64 << 20, queues: SimConfig::default().max_io_queues, threaded: false, shadow_doorbells: false, ..SimOptions::default() }),
         PathKind::Vfio => PathSpec::Vfio(VfioOptions {
-            bdf: a.device.clone().ok_or_else(|| Error::usage("trace --backend vfio needs --device BDF"))?,
-            nsid: 1,
-            queues: 1,
             shadow_doorbells: false,
-            interrupts: false,
-            streaming_sq: true,
-            host_memory_max: nvme_driver::HOST_MEMORY_MAX,
+            ..VfioOptions::new(a.device.clone().ok_or_else(|| Error::usage("trace --backend vfio needs --device BDF"))?, 1)
         }),
         other => return Err(Error::usage(format!("trace runs on --backend sim or vfio (our driver), not {}", other.name()))),
     })

@@ -75,7 +75,7 @@ fn schedulers(block: &Path) -> Vec<String> {
 /// Our driver on the controller of `t`, polled with shadow doorbells unless
 /// told otherwise (queues are given when the row opens).
 fn vfio(t: &Topology) -> VfioOptions {
-    VfioOptions { bdf: t.bdf.clone().unwrap_or_default(), nsid: t.nsid, queues: 1, shadow_doorbells: true, interrupts: false, streaming_sq: true, host_memory_max: nvme_driver::HOST_MEMORY_MAX }
+    VfioOptions::new(t.bdf.clone().unwrap_or_default(), t.nsid)
 }
 
 /// The simulator paths `sweep` knows (`sim`: data in RAM, `sim-null`: no

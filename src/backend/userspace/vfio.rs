@@ -34,6 +34,16 @@ pub struct VfioOptions {
     pub host_memory_max: usize,
 }
 
+impl VfioOptions {
+    /// Namespace `nsid` of the controller at `bdf` as our driver drives it
+    /// by default: one queue pair (the caller sets how many), polled,
+    /// shadow doorbells and streaming stores, and a Host Memory Buffer of
+    /// up to Linux's 128 MiB.
+    pub fn new(bdf: String, nsid: u32) -> Self {
+        VfioOptions { bdf, nsid, queues: 1, shadow_doorbells: true, interrupts: false, streaming_sq: true, host_memory_max: nvme_driver::HOST_MEMORY_MAX }
+    }
+}
+
 /// A controller opened through VFIO and brought up by our driver.
 ///
 /// Field order is drop order: the driver (which shuts the controller down

@@ -316,7 +316,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
             context = crate::measure::topology::emulation_of(&files[0]).map(|n| format!("measured, emulated: {n}")).unwrap_or("measured on the device as it is (not emulated, not simulated)".into());
             files
                 .into_iter()
-                .map(|bdf| PathSpec::Vfio(VfioOptions { bdf, nsid: o.nsid, queues: 1, shadow_doorbells: true, interrupts: false, streaming_sq: true, host_memory_max: nvme_driver::HOST_MEMORY_MAX }))
+                .map(|bdf| PathSpec::Vfio(VfioOptions::new(bdf, o.nsid)))
                 .collect()
         }
         "nvme-bypass-sim" => {
