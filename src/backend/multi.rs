@@ -216,7 +216,8 @@ struct MultiQueue {
     flushes: usize,
     /// Scratch: the I/Os of one submit call, by device.
     per_sub: Vec<Vec<Io>>,
-    /// The devices that held overdue I/Os at the last Abort.
+    /// The devices that held overdue I/Os at an Abort since their last
+    /// reset (see `reset`).
     overdue_on: Vec<bool>,
 }
 

@@ -504,6 +504,13 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
         let mut files = vec![];
         for i in 0..p.paths.len() {
             let bytes = match o.size {
+                Some(size) if size / n < o.bs => {
+                    return Err(Error::usage(format!(
+                        "{n} files share size={size} ({} bytes each, less than one bs={}): give a larger size, or fewer files",
+                        size / n,
+                        o.bs
+                    )));
+                }
                 Some(size) => size / n,
                 None => {
                     let end = multi.device_bytes(i);
@@ -516,17 +523,8 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
                     }
                     end - o.offset
                 }
-            } / o.bs * o.bs;
-            if bytes == 0 && o.size.is_some() {
-                return Err(Error::usage(format!(
-                    "{} files share size={} ({} bytes each, less than one bs={}): give a larger size, or fewer files",
-                    n,
-                    o.size.unwrap_or(0),
-                    o.size.unwrap_or(0) / n,
-                    o.bs
-                )));
-            }
-            files.push(bytes);
+            };
+            files.push(bytes / o.bs * o.bs);
         }
         // fio ignores a file with nothing left past offset ("fio: file X
         // may be ignored") and runs on the others.
