@@ -457,6 +457,62 @@ fn jobs_of_one_group_run_at_the_same_time() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// fio's percentile options: `percentile_list` (its order, precision and
+/// limits), `slat_percentiles`, `clat_percentiles` and `lat_percentiles`,
+/// in the text, the JSON (json+ bins beside each percentile table) and the
+/// terse line, as fio 3.33 applies them.
+#[test]
+fn percentile_options_as_fio_applies_them() {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let job = ["--name=p", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=4", "--size=16M", "--io_size=1M"];
+    let run = |more: &[&str]| {
+        let (code, out, err) = fio_in(&d, &[&job[..], more].concat());
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let out = run(&["--percentile_list=99.9:50", "--lat_percentiles=1", "--clat_percentiles=0", "--output-format=json+"]);
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let r = &j["jobs"][0]["read"];
+    let keys = |v: &serde_json::Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    assert_eq!(keys(&r["lat_ns"]["percentile"]), ["50.000000", "99.900000"], "ascending, as fio sorts the list");
+    assert!(r["clat_ns"]["percentile"].is_null() && r["clat_ns"]["bins"].is_null(), "clat_percentiles=0: none for clat: {r}");
+    assert!(r["slat_ns"]["percentile"].is_null(), "slat_percentiles is off by default");
+    let n: u64 = r["lat_ns"]["bins"].as_object().expect("json+ bins beside lat's percentiles").values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(n, 256);
+    assert!(j["jobs"][0]["write"]["lat_ns"]["percentile"].is_null(), "a direction without I/O has none");
+    // The text: the blocks in fio's order, the list's precision.
+    let out = run(&["--percentile_list=99.9:50", "--slat_percentiles=1", "--lat_percentiles=1"]);
+    let heads: Vec<&str> = out.lines().filter(|l| l.contains("percentiles (")).map(|l| l.split(" (").next().unwrap().trim()).collect();
+    assert_eq!(heads, ["slat percentiles", "clat percentiles", "lat percentiles"], "{out}");
+    assert!(out.contains("     | 50.0th=[") && out.contains("], 99.9th=["), "{out}");
+    // The terse line: lat's percentiles (lat_percentiles wins), then 0%=0
+    // up to fio's 20 fields.
+    let out = run(&["--percentile_list=50:99", "--lat_percentiles=1", "--minimal"]);
+    let f: Vec<&str> = out.trim_end().split(';').collect();
+    let at = f.iter().position(|x| x.starts_with("50.000000%=")).unwrap_or_else(|| panic!("{out}"));
+    assert!(f[at + 1].starts_with("99.000000%=") && f[at + 2..at + 20].iter().all(|x| *x == "0%=0"), "{out}");
+    // Refused as fio refuses them, saying why.
+    for (bad, says) in [
+        ("--percentile_list=50:101", "out of fio's range"),
+        ("--percentile_list=50:abc", "'abc' is not a number"),
+        ("--percentile_list=1:2:3:4:5:6:7:8:9:10:11:12:13:14:15:16:17:18:19:20:21", "more than 20 percentiles"),
+    ] {
+        let (code, _, err) = fio_in(&d, &[&job[..], &[bad]].concat());
+        assert_eq!(code, 2, "{bad}");
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+    // A group_reporting job shares the lat_percentiles of the jobs before
+    // it in its group (fio's verify_per_group_options); without
+    // group_reporting each keeps its own, as in fio.
+    let two = ["--ioengine=nvme-bypass-sim", "--size=16M", "--io_size=64k", "--name=a", "--name=b", "--lat_percentiles=1"];
+    let (code, _, err) = fio_in(&d, &[&two[..], &["--group_reporting"]].concat());
+    assert_eq!(code, 2);
+    assert!(err.contains("lat_percentiles in job: b differs from group"), "{err}");
+    let (code, out, err) = fio_in(&d, &two);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("    lat percentiles (").count(), 1, "b's only: {out}");
+}
+
 #[test]
 fn the_simulator_and_several_files() {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
@@ -606,6 +662,19 @@ fn line_for_line_with_fio_when_it_is_installed() {
     let ours = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).arg("fio").args(args("ours")).output().unwrap();
     assert!(theirs.status.success() && ours.status.success());
     assert_eq!(labels(&ours.stdout), labels(&theirs.stdout), "ours:\n{}", String::from_utf8_lossy(&ours.stdout));
+    // fio's percentile options: the same blocks, each percentile written
+    // with the list's precision, in ascending order (three, so the line
+    // breaks cannot follow the values' widths).
+    let pct = ["--percentile_list=99.95:50:99.5", "--lat_percentiles=1", "--slat_percentiles=1"];
+    let points = |out: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(out).lines().filter(|l| l.starts_with("     |")).map(|l| l.split(',').map(|e| e.split("th=").next().unwrap_or("").trim_start_matches([' ', '|']).to_string()).collect::<Vec<_>>().join(" ")).collect()
+    };
+    let theirs = Command::new("fio").current_dir(&d).args(args("theirs")).args(pct).output().unwrap();
+    let ours = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).current_dir(&d).arg("fio").args(args("ours")).args(pct).output().unwrap();
+    assert!(theirs.status.success() && ours.status.success());
+    assert_eq!(labels(&ours.stdout), labels(&theirs.stdout), "ours:\n{}", String::from_utf8_lossy(&ours.stdout));
+    assert_eq!(points(&ours.stdout), points(&theirs.stdout), "ours:\n{}", String::from_utf8_lossy(&ours.stdout));
+    assert_eq!(points(&ours.stdout), vec!["50.00 99.50 99.95"; 3]);
     let _ = std::fs::remove_dir_all(d);
 }
 

@@ -13,6 +13,13 @@ pub fn new_histogram() -> Histogram<u64> {
 pub const PERCENTILES: [f64; 17] =
     [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99];
 
+/// The values at percentiles `list` (ascending, each 0 to 100) of `h`,
+/// in one walk of its counts: each as `h.value_at_quantile` gives it.
+pub fn percentile_values(h: &Histogram<u64>, list: &[f64]) -> Vec<(f64, u64)> {
+    debug_assert!(list.is_sorted(), "hdrhistogram stops at a quantile below the one before");
+    list.iter().copied().zip(h.value_at_quantiles(list.iter().map(|p| p / 100.0))).collect()
+}
+
 /// A latency distribution summary in nanoseconds.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LatSummary {
@@ -80,11 +87,7 @@ impl LatSummary {
             mean,
             stddev: (dev / total).sqrt(),
             n: h.len(),
-            percentile: PERCENTILES
-                .iter()
-                .zip(h.value_at_quantiles(PERCENTILES.iter().map(|p| p / 100.0)))
-                .map(|(p, v)| (format!("{p:.6}"), v))
-                .collect(),
+            percentile: percentile_values(h, &PERCENTILES).into_iter().map(|(p, v)| (format!("{p:.6}"), v)).collect(),
         }
     }
     /// The value at percentile `p` (one of [`PERCENTILES`]).

@@ -28,6 +28,7 @@ use crate::commands::args::{sim_options, sim_placement, DriverArgs, SimArgs, Sim
 use crate::engine::{self, JobSpec, Stop, ThreadResult, VerifySpec};
 use crate::error::{exit, Error};
 use crate::measure::clock::Clock;
+use crate::measure::stats::percentile_values;
 use crate::report::RunSummary;
 use options::JobOpts;
 use output::Block;
@@ -750,6 +751,17 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         p.job_options = as_json(&d.opts[d.inherited..]);
         plans.push(p);
     }
+    // fio's verify_per_group_options: a group_reporting job shares the
+    // lat_percentiles of the jobs before it in its reporting group (fio
+    // fails to set it up otherwise).
+    for (i, b) in plans.iter().enumerate().filter(|(_, b)| b.opts.group_reporting) {
+        if let Some(a) = plans[..i].iter().find(|a| a.group == b.group && a.opts.percentiles.lat != b.opts.percentiles.lat) {
+            return Err(Error::usage(format!(
+                "job {}: lat_percentiles={} differs from lat_percentiles={} of job {} in its reporting group, which fio refuses (\"lat_percentiles in job: {} differs from group\"): give both jobs the same, or start a new group (stonewall or new_group)",
+                b.opts.name, b.opts.percentiles.lat as u8, a.opts.percentiles.lat as u8, a.opts.name, b.opts.name
+            )));
+        }
+    }
     // One process opens a controller with our driver once: two jobs of a
     // group (which run at the same time) cannot both own it.
     let vfio = |p: &Planned| -> Vec<String> {
@@ -923,6 +935,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     context: &e.context,
                     read_back: e.read_back,
                     depth: last.opts.iodepth_reported(),
+                    percentiles: &last.opts.percentiles,
                 }
             })
             .collect();
@@ -978,13 +991,30 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     for (key, base, n) in [("latency_ns", 0usize, 10usize), ("latency_us", 10, 10), ("latency_ms", 20, 12)] {
                         j[key] = (0..n).map(|i| (output::bucket_label(base == 20, i), serde_json::Value::from(b[base + i]))).collect::<serde_json::Map<_, _>>().into();
                     }
-                    if plus && !p.opts.gtod_reduce {
-                        // json+: fio's latency bins, latency (ns) -> I/Os,
-                        // beside the percentiles only (a direction without
-                        // I/O has neither, as fio's add_ddir_lat_json).
-                        for (dir, h) in [("read", t.read.clat_or_lat()), ("write", t.write.clat_or_lat())] {
-                            if j[dir]["clat_ns"]["percentile"].is_object() {
-                                j[dir]["clat_ns"]["bins"] = bins(h);
+                    if !p.opts.gtod_reduce {
+                        // fio's percentiles (add_ddir_lat_json): in slat_ns,
+                        // clat_ns and lat_ns as the last job's options ask,
+                        // for a direction with samples; json+ adds each
+                        // one's latency bins, latency (ns) -> I/Os. The one
+                        // latency, when not measured apart, is in clat_ns.
+                        let pc = &last.opts.percentiles;
+                        let list = pc.reported();
+                        for (dir, d) in [("read", &t.read), ("write", &t.write)] {
+                            for key in ["slat_ns", "clat_ns", "lat_ns"] {
+                                if let Some(o) = j[dir][key].as_object_mut() {
+                                    o.shift_remove("percentile");
+                                }
+                            }
+                            for (name, h) in output::percentile_sets(d, pc) {
+                                let key = if d.clat.is_none() { "clat_ns".to_string() } else { format!("{name}_ns") };
+                                j[dir][&key]["percentile"] = percentile_values(h, &list)
+                                    .into_iter()
+                                    .map(|(p, v)| (format!("{p:.6}"), serde_json::Value::from(v)))
+                                    .collect::<serde_json::Map<_, _>>()
+                                    .into();
+                                if plus {
+                                    j[dir][&key]["bins"] = bins(h);
+                                }
                             }
                         }
                     }
@@ -1061,6 +1091,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     j["nvme_bypass"]["figures"] = e.context.clone().into();
                     in_order(j, &JOB_ORDER);
                     if terse {
+                        let terse_list = last.opts.percentiles.reported();
                         let description = p.opts.given.iter().find(|(k, _)| k == "description").map(|(_, d)| d.as_str());
                         terse_text.push_str(&terse::line(&terse::Line {
                             job: j,
@@ -1069,7 +1100,8 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                             under_usec,
                             group_agg: group_aggs[p.group],
                             disk_util: &disk_util,
-                            percentiles: !p.opts.gtod_reduce,
+                            percentiles: if p.opts.gtod_reduce || !(last.opts.percentiles.clat || last.opts.percentiles.lat) { &[] } else { &terse_list },
+                            lat_percentiles: last.opts.percentiles.lat,
                             description,
                         }));
                     }

@@ -76,14 +76,15 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("invalidate", Kind::Bool),
     ("eta", Kind::Ignored("progress display")),
     ("eta-newline", Kind::Ignored("progress display")),
-    ("clat_percentiles", Kind::Ignored("percentiles are always of the completion latency (clat), fio's default")),
-    ("lat_percentiles", Kind::Ignored("percentiles are always of the completion latency (clat), fio's default")),
+    ("clat_percentiles", Kind::Bool),
+    ("lat_percentiles", Kind::Bool),
+    ("slat_percentiles", Kind::Bool),
+    ("percentile_list", Kind::Value),
     ("disable_slat", Kind::Bool),
     ("disable_clat", Kind::Ignored("latency is recorded into a histogram at no per-I/O cost worth disabling")),
     ("disable_lat", Kind::Ignored("latency is recorded into a histogram at no per-I/O cost worth disabling")),
     ("exitall", Kind::Refused("a group's jobs each run until they end on their own; give them the same runtime instead")),
     ("unified_rw_reporting", Kind::Refused("would merge reads and writes into one 'mixed' line; nvme-bypass reports them apart")),
-    ("percentile_list", Kind::Refused("nvme-bypass reports fio's default percentile list only")),
     ("bssplit", Kind::Refused("mixed block sizes are not supported; one bs per job")),
     ("bsrange", Kind::Value),
     ("blocksize_range", Kind::Refused("mixed block sizes are not supported; one bs per job")),
@@ -249,6 +250,9 @@ pub struct JobOpts {
     pub norandommap: bool,
     /// fio's `disable_slat`: no submission latency measured or shown.
     pub disable_slat: bool,
+    /// fio's `percentile_list`, `slat_percentiles`, `clat_percentiles`
+    /// and `lat_percentiles`.
+    pub percentiles: Percentiles,
     /// fio's libaio `userspace_reap`: read completions from the AIO ring
     /// without io_getevents.
     pub userspace_reap: bool,
@@ -311,6 +315,7 @@ impl Default for JobOpts {
             seed: 1,
             norandommap: false,
             disable_slat: false,
+            percentiles: Percentiles::default(),
             userspace_reap: false,
             bw_log: None,
             iops_log: None,
@@ -455,6 +460,66 @@ pub fn fio_time_note(s: &str) -> Option<String> {
     None
 }
 
+/// fio's latency percentile options: which latencies get percentiles, at
+/// which points, shown with how many decimals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Percentiles {
+    /// `percentile_list` as given, in its order.
+    pub list: Vec<f64>,
+    /// Decimals shown: the most any value of the list was written with
+    /// (fio's `percentile_precision`, set as parse.c reads the list).
+    pub precision: usize,
+    /// `slat_percentiles` (fio's default 0).
+    pub slat: bool,
+    /// `clat_percentiles` (fio's default 1).
+    pub clat: bool,
+    /// `lat_percentiles` (fio's default 0).
+    pub lat: bool,
+}
+
+/// fio's `FIO_IO_U_LIST_MAX_LEN`: the most percentiles a list may hold.
+pub const MAX_PERCENTILES: usize = 20;
+
+impl Default for Percentiles {
+    fn default() -> Self {
+        let (list, precision) = Percentiles::parse_list("1:5:10:20:30:40:50:60:70:80:90:95:99:99.5:99.9:99.95:99.99").expect("fio's default list");
+        Percentiles { list, precision, slat: false, clat: true, lat: false }
+    }
+}
+
+impl Percentiles {
+    /// fio's reading of a `percentile_list` (parse.c, FIO_OPT_FLOAT_LIST):
+    /// numbers separated by ':', each from 0 to 100, at most 20; the
+    /// precision is the most digits after a '.' in any of them.
+    pub fn parse_list(s: &str) -> Result<(Vec<f64>, usize), String> {
+        let mut list = vec![];
+        let mut precision = 0;
+        for part in s.split(':') {
+            if list.len() == MAX_PERCENTILES {
+                return Err(format!("'{s}' holds more than {MAX_PERCENTILES} percentiles, fio's limit"));
+            }
+            let t = part.trim();
+            let x: f64 = t.parse().ok().filter(|x: &f64| x.is_finite()).ok_or_else(|| format!("'{part}' is not a number; write the percentiles as e.g. 50:99:99.9"))?;
+            if !(0.0..=100.0).contains(&x) {
+                return Err(format!("{t} is out of fio's range for a percentile, 0 to 100"));
+            }
+            if let Some((_, frac)) = t.split_once('.') {
+                precision = precision.max(frac.bytes().take_while(u8::is_ascii_digit).count());
+            }
+            list.push(x);
+        }
+        Ok((list, precision))
+    }
+
+    /// The percentiles reported, as fio's `calc_clat_percentiles` takes
+    /// them: the list up to its first 0, in ascending order.
+    pub fn reported(&self) -> Vec<f64> {
+        let mut v: Vec<f64> = self.list.iter().copied().take_while(|&x| x != 0.0).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    }
+}
+
 fn boolean(key: &str, v: Option<&str>) -> Result<bool, Error> {
     match v.map(str::trim) {
         None | Some("1") | Some("true") | Some("on") | Some("yes") => Ok(true),
@@ -493,11 +558,9 @@ impl JobOpts {
                 )))
             }
             Kind::Ignored(why) => {
-                // Four of them are only ignorable at fio's default: set
+                // Two of them are only ignorable at fio's default: set
                 // otherwise, fio's report has other lines than ours.
                 let output = match name {
-                    "clat_percentiles" => Some((true, "fio drops the completion latency percentiles")),
-                    "lat_percentiles" => Some((false, "fio adds a block of total latency percentiles")),
                     "disable_lat" => Some((false, "fio drops the total latency line")),
                     "disable_clat" => Some((false, "fio drops the completion latency line and its percentiles")),
                     _ => None,
@@ -595,6 +658,10 @@ impl JobOpts {
             "offset" => self.offset = fio_size(need()?).map_err(bad)?,
             "runtime" => self.runtime = Some(fio_time(need()?).map_err(bad)?).filter(|d| !d.is_zero()),
             "time_based" => self.time_based = boolean(name, v)?,
+            "slat_percentiles" => self.percentiles.slat = boolean(name, v)?,
+            "clat_percentiles" => self.percentiles.clat = boolean(name, v)?,
+            "lat_percentiles" => self.percentiles.lat = boolean(name, v)?,
+            "percentile_list" => (self.percentiles.list, self.percentiles.precision) = Percentiles::parse_list(need()?).map_err(bad)?,
             "ramp_time" => self.ramp = fio_time(need()?).map_err(bad)?,
             "numjobs" => self.numjobs = num(name, need()?)?,
             "loops" => self.loops = num(name, need()?)?,
@@ -813,7 +880,7 @@ mod tests {
         assert_eq!(j.bs, 4096);
         assert!(j.set("bsrange", Some("4k-8k")).unwrap_err().to_string().contains("would change the result"));
         // Report options: accepted at fio's defaults, refused otherwise.
-        for (k, ok, refused) in [("clat_percentiles", "1", "0"), ("lat_percentiles", "0", "1"), ("disable_lat", "0", "1"), ("disable_clat", "0", "1")] {
+        for (k, ok, refused) in [("disable_lat", "0", "1"), ("disable_clat", "0", "1")] {
             j.set(k, Some(ok)).unwrap();
             let e = j.set(k, Some(refused)).unwrap_err().to_string();
             assert!(e.contains(&format!("'{k}={refused}'")) && e.contains("lines would differ from fio's"), "{e}");
@@ -822,6 +889,33 @@ mod tests {
         assert!(j.set("kb_base", Some("1000")).is_err());
         let e = j.set("bs", Some("(2*2048)")).unwrap_err().to_string();
         assert!(e.contains("bs=(2*2048): fio's arithmetic in parentheses is not supported") && e.contains("write the number"), "{e}");
+    }
+
+    #[test]
+    fn percentile_lists_as_fio_reads_them() {
+        let d = Percentiles::default();
+        assert_eq!((d.list.len(), d.precision, d.slat, d.clat, d.lat), (17, 2, false, true, false), "fio's defaults");
+        // The precision is the most decimals any value was written with.
+        assert_eq!(Percentiles::parse_list("99.9:50:99.999").unwrap(), (vec![99.9, 50.0, 99.999], 3));
+        assert_eq!(Percentiles::parse_list("50:99").unwrap(), (vec![50.0, 99.0], 0));
+        // Reported in ascending order, up to the first 0 (fio's list ends there).
+        let p = Percentiles { list: vec![99.9, 50.0, 0.0, 10.0], ..d.clone() };
+        assert_eq!(p.reported(), vec![50.0, 99.9]);
+        for (bad, says) in [("101", "out of fio's range"), ("-1", "out of fio's range"), ("50:x", "'x' is not a number"), ("", "is not a number"), ("nan", "is not a number")] {
+            let e = Percentiles::parse_list(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        let long = vec!["1"; MAX_PERCENTILES + 1].join(":");
+        assert!(Percentiles::parse_list(&long).unwrap_err().contains("more than 20"));
+        assert_eq!(Percentiles::parse_list(&vec!["1"; MAX_PERCENTILES].join(":")).unwrap().0.len(), MAX_PERCENTILES);
+        let mut j = JobOpts::default();
+        j.set("percentile_list", Some("99:99.9")).unwrap();
+        j.set("lat_percentiles", None).unwrap();
+        j.set("clat_percentiles", Some("0")).unwrap();
+        j.set("slat_percentiles", Some("1")).unwrap();
+        assert_eq!(j.percentiles, Percentiles { list: vec![99.0, 99.9], precision: 1, slat: true, clat: false, lat: true });
+        let e = j.set("percentile_list", Some("99:200")).unwrap_err().to_string();
+        assert!(e.starts_with("percentile_list: 200 is out of fio's range"), "{e}");
     }
 
     #[test]

@@ -5,9 +5,10 @@
 //! `latency`, and `Run status group` lines. Our own figures follow as lines
 //! starting `nvme-bypass`, each saying it is measured and on what.
 
-use super::options::JobOpts;
-use crate::engine::ThreadResult;
-use crate::measure::stats::{LatSummary, PERCENTILES};
+use super::options::{JobOpts, Percentiles};
+use crate::engine::{DirResult, ThreadResult};
+use crate::measure::stats::{percentile_values, LatSummary};
+use hdrhistogram::Histogram;
 use crate::report::fio_json::SampleStats;
 use crate::report::RunSummary;
 
@@ -117,11 +118,14 @@ pub fn lat_line(name: &str, l: &LatSummary) -> String {
     )
 }
 
-/// fio's `show_clat_percentiles`: four to a line, in the unit the values'
-/// range picks, rounded up as fio rounds them.
-pub fn percentile_lines(name: &str, l: &LatSummary) -> String {
-    let vals: Vec<u64> = PERCENTILES.iter().map(|p| l.p(*p)).collect();
-    let (minv, maxv) = (vals.iter().copied().min().unwrap_or(0), vals.iter().copied().max().unwrap_or(0));
+/// fio's `show_clat_percentiles`: the values at percentiles `vals`
+/// (ascending, from [`percentile_values`](crate::measure::stats::percentile_values)),
+/// each written with `precision` decimals, in the unit the values' range
+/// picks and rounded up as fio rounds them, as many to a line as fit
+/// fio's 80 columns (four at its defaults).
+pub fn percentile_lines(name: &str, vals: &[(f64, u64)], precision: usize) -> String {
+    let Some(&(_, maxv)) = vals.iter().max_by_key(|(_, v)| *v) else { return String::new() };
+    let minv = vals.iter().map(|&(_, v)| v).min().unwrap_or(0);
     let (unit, scale) = if minv > 2_000_000 && maxv > 99_999_999 {
         ("msec", 2)
     } else if minv > 2000 && maxv > 99_999 {
@@ -130,23 +134,51 @@ pub fn percentile_lines(name: &str, l: &LatSummary) -> String {
         ("nsec", 0)
     };
     let divisor = 1000u64.pow(scale);
+    // fio: max(5, (int)(log10(maxv / divisor) + 1)); per_line = (80 - 7) /
+    // (precision + 10 + time_width).
     let width = 5.max((maxv / divisor).max(1).ilog10() as usize + 1);
+    let per_line = 73 / (precision + 10 + width);
     let mut o = format!("    {name} percentiles ({unit}):\n     |");
-    for (j, (p, v)) in PERCENTILES.iter().zip(vals).enumerate() {
-        if j != 0 && j % 4 == 0 {
+    for (j, &(p, v)) in vals.iter().enumerate() {
+        if j != 0 && j % per_line == 0 {
             o.push_str("     |");
         }
         let mut v = v;
         for _ in 0..scale {
             v = v.div_ceil(1000);
         }
-        let last = j == PERCENTILES.len() - 1;
-        o.push_str(&format!(" {:>5}th=[{v:>width$}]{}", format!("{p:.2}"), if last { '\n' } else { ',' }));
-        if !last && j % 4 == 3 {
+        let last = j == vals.len() - 1;
+        o.push_str(&format!(" {p:>w$.precision$}th=[{v:>width$}]{}", if last { '\n' } else { ',' }, w = precision + 3));
+        if !last && j % per_line == per_line - 1 {
             o.push('\n');
         }
     }
     o
+}
+
+/// The latencies fio gives percentiles of, in its order (stat.c
+/// `show_latencies`: slat, clat, lat), each with its histogram: those the
+/// job's options ask for that have samples. A latency not measured apart
+/// (no `clat`) stands for clat and lat, as `lat`.
+pub fn percentile_sets<'a>(d: &'a DirResult, p: &Percentiles) -> Vec<(&'static str, &'a Histogram<u64>)> {
+    let mut v = vec![];
+    match d.clat.as_ref() {
+        Some(c) => {
+            if let Some(s) = d.slat.as_ref().filter(|_| p.slat) {
+                v.push(("slat", s));
+            }
+            if p.clat {
+                v.push(("clat", c));
+            }
+            if p.lat {
+                v.push(("lat", &d.lat));
+            }
+        }
+        None if p.clat || p.lat => v.push(("lat", &d.lat)),
+        None => {}
+    }
+    v.retain(|(_, h)| !h.is_empty());
+    v
 }
 
 const EDGES: [u64; 10] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
@@ -248,6 +280,8 @@ pub struct Block<'a> {
     pub read_back: Option<(u64, u64, u64)>,
     /// fio's `latency_depth`: the last job's iodepth, as fio takes it.
     pub depth: usize,
+    /// The last job's percentile options, as fio takes them.
+    pub percentiles: &'a Percentiles,
 }
 
 impl Block<'_> {
@@ -397,20 +431,18 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
         o.push_str(&dir_line(name, ios, bytes, runt, d.errors));
         if !b.opts.gtod_reduce && d.lat_ns.n > 0 {
             // fio's order: slat (none on a synchronous path), clat, lat,
-            // then clat's percentiles; one latency when not measured apart.
+            // then the percentiles asked for; one latency when not
+            // measured apart.
             if let Some(sl) = d.slat_ns.as_ref().filter(|x| x.n > 0) {
                 o.push_str(&lat_line("slat", sl));
             }
-            match d.clat_ns.as_ref().filter(|x| x.n > 0) {
-                Some(c) => {
-                    o.push_str(&lat_line("clat", c));
-                    o.push_str(&lat_line(" lat", &d.lat_ns));
-                    o.push_str(&percentile_lines("clat", c));
-                }
-                None => {
-                    o.push_str(&lat_line(" lat", &d.lat_ns));
-                    o.push_str(&percentile_lines("lat", &d.lat_ns));
-                }
+            if let Some(c) = d.clat_ns.as_ref().filter(|x| x.n > 0) {
+                o.push_str(&lat_line("clat", c));
+            }
+            o.push_str(&lat_line(" lat", &d.lat_ns));
+            let list = b.percentiles.reported();
+            for (name, h) in percentile_sets(if name == "read" { &merged.read } else { &merged.write }, b.percentiles) {
+                o.push_str(&percentile_lines(name, &percentile_values(h, &list), b.percentiles.precision));
             }
         }
         // fio takes these samples whatever gtod_reduce says.
@@ -650,14 +682,55 @@ mod tests {
 
     #[test]
     fn latency_lines_in_fios_units() {
-        let mut l = LatSummary { min: 83_000, max: 2_531_000, mean: 161_090.0, stddev: 44_730.0, n: 10, ..Default::default() };
+        let l = LatSummary { min: 83_000, max: 2_531_000, mean: 161_090.0, stddev: 44_730.0, n: 10, ..Default::default() };
         assert_eq!(lat_line(" lat", &l), "     lat (usec): min=83, max=2531, avg=161.09, stdev=44.73\n");
-        for (i, p) in PERCENTILES.iter().enumerate() {
-            l.percentile.insert(format!("{p:.6}"), 100_000 + i as u64 * 1000);
-        }
-        let p = percentile_lines("lat", &l);
+        let d = Percentiles::default();
+        let vals: Vec<(f64, u64)> = d.reported().iter().enumerate().map(|(i, &p)| (p, 100_000 + i as u64 * 1000)).collect();
+        let p = percentile_lines("lat", &vals, d.precision);
         assert!(p.starts_with("    lat percentiles (usec):\n     |  1.00th=[  100],  5.00th=[  101], 10.00th=[  102], 20.00th=[  103],\n     | 30.00th=[  104],"), "{p}");
         assert!(p.ends_with("| 99.99th=[  116]\n"), "{p}");
+    }
+
+    #[test]
+    fn percentile_lists_laid_out_as_fios() {
+        // fio 3.33, --percentile_list=50:99:99.9:99.999 (precision 3): per
+        // line (80 - 7) / (3 + 10 + 5) = 4, each " %6.3fth=[%5llu]".
+        let vals = [(50.0, 12_000), (99.0, 20_000), (99.9, 40_000), (99.999, 150_000)];
+        assert_eq!(
+            percentile_lines("clat", &vals, 3),
+            "    clat percentiles (usec):\n     | 50.000th=[   12], 99.000th=[   20], 99.900th=[   40], 99.999th=[  150]\n"
+        );
+        // Whole numbers (precision 0): " %3.0fth=[...]", 73 / 15 = 4 to a line.
+        let vals: Vec<(f64, u64)> = (1..=7).map(|i| (i as f64 * 10.0, 500 + i)).collect();
+        assert_eq!(
+            percentile_lines("lat", &vals, 0),
+            "    lat percentiles (nsec):\n     |  10th=[  501],  20th=[  502],  30th=[  503],  40th=[  504],\n     |  50th=[  505],  60th=[  506],  70th=[  507]\n"
+        );
+        // Wide values: fewer to a line (73 / (2 + 10 + 8) = 3), nsec
+        // because the smallest is not over 2 usec.
+        let vals = [(1.0, 1_500), (50.0, 2_000), (90.0, 30_000_000), (99.0, 50_000_000)];
+        assert_eq!(
+            percentile_lines("clat", &vals, 2),
+            "    clat percentiles (nsec):\n     |  1.00th=[    1500], 50.00th=[    2000], 90.00th=[30000000],\n     | 99.00th=[50000000]\n"
+        );
+        assert_eq!(percentile_lines("clat", &[], 2), "", "an empty list prints nothing, as fio's");
+    }
+
+    #[test]
+    fn percentile_sets_in_fios_order() {
+        let mut h = crate::measure::stats::new_histogram();
+        h.record(1000).unwrap();
+        let d = DirResult { lat: h.clone(), slat: Some(h.clone()), clat: Some(h.clone()), ..Default::default() };
+        let names = |p: &Percentiles, d: &DirResult| percentile_sets(d, p).iter().map(|(n, _)| *n).collect::<Vec<_>>();
+        let all = Percentiles { slat: true, clat: true, lat: true, ..Default::default() };
+        assert_eq!(names(&Percentiles::default(), &d), ["clat"]);
+        assert_eq!(names(&all, &d), ["slat", "clat", "lat"]);
+        assert_eq!(names(&Percentiles { clat: false, ..Default::default() }, &d), Vec::<&str>::new());
+        // No slat measured (a synchronous path, disable_slat): none shown.
+        assert_eq!(names(&all, &DirResult { slat: None, ..d.clone() }), ["clat", "lat"]);
+        // One latency, not measured apart: once, as lat.
+        assert_eq!(names(&all, &DirResult { slat: None, clat: None, ..d.clone() }), ["lat"]);
+        assert!(names(&all, &DirResult::default()).is_empty(), "a direction without I/O has none");
     }
 
     #[test]

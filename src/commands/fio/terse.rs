@@ -6,7 +6,6 @@
 //! measured once and the two outputs cannot disagree; only the number
 //! formats are the terse line's own (`%llu`, `%f`, `%3.2f%%`).
 
-use crate::measure::stats::PERCENTILES;
 use crate::report::fio_json::DEPTH_KEYS;
 use serde_json::Value;
 
@@ -36,10 +35,14 @@ pub struct Line<'a> {
     /// The JSON's `disk_util` entries: fio appends them to every line
     /// (version 3 and later).
     pub disk_util: &'a [Value],
-    /// Whether the job records percentiles (not under gtod_reduce): fio
-    /// then prints its 17 for each direction, 0 for one without I/O, and
-    /// otherwise `0%=0` in every percentile field.
-    pub percentiles: bool,
+    /// The percentiles fio prints for each direction (its `percentile_list`,
+    /// ascending), each 0 for a direction without I/O, and `0%=0` in the
+    /// fields past them; empty when the job reports none (gtod_reduce, or
+    /// neither `clat_percentiles` nor `lat_percentiles`).
+    pub percentiles: &'a [f64],
+    /// Whether they are of the total latency (`lat_percentiles`, which fio's
+    /// terse line takes over clat's).
+    pub lat_percentiles: bool,
     /// The job's `description=`, which fio appends last.
     pub description: Option<&'a str>,
 }
@@ -71,11 +74,13 @@ fn direction(o: &mut String, d: &Value, l: &Line, agg: f64) {
     o.push_str(&format!(";{};{bw};{iops};{runtime}", bytes >> 10));
     latency(o, &d["slat_ns"]);
     latency(o, &d["clat_ns"]);
-    // fio's percentiles are of clat (clat_percentiles, its default); ours
-    // are where the JSON has them (the one latency when clat is not apart).
-    let table = [&d["clat_ns"]["percentile"], &d["lat_ns"]["percentile"]].into_iter().find(|p| p.is_object()).unwrap_or(&Value::Null);
+    // fio's percentiles are of lat with lat_percentiles, else of clat;
+    // where the JSON has them (the one latency, when not measured apart,
+    // is in clat_ns).
+    let tables = if l.lat_percentiles { [&d["lat_ns"]["percentile"], &d["clat_ns"]["percentile"]] } else { [&d["clat_ns"]["percentile"], &Value::Null] };
+    let table = tables.into_iter().find(|p| p.is_object()).unwrap_or(&Value::Null);
     for i in 0..PERCENTILE_FIELDS {
-        match PERCENTILES.get(i).filter(|_| l.percentiles) {
+        match l.percentiles.get(i) {
             Some(p) => o.push_str(&format!(";{p:.6}%={}", int(&table[format!("{p:.6}")]) / 1000)),
             None => o.push_str(";0%=0"),
         }
@@ -164,6 +169,7 @@ pub fn line(l: &Line) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::stats::PERCENTILES;
 
     fn job() -> Value {
         let dir = serde_json::json!({
@@ -183,7 +189,7 @@ mod tests {
     fn fields_as_fio_3_33_prints_them() {
         let j = job();
         let du = [serde_json::json!({"name": "vda", "read_ios": 2, "write_ios": 0, "read_merges": 0, "write_merges": 0, "read_ticks": 1, "write_ticks": 0, "in_queue": 1, "util": 25.126})];
-        let l = Line { job: &j, version: 3, fio_version: "fio-3.33", under_usec: 0.0, group_agg: [2048.0, 0.0], disk_util: &du, percentiles: true, description: None };
+        let l = Line { job: &j, version: 3, fio_version: "fio-3.33", under_usec: 0.0, group_agg: [2048.0, 0.0], disk_util: &du, percentiles: &PERCENTILES, lat_percentiles: false, description: None };
         let s = line(&l);
         // fio 3.33's own line for one job on one disk has 130 fields.
         assert_eq!(s.trim_end().split(';').count(), 130, "{s}");
@@ -200,7 +206,12 @@ mod tests {
         // A direction without I/O: fio's percentiles, each 0; under
         // gtod_reduce none (`0%=0`).
         assert!(s.contains(";0;0;0;0;0;0;0.000000;0.000000;0;0;0.000000;0.000000;1.000000%=0;"), "{s}");
-        assert!(!line(&Line { percentiles: false, ..l }).contains("1.000000%"));
+        assert!(!line(&Line { percentiles: &[], ..l }).contains("1.000000%"));
+        // lat_percentiles: the total latency's, and a list of its own.
+        let mut j2 = job();
+        j2["read"]["lat_ns"]["percentile"] = serde_json::json!({"50.000000": 4096, "99.900000": 8192});
+        let s = line(&Line { job: &j2, percentiles: &[50.0, 99.9], lat_percentiles: true, ..l });
+        assert!(s.contains(";50.000000%=4;99.900000%=8;0%=0;"), "{s}");
         let d = line(&Line { description: Some("about"), ..l });
         assert!(d.ends_with(";25.13%;about\n"), "{d}");
     }
