@@ -393,8 +393,17 @@ pub trait IoQueue: Send {
         Ok(None)
     }
     /// Reset the controller and re-create this queue: every I/O in flight
-    /// comes back in [`Recovery::abandoned`]. `None` as for [`abort`](Self::abort).
-    fn reset(&mut self, _timeout: Duration) -> Result<Option<Recovery>, BackendError> {
+    /// comes back in [`Recovery::abandoned`]. `stuck` are the tags of the
+    /// overdue I/Os the reset is for (Abort did not bring them back): a
+    /// queue over several controllers resets those that hold one ([`holds_any`](Self::holds_any)).
+    /// `None` as for [`abort`](Self::abort).
+    fn reset(&mut self, _stuck: &[u64], _timeout: Duration) -> Result<Option<Recovery>, BackendError> {
         Ok(None)
+    }
+    /// Slow path: whether any I/O with one of these tags is still with the
+    /// controller (submitted, its completion not yet taken). `true` when
+    /// the path cannot tell.
+    fn holds_any(&self, _tags: &[u64]) -> bool {
+        true
     }
 }

@@ -169,7 +169,7 @@ impl Target for MultiTarget {
             Spread::SlotPerDevice => (per * n, vec![]),
             Spread::Interleaved(_) => (per, vec![0; per]),
         };
-        Ok(Box::new(MultiQueue { per_sub: vec![Vec::with_capacity(per); n], queues, depth, spread: self.spread.clone(), owner, flushes: 0, overdue_on: vec![] }))
+        Ok(Box::new(MultiQueue { per_sub: vec![Vec::with_capacity(per); n], queues, depth, spread: self.spread.clone(), owner, flushes: 0 }))
     }
     fn new_pass(&self) {
         self.targets.iter().for_each(|t| t.new_pass());
@@ -216,9 +216,6 @@ struct MultiQueue {
     flushes: usize,
     /// Scratch: the I/Os of one submit call, by device.
     per_sub: Vec<Vec<Io>>,
-    /// The devices that held overdue I/Os at an Abort since their last
-    /// reset (see `reset`).
-    overdue_on: Vec<bool>,
 }
 
 /// The devices' recoveries as one (device i's note prefixed "device i: "),
@@ -373,28 +370,28 @@ impl IoQueue for MultiQueue {
         merge(got)
     }
     /// Each device aborts the overdue I/Os it holds (a queue ignores tags
-    /// not its own); those that held any are the ones a reset resets.
+    /// not its own).
     fn abort(&mut self, tags: &[u64], timeout: Duration) -> Result<Option<Recovery>, BackendError> {
         let got: Vec<_> = self.queues.iter_mut().map(|q| q.abort(tags, timeout)).collect();
-        let held: Vec<bool> = got.iter().map(|r| matches!(r, Ok(Some(r)) if r.aborts_sent > 0 || r.escalate)).collect();
-        // Kept until that device is reset: a reset may come for an I/O
-        // aborted at an earlier check (its second timeout).
-        self.overdue_on.resize(self.queues.len(), false);
-        self.overdue_on.iter_mut().zip(&held).for_each(|(o, h)| *o |= h);
         let handled = got.iter().any(|r| matches!(r, Ok(Some(_))));
         // A device that held none of them has nothing to say.
-        let got = got.into_iter().enumerate().filter(|(i, r)| r.is_err() || held[*i]).collect();
+        let got = got.into_iter().enumerate().filter(|(_, r)| r.as_ref().map_or(true, |r| matches!(r, Some(r) if r.aborts_sent > 0 || r.escalate))).collect();
         Ok(merge(got)?.or_else(|| handled.then(|| Recovery { note: "no device held them".into(), ..Default::default() })))
     }
-    /// Resets the devices that held overdue I/Os at an Abort since their
-    /// last reset (every device if none is known): a stuck device does not
-    /// reset those that never held one. (One whose aborted I/O has since
-    /// completed is reset too: the completions are not watched per tag.)
-    fn reset(&mut self, timeout: Duration) -> Result<Option<Recovery>, BackendError> {
-        let on = std::mem::take(&mut self.overdue_on);
-        let any = on.iter().any(|&b| b);
-        let got = self.queues.iter_mut().enumerate().filter(|(i, _)| !any || on[*i]).map(|(i, q)| (i, q.reset(timeout))).collect();
+    /// Resets the devices that still hold one of the `stuck` I/Os (every
+    /// device when none is named): a stuck device does not reset those
+    /// that never held one, nor one whose aborted I/O has come back since.
+    fn reset(&mut self, stuck: &[u64], timeout: Duration) -> Result<Option<Recovery>, BackendError> {
+        let on: Vec<bool> = self.queues.iter().map(|q| stuck.is_empty() || q.holds_any(stuck)).collect();
+        if !on.contains(&true) {
+            // Their completions are in, not yet taken: the next poll takes them.
+            return Ok(Some(Recovery { note: "no device holds the overdue I/Os any more: nothing reset".into(), ..Default::default() }));
+        }
+        let got = self.queues.iter_mut().enumerate().filter(|(i, _)| on[*i]).map(|(i, q)| (i, q.reset(stuck, timeout))).collect();
         merge(got)
+    }
+    fn holds_any(&self, tags: &[u64]) -> bool {
+        self.queues.iter().any(|q| q.holds_any(tags))
     }
     fn synchronous(&self) -> bool {
         self.queues.iter().all(|q| q.synchronous())
@@ -467,8 +464,11 @@ mod tests {
             let n = self.tags().iter().filter(|t| tags.contains(t)).count() as u64;
             Ok(Some(Recovery { aborts_sent: n, escalate: n > 0, note: format!("Abort sent for {n}"), ..Default::default() }))
         }
-        fn reset(&mut self, _: Duration) -> Result<Option<Recovery>, BackendError> {
+        fn reset(&mut self, _: &[u64], _: Duration) -> Result<Option<Recovery>, BackendError> {
             Ok(Some(Recovery { reset: true, recreated: true, abandoned: self.tags(), note: "reset".into(), ..Default::default() }))
+        }
+        fn holds_any(&self, tags: &[u64]) -> bool {
+            self.tags().iter().any(|t| tags.contains(t))
         }
         fn check_health(&mut self, _: Duration) -> Result<Option<Recovery>, BackendError> {
             Ok(self.tags().contains(&99).then(|| Recovery { reset: true, abandoned: vec![99], note: "fatal".into(), ..Default::default() }))
@@ -548,17 +548,19 @@ mod tests {
         // Tag 7 overdue: only device 0 speaks, and only it is reset.
         let r = q.abort(&[7], d).unwrap().unwrap();
         assert_eq!((r.aborts_sent, r.escalate, r.note.as_str()), (1, true, "device 0: Abort sent for 1"));
-        let r = q.reset(d).unwrap().unwrap();
+        let r = q.reset(&[7], d).unwrap().unwrap();
         assert_eq!((r.abandoned, r.note.as_str()), (vec![7], "device 0: reset"));
-        // A reset with no Abort before it resets every device.
-        let r = q.reset(d).unwrap().unwrap();
+        // A reset for no I/O in particular resets every device.
+        let r = q.reset(&[], d).unwrap().unwrap();
         assert_eq!((r.abandoned, r.note.as_str()), (vec![7, 99], "device 0: reset; device 1: reset"));
-        // An I/O aborted at an earlier check, then another device's: a
-        // reset (for the first one's second timeout) reaches both.
-        q.abort(&[7], d).unwrap();
-        q.abort(&[99], d).unwrap();
-        let r = q.reset(d).unwrap().unwrap();
+        // Stuck I/Os on both devices: both reset.
+        let r = q.reset(&[7, 99], d).unwrap().unwrap();
         assert_eq!(r.note, "device 0: reset; device 1: reset");
+        // An aborted I/O that has come back since (no device holds it):
+        // nothing is reset.
+        let r = q.reset(&[5], d).unwrap().unwrap();
+        assert!(!r.reset && r.abandoned.is_empty() && r.note.contains("nothing reset"), "{r:?}");
+        assert!(q.holds_any(&[99]) && !q.holds_any(&[5]));
         // Tags no device holds: handled (not left to a kernel driver), nothing sent.
         let r = q.abort(&[5], d).unwrap().unwrap();
         assert_eq!((r.aborts_sent, r.escalate), (0, false));

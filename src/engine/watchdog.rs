@@ -311,7 +311,11 @@ impl Watchdog {
                 if stopped { "the I/O timeout after an interrupt" } else { "--io-timeout" }
             )
         };
-        let mut reset_now = aborted.iter().any(|&s| t.saturating_sub(self.aborted_at[s]) > timeout);
+        // The I/Os a reset would be for: aborted at an earlier check and
+        // still not back a timeout later (and, below, those whose Abort
+        // went unanswered).
+        let mut stuck: Vec<u64> = aborted.iter().filter(|&&s| t.saturating_sub(self.aborted_at[s]) > timeout).map(|&s| s as u64).collect();
+        let mut reset_now = !stuck.is_empty();
         if !fresh.is_empty() {
             rc.timeouts += fresh.len() as u64;
             let tags: Vec<u64> = fresh.iter().map(|&s| s as u64).collect();
@@ -323,7 +327,10 @@ impl Watchdog {
                     for &s in &fresh {
                         self.aborted_at[s] = now;
                     }
-                    reset_now |= r.escalate;
+                    if r.escalate {
+                        reset_now = true;
+                        stuck.extend(&tags);
+                    }
                 }
                 Ok(None) => {
                     if !self.warned {
@@ -340,7 +347,7 @@ impl Watchdog {
         }
         if reset_now {
             let first = aborted.first().or(fresh.first()).copied().unwrap_or(0);
-            match q.reset(timeout_dur) {
+            match q.reset(&stuck, timeout_dur) {
                 Ok(Some(r)) => {
                     rc.add(&r);
                     rc.note(format!("{}: Abort did not bring it back: {}", what(first), r.note));

@@ -474,7 +474,11 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
         Ok(Some(r))
     }
 
-    fn reset(&mut self, timeout: Duration) -> Result<Option<Recovery>, BackendError> {
+    fn holds_any(&self, tags: &[u64]) -> bool {
+        self.qp.as_ref().is_some_and(|qp| qp.outstanding_commands().any(|(_, t)| tags.contains(&t)))
+    }
+
+    fn reset(&mut self, _stuck: &[u64], timeout: Duration) -> Result<Option<Recovery>, BackendError> {
         let ctrl = self.ctrl.clone();
         let mut guard = ctrl.lock().unwrap();
         let ctrl = guard.as_mut().ok_or_else(|| BackendError::Invalid("controller already shut down".into()))?;
@@ -650,11 +654,11 @@ mod tests {
         let mut q = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
         let mut other = target.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
         // Unchanged: the reset recovers, the queue is re-created.
-        let r = q.reset(Duration::from_secs(1)).unwrap().unwrap();
+        let r = q.reset(&[], Duration::from_secs(1)).unwrap().unwrap();
         assert!(r.reset && r.recreated, "{}", r.note);
         // Found smaller after the next one: the run cannot go on.
         sim.faults().ns1_blocks_at_enable.store(blocks / 2, Ordering::Relaxed);
-        let e = q.reset(Duration::from_secs(1)).err().expect("refused").to_string();
+        let e = q.reset(&[], Duration::from_secs(1)).err().expect("refused").to_string();
         assert!(e.contains(&format!("namespace 1 has {} blocks of 512 bytes, {blocks} of 512 when the run started", blocks / 2)), "{e}");
         // Every thread stops, not only the one that found it: the
         // controller is given up.
