@@ -457,6 +457,48 @@ fn jobs_of_one_group_run_at_the_same_time() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// `size=N%`: N% of each file's own size from offset, in whole blocks,
+/// as fio 3.33's setup_files takes it; the I/O counts are fio's for the
+/// same jobs on files of the same sizes.
+#[test]
+fn size_as_a_share_of_each_file_as_fios() {
+    let Some(d) = workdir("sizepct") else { return };
+    for (f, mib) in [("r", 8u64), ("p", 2), ("q", 3)] {
+        std::fs::File::create(d.join(f)).unwrap().set_len(mib << 20).unwrap();
+    }
+    // (options, fio 3.33's total_ios on these files)
+    for (opts, ios) in [
+        ("--filename=r --size=25%", 512),
+        ("--filename=r --offset=1M --size=50%", 1024),
+        ("--filename=r --offset=6M --size=50%", 512),
+        ("--filename=r --offset=1M --size=100%", 1792),
+        ("--filename=r --size=1%", 20),
+        ("--filename=r --bs=3k --size=33%", 901),
+        ("--filename=p:q --size=50%", 640),
+        ("--filename=p:q --size=100%", 1280),
+    ] {
+        let args: Vec<&str> = ["--name=t", "--rw=randread", "--output-format=json"].into_iter().chain(opts.split(' ')).collect();
+        let (code, out, err) = fio_in(&d, &args);
+        assert_eq!(code, 0, "{opts}: {err}");
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{opts}: {e}: {out}"));
+        assert_eq!(j["jobs"][0]["read"]["total_ios"], ios, "{opts}");
+    }
+    for (opts, says) in [
+        ("--filename=r --size=150%", "at most 100%"),
+        ("--filename=r --size=12.5%", "as 12 bytes"),
+        ("--filename=new --size=50%", "does not exist, and size=50% is a share of its size"),
+        ("--filename=r --offset=8M --size=50%", "offset"),
+    ] {
+        let args: Vec<&str> = ["--name=t", "--rw=randread"].into_iter().chain(opts.split(' ')).collect();
+        let (code, _, err) = fio_in(&d, &args);
+        assert_eq!(code, 2, "{opts}");
+        assert!(err.contains(says), "{opts}: {err}");
+    }
+    assert_eq!(file_len(&d.join("r")), 8 << 20, "nothing laid out or cut");
+    assert!(!d.join("new").exists());
+    let _ = std::fs::remove_dir_all(d);
+}
+
 /// fio's percentile options: `percentile_list` (its order, precision and
 /// limits), `slat_percentiles`, `clat_percentiles` and `lat_percentiles`,
 /// in the text, the JSON (json+ bins beside each percentile table) and the

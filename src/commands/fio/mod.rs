@@ -285,7 +285,10 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
                         // it there), or this one does: then size= says how big.
                         let made = earlier.iter().filter(|(p, _)| p == Path::new(&f)).map(|(_, b)| *b).max();
                         if made.is_none() && o.size.is_none() {
-                            return Err(Error::usage(format!("job {job}: {f} does not exist; give size= so it can be laid out (fio needs it too)")));
+                            return Err(Error::usage(match o.size_percent {
+                                Some(pct) => format!("job {job}: {f} does not exist, and size={pct}% is a share of its size: give size= in bytes so it can be laid out (fio cannot size it either)"),
+                                None => format!("job {job}: {f} does not exist; give size= so it can be laid out (fio needs it too)"),
+                            }));
                         }
                         // Checked before anything is laid out: the nearest
                         // directory that exists (fio makes the missing ones).
@@ -522,7 +525,9 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
                             name(i)
                         )));
                     }
-                    end - o.offset
+                    // size=N%: N% of each file's own size, from offset,
+                    // within the file (fio's setup_files).
+                    o.size_percent.map_or(end - o.offset, |pct| (end * pct / 100).min(end - o.offset))
                 }
             };
             files.push(bytes / o.bs * o.bs);
@@ -544,7 +549,30 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
     };
     let geo = target.geometry();
     // The engine's region: one file's, or all the files' interleaved.
-    let size = if p.paths.len() > 1 { geo.bytes() - o.offset } else { o.size.unwrap_or_else(|| geo.bytes().saturating_sub(o.offset)) };
+    let size = if p.paths.len() > 1 {
+        geo.bytes() - o.offset
+    } else {
+        match (o.size, o.size_percent) {
+            (Some(size), _) => size,
+            // size=N%: N% of the file or device, from offset, within it,
+            // in whole blocks (fio's setup_files).
+            (None, Some(pct)) => {
+                let end = geo.bytes();
+                let size = (end * pct / 100).min(end.saturating_sub(o.offset)) / o.bs * o.bs;
+                if size == 0 {
+                    return Err(Error::usage(format!(
+                        "job {}: size={pct}% of {} ({end} bytes) from offset={} is less than one bs={}: give a larger share, a smaller offset, or size= in bytes",
+                        o.name,
+                        target.name(),
+                        o.offset,
+                        o.bs
+                    )));
+                }
+                size
+            }
+            (None, None) => geo.bytes().saturating_sub(o.offset),
+        }
+    };
     // An io_size under one block is one I/O, as fio does it.
     let io = o.io_size.unwrap_or(size);
     let ios = if o.time_based { None } else { Some((io / o.bs.max(1)).max((io > 0) as u64) * o.loops.max(1)) };
@@ -555,7 +583,7 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>,
         rwmixread: o.rwmixread,
         offset: o.offset,
         size,
-        size_given: o.size.is_some(),
+        size_given: o.size.is_some() || o.size_percent.is_some(),
         runtime: o.runtime,
         ios,
         ramp: o.ramp,

@@ -219,6 +219,10 @@ pub struct JobOpts {
     pub iodepth_shown: usize,
     pub rwmixread: u8,
     pub size: Option<u64>,
+    /// fio's `size=N%` (1 to 99): each file's region, from offset, is N%
+    /// of the file's (or device's) size, in whole blocks (`size=100%` and
+    /// `0%` are no size, as in fio).
+    pub size_percent: Option<u64>,
     pub io_size: Option<u64>,
     pub offset: u64,
     pub runtime: Option<Duration>,
@@ -289,6 +293,7 @@ impl Default for JobOpts {
             iodepth_shown: 0,
             rwmixread: 50,
             size: None,
+            size_percent: None,
             io_size: None,
             offset: 0,
             runtime: None,
@@ -358,6 +363,18 @@ pub fn fio_size(s: &str) -> Result<u64, String> {
         _ => return Err(format!("'{s}' has an unknown size suffix; use k, m, g, t or p")),
     };
     n.checked_mul(m).ok_or_else(|| format!("'{s}' is too large"))
+}
+
+/// fio's `size=N%` (parse.c: the whole number before a `%`, 0 to 100):
+/// Some(N) for a percentage, None for a size in bytes. A fraction is
+/// refused: fio reads `12.5%` as 12 bytes.
+pub fn size_percent(s: &str) -> Result<Option<u64>, String> {
+    let Some(num) = s.trim().strip_suffix('%') else { return Ok(None) };
+    match num.trim().parse::<u64>() {
+        Ok(p) if p <= 100 => Ok(Some(p)),
+        Ok(_) => Err(format!("'{s}': a size of more than 100% of the file is not one fio can use (fio 3.33 tries to lay out a file that large and fails, leaving it empty); give at most 100%")),
+        Err(_) => Err(format!("'{s}': fio reads a percentage as a whole number from 0 to 100 (it would read '{s}' as {} bytes); write e.g. 50%", num.trim().split('.').next().unwrap_or("0"))),
+    }
 }
 
 /// fio's times, read as fio 3.33 reads a time option given in seconds
@@ -653,7 +670,13 @@ impl JobOpts {
             "rwmixread" => self.rwmixread = percent(name, need()?)?,
             "rwmixwrite" => self.rwmixread = 100 - percent(name, need()?)?,
             // 0 is fio's default: the file's or the device's size.
-            "size" => self.size = Some(fio_size(need()?).map_err(bad)?).filter(|&b| b > 0),
+            "size" => {
+                let s = need()?;
+                (self.size, self.size_percent) = match size_percent(s).map_err(bad)? {
+                    Some(p) => (None, Some(p).filter(|p| (1..100).contains(p))),
+                    None => (Some(fio_size(s).map_err(bad)?).filter(|&b| b > 0), None),
+                };
+            }
             "io_size" => self.io_size = Some(fio_size(need()?).map_err(bad)?).filter(|&b| b > 0),
             "offset" => self.offset = fio_size(need()?).map_err(bad)?,
             "runtime" => self.runtime = Some(fio_time(need()?).map_err(bad)?).filter(|d| !d.is_zero()),
@@ -798,6 +821,19 @@ mod tests {
         assert_eq!(fio_size("8M"), Ok(8 << 20));
         assert_eq!(fio_size("512"), Ok(512));
         assert!(fio_size("50%").unwrap_err().contains("percentage"));
+        // size= takes a percentage of the file (whole numbers, 0 to 100).
+        assert_eq!(size_percent("50%"), Ok(Some(50)));
+        assert_eq!(size_percent("4k"), Ok(None));
+        assert!(size_percent("150%").unwrap_err().contains("at most 100%"));
+        assert!(size_percent("12.5%").unwrap_err().contains("as 12 bytes"), "{:?}", size_percent("12.5%"));
+        let mut j = JobOpts::default();
+        j.set("size", Some("25%")).unwrap();
+        assert_eq!((j.size, j.size_percent), (None, Some(25)));
+        j.set("size", Some("100%")).unwrap();
+        assert_eq!((j.size, j.size_percent), (None, None), "100% is the whole file, as no size");
+        j.set("size", Some("25%")).unwrap();
+        j.set("size", Some("8M")).unwrap();
+        assert_eq!((j.size, j.size_percent), (Some(8 << 20), None), "the last one given wins");
         assert!(fio_size("4x").is_err());
         assert_eq!(fio_time("10"), Ok(Duration::from_secs(10)));
         assert_eq!(fio_time("10s"), Ok(Duration::from_secs(10)));
