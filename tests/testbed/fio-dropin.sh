@@ -14,7 +14,8 @@
 #    ours, same shape, with the latency block (no gtod_reduce);
 # 3. a job file with ${DEV}, [global], stonewall and --section;
 # 4. vfio: ioengine=nvme-bypass-vfio with filename=0000\:01\:00.0 (escaped
-#    colons, as SPDK/xNVMe fio users write it).
+#    colons, as xNVMe's fio users write it), then with SPDK's fio plugin's
+#    filename=trtype=PCIe traddr=0000.01.00.0 ns=1.
 # The seed's jobs as one job file, fio against ours on every path, run in
 # a boot of their own with a device limit: tests/testbed/fio-seed.sh.
 # Writes every output to $NVB_RESULTS/fio-dropin/.
@@ -102,5 +103,10 @@ info "filename=$ESC"
 check_cmd vfio nvme-bypass fio --name=v --ioengine=nvme-bypass-vfio --filename="$ESC" --rw=randread --bs=4k --iodepth=16 --size=64M --io_size=8M --output=ours.vfio.txt
 grep IOPS ours.vfio.txt | sed 's/^/  /'
 grep -q '^  nvme-bypass  : vfio (measured, emulated' ours.vfio.txt || fail "vfio run not labelled measured, emulated"
+# The same controller named as SPDK's fio plugin names it.
+TRID="trtype=PCIe traddr=$(echo "$BDF" | tr ':' '.') ns=1"
+info "filename=$TRID"
+check_cmd vfio-spdk-name nvme-bypass fio --name=v --ioengine=nvme-bypass-vfio --filename="$TRID" --rw=randread --bs=4k --iodepth=16 --size=64M --io_size=8M --output=ours.vfio-trid.txt
+grep -q '^  nvme-bypass  : vfio (measured, emulated' ours.vfio-trid.txt || fail "vfio run named by a transport ID not labelled measured, emulated"
 bind_nvme "$BDF"
 info "fio-dropin: all checks passed"

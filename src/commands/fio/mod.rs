@@ -8,7 +8,7 @@
 //! Engines: `io_uring`, `libaio`, `psync` on /dev/nvmeXnY or a regular file
 //! = the block path; `io_uring_cmd` (cmd_type=nvme) on /dev/ngXnY =
 //! passthru; `nvme-bypass-vfio` (filename a PCI address, colons escaped as
-//! fio wants: `0000\:01\:00.0`) = our userspace driver; `nvme-bypass-sim` =
+//! fio wants: `0000\:01\:00.0`, or SPDK's transport ID) = our userspace driver; `nvme-bypass-sim` =
 //! the simulated controller. Several files (`a:b`) drive several devices
 //! from every thread. Jobs run at the same time, each on threads of its
 //! own, up to a `stonewall`, whose job starts when they have all ended; a
@@ -315,13 +315,19 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         }
         "nvme-bypass-vfio" => {
             if files.is_empty() {
-                return Err(Error::usage(format!(r"job {job}: ioengine=nvme-bypass-vfio needs filename= a PCI address bound to vfio-pci, colons escaped: filename=0000\:01\:00.0")));
+                return Err(Error::usage(format!(r"job {job}: ioengine=nvme-bypass-vfio needs filename= a PCI address bound to vfio-pci, colons escaped (filename=0000\:01\:00.0), or as SPDK's fio plugin names it (filename=trtype=PCIe traddr=0000.01.00.0 ns=1)")));
             }
-            context = crate::measure::topology::emulation_of(&files[0]).map(|n| format!("measured, emulated: {n}")).unwrap_or("measured on the device as it is (not emulated, not simulated)".into());
-            files
-                .into_iter()
-                .map(|bdf| PathSpec::Vfio(VfioOptions::new(bdf, o.nsid)))
-                .collect()
+            // SPDK's fio plugin names a controller by its transport ID
+            // (`trtype=PCIe traddr=0000.01.00.0 ns=1`): taken as well.
+            let mut v = vec![];
+            for f in files {
+                v.push(match options::spdk_trid(&f).map_err(|e| Error::usage(format!("job {job}: filename: {e}")))? {
+                    Some((bdf, ns)) => VfioOptions::new(bdf, ns.unwrap_or(o.nsid)),
+                    None => VfioOptions::new(f, o.nsid),
+                });
+            }
+            context = crate::measure::topology::emulation_of(&v[0].bdf).map(|n| format!("measured, emulated: {n}")).unwrap_or("measured on the device as it is (not emulated, not simulated)".into());
+            v.into_iter().map(PathSpec::Vfio).collect()
         }
         "nvme-bypass-sim" => {
             let (c, sim_cpu) = sim_placement(o.numjobs, (!o.cpus.is_empty()).then_some(&o.cpus[..]), None);
@@ -1203,7 +1209,7 @@ usage: nvme-bypass fio [--output=FILE] [--output-format=normal|terse|json|json+[
 Options are fio's (--key=value, --key value, bare booleans). Engines:
   ioengine=io_uring|libaio|psync   block path (/dev/nvmeXnY or a regular file, laid out first if needed)
   ioengine=io_uring_cmd            NVMe passthrough on /dev/ngXnY (cmd_type=nvme)
-  ioengine=nvme-bypass-vfio        our userspace driver; filename=0000\\:01\\:00.0 (a vfio-pci bound controller)
+  ioengine=nvme-bypass-vfio        our userspace driver; filename=0000\\:01\\:00.0 or 'trtype=PCIe traddr=0000.01.00.0 ns=1' (a vfio-pci bound controller)
   ioengine=nvme-bypass-sim         our driver on the in-process simulated controller
 Options that are not supported are refused by name, saying whether ignoring them would change the result.
 Jobs run at the same time up to a stonewall, which waits for them; stonewall and new_group start a reporting group. See docs/fio.md.";

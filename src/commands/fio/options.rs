@@ -805,9 +805,52 @@ pub fn split_filenames(s: &str) -> Vec<String> {
     out
 }
 
+/// A filename in the form SPDK's fio plugin takes (`trtype=PCIe
+/// traddr=0000.01.00.0 ns=1`: a transport ID, the PCI address written with
+/// dots because fio splits file names at `:`): the PCI address with its
+/// colons, and the namespace when `ns=` is given. None for any other name.
+pub fn spdk_trid(s: &str) -> Result<Option<(String, Option<u32>)>, String> {
+    if !s.split_whitespace().any(|kv| kv.to_ascii_lowercase().starts_with("traddr=")) {
+        return Ok(None);
+    }
+    let (mut addr, mut ns) = (None, None);
+    for kv in s.split_whitespace() {
+        let (k, v) = kv.split_once('=').ok_or_else(|| format!("'{kv}' in '{s}' is not key=value, as SPDK's transport IDs are written"))?;
+        match k.to_ascii_lowercase().as_str() {
+            "trtype" if v.eq_ignore_ascii_case("pcie") => {}
+            "trtype" => return Err(format!("trtype={v}: nvme-bypass drives PCIe controllers only (NVMe over fabrics is not one of its paths); give trtype=PCIe")),
+            "traddr" => {
+                // 0000.01.00.0 or 01.00.0 (no domain), or with colons.
+                let parts: Vec<&str> = v.split(['.', ':']).collect();
+                let hex = |p: &str, n: usize| p.len() <= n && !p.is_empty() && p.chars().all(|c| c.is_ascii_hexdigit());
+                addr = Some(match parts[..] {
+                    [d, b, dev, f] if hex(d, 4) && hex(b, 2) && hex(dev, 2) && hex(f, 1) => format!("{d:0>4}:{b:0>2}:{dev:0>2}.{f}"),
+                    [b, dev, f] if hex(b, 2) && hex(dev, 2) && hex(f, 1) => format!("0000:{b:0>2}:{dev:0>2}.{f}"),
+                    _ => return Err(format!("traddr={v} is not a PCI address; write it as SPDK does, e.g. traddr=0000.01.00.0")),
+                }.to_ascii_lowercase());
+            }
+            "ns" => ns = Some(v.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| format!("ns={v} is not a namespace ID (1 or more)"))?),
+            _ => return Err(format!("'{k}' in '{s}' is not a key nvme-bypass knows in a PCIe transport ID (trtype, traddr, ns); remove it")),
+        }
+    }
+    Ok(Some((addr.expect("traddr= found above"), ns)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spdks_transport_ids_name_a_pci_address() {
+        assert_eq!(spdk_trid("trtype=PCIe traddr=0000.01.00.0 ns=2"), Ok(Some(("0000:01:00.0".into(), Some(2)))));
+        assert_eq!(spdk_trid("traddr=04.00.0"), Ok(Some(("0000:04:00.0".into(), None))));
+        assert_eq!(spdk_trid("trtype=pcie traddr=0000.AF.00.1"), Ok(Some(("0000:af:00.1".into(), None))));
+        assert_eq!(spdk_trid("0000:01:00.0"), Ok(None), "a plain address is not a transport ID");
+        assert!(spdk_trid("trtype=TCP traddr=10.0.0.1").unwrap_err().contains("PCIe controllers only"));
+        assert!(spdk_trid("traddr=0000.01.00").unwrap_err().contains("not a PCI address"));
+        assert!(spdk_trid("traddr=0000.01.00.0 ns=0").unwrap_err().contains("ns=0"));
+        assert!(spdk_trid("traddr=0000.01.00.0 subnqn=x").unwrap_err().contains("'subnqn'"));
+    }
 
     #[test]
     fn sizes_and_times_as_fio_reads_them() {
