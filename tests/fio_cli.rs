@@ -543,6 +543,11 @@ fn percentile_options_as_fio_applies_them() {
         assert_eq!(code, 2, "{bad}");
         assert!(err.contains(says), "{bad}: {err}");
     }
+    // ioscheduler= on a path without a block device (the simulator): no
+    // scheduler to switch, as fio skips a diskless engine.
+    let (code, _, err) = fio_in(&d, &[&job[..], &["--ioscheduler=none"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("scheduler"), "{err}");
     // A group_reporting job shares the lat_percentiles of the jobs before
     // it in its group (fio's verify_per_group_options); without
     // group_reporting each keeps its own, as in fio.

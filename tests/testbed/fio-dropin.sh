@@ -45,6 +45,19 @@ for rw in randrw randread randwrite; do
   grep -q '^  nvme-bypass  : block/libaio (measured' "ours.$rw.txt" || fail "ours.$rw.txt: our figures are not there, or not labelled"
 done
 
+step ioscheduler
+# ioscheduler= switches the namespace's scheduler for the job (fio's
+# set_ioscheduler) and puts the one it found back when the run ends.
+SCHED=/sys/block/$(basename "$NS")/queue/scheduler
+before=$(cat "$SCHED")
+check_cmd ours-ioscheduler nvme-bypass fio --name=s --ioengine=io_uring --direct=1 --filename="$NS" --rw=randread --bs=4k --iodepth=8 --size=64M --io_size=2M --ioscheduler=mq-deadline --output=ours.ioscheduler.txt
+case $before in
+  *"[mq-deadline]"*) ;;
+  *) grep -q 'I/O scheduler .* -> mq-deadline' "$NVB_RESULTS/ours-ioscheduler.log" || fail "ioscheduler=mq-deadline: no switch reported (scheduler was '$before')" ;;
+esac
+[ "$(cat "$SCHED")" = "$before" ] || fail "ioscheduler=: $SCHED reads '$(cat "$SCHED")' after the run, '$before' before it"
+info "ioscheduler=mq-deadline: switched for the job, '$before' put back"
+
 step passthru
 for tool in fio ours; do
   if [ $tool = fio ]; then CMD=fio; else CMD="nvme-bypass fio"; fi

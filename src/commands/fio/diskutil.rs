@@ -43,7 +43,7 @@ pub struct Watched {
 /// The sysfs directory of the disk holding `path` (a block device, or the
 /// disk under a regular file; a partition gives its disk, as fio's
 /// `disk_util` names the disk).
-fn disk_dir(path: &Path) -> Option<PathBuf> {
+pub fn disk_dir(path: &Path) -> Option<PathBuf> {
     let m = std::fs::metadata(path).ok()?;
     let dev = if m.file_type().is_block_device() {
         m.rdev()

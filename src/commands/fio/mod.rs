@@ -18,6 +18,7 @@ pub mod diskutil;
 pub mod jobfile;
 pub mod options;
 pub mod output;
+pub mod sched;
 pub mod terse;
 
 use crate::backend::kernel::{AioReap, IoEngine, KernelOptions};
@@ -485,8 +486,20 @@ struct Ran {
     started_ms: u64,
 }
 
-fn run_one(p: &Planned, clock: Clock, stop: &Stop) -> Result<(Vec<ThreadResult>, RunSummary, JobSpec), Error> {
+fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Schedulers) -> Result<(Vec<ThreadResult>, RunSummary, JobSpec), Error> {
     let o = &p.opts;
+    // fio's ioscheduler=: the disk under each block-path file switched
+    // first (passthru, our driver and the simulator have none, as fio
+    // skips character devices).
+    if let Some(name) = &o.ioscheduler {
+        for ps in &p.paths {
+            if let PathSpec::Block(k) = ps {
+                if let Some(why) = schedulers.switch(Path::new(&k.device), name).map_err(Error::usage)? {
+                    eprintln!("nvme-bypass fio: warning: job {}: {why}", o.name);
+                }
+            }
+        }
+    }
     // fio's invalidate=1 (its default): the job's files leave the page
     // cache first, so a buffered job measures the device, not memory.
     if o.invalidate {
@@ -869,6 +882,9 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         _ => None,
     }).collect();
     let disks = diskutil::watch(&devices);
+    // Switched by ioscheduler=, put back when the run ends (on return,
+    // error or unwinding alike).
+    let schedulers = sched::Schedulers::default();
     let run_start = std::time::Instant::now();
     let mut ran: Vec<Ran> = vec![];
     // A job that cannot run (its file cannot be opened, the device
@@ -885,10 +901,11 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         let members = &plans[first..end];
         let started_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
         let results: Vec<_> = if members.len() == 1 {
-            vec![run_one(&members[0], clock, stop)]
+            vec![run_one(&members[0], clock, stop, &schedulers)]
         } else {
             std::thread::scope(|s| {
-                let hs: Vec<_> = members.iter().map(|p| s.spawn(move || run_one(p, clock, stop))).collect();
+                let schedulers = &schedulers;
+                let hs: Vec<_> = members.iter().map(|p| s.spawn(move || run_one(p, clock, stop, schedulers))).collect();
                 hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::usage("a job's thread panicked")))).collect()
             })
         };

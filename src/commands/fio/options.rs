@@ -111,7 +111,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("do_verify", Kind::Refused("verify always checks what it wrote")),
     ("verify_only", Kind::Refused("use a read pattern with verify= to check existing stamps")),
     ("verify_backlog", Kind::Refused("verify is done block by block as it goes")),
-    ("ioscheduler", Kind::Refused("the I/O scheduler is not switched")),
+    ("ioscheduler", Kind::Value),
     ("nice", Kind::Refused("the job's priority is not changed")),
     ("prio", Kind::Refused("the job's I/O priority is not changed")),
     ("prioclass", Kind::Refused("the job's I/O priority is not changed")),
@@ -254,6 +254,9 @@ pub struct JobOpts {
     pub norandommap: bool,
     /// fio's `disable_slat`: no submission latency measured or shown.
     pub disable_slat: bool,
+    /// fio's `ioscheduler`: the I/O scheduler the disks under the job's
+    /// files are switched to.
+    pub ioscheduler: Option<String>,
     /// fio's `percentile_list`, `slat_percentiles`, `clat_percentiles`
     /// and `lat_percentiles`.
     pub percentiles: Percentiles,
@@ -320,6 +323,7 @@ impl Default for JobOpts {
             seed: 1,
             norandommap: false,
             disable_slat: false,
+            ioscheduler: None,
             percentiles: Percentiles::default(),
             userspace_reap: false,
             bw_log: None,
@@ -681,6 +685,7 @@ impl JobOpts {
             "offset" => self.offset = fio_size(need()?).map_err(bad)?,
             "runtime" => self.runtime = Some(fio_time(need()?).map_err(bad)?).filter(|d| !d.is_zero()),
             "time_based" => self.time_based = boolean(name, v)?,
+            "ioscheduler" => self.ioscheduler = Some(need()?.trim().to_string()),
             "slat_percentiles" => self.percentiles.slat = boolean(name, v)?,
             "clat_percentiles" => self.percentiles.clat = boolean(name, v)?,
             "lat_percentiles" => self.percentiles.lat = boolean(name, v)?,
