@@ -458,7 +458,8 @@ fn jobs_of_one_group_run_at_the_same_time() {
 }
 
 /// `size=N%`: N% of each file's own size from offset, in whole blocks,
-/// as fio 3.33's setup_files takes it; the I/O counts are fio's for the
+/// as fio 3.33's setup_files takes it, and `offset=N%` as its
+/// get_start_offset; the I/O counts are fio's for the
 /// same jobs on files of the same sizes.
 #[test]
 fn size_as_a_share_of_each_file_as_fios() {
@@ -476,6 +477,10 @@ fn size_as_a_share_of_each_file_as_fios() {
         ("--filename=r --bs=3k --size=33%", 901),
         ("--filename=p:q --size=50%", 640),
         ("--filename=p:q --size=100%", 1280),
+        // offset=N%: N% into the file, rounded up to a whole bs.
+        ("--filename=r --offset=50%", 1024),
+        ("--filename=r --offset=30% --bs=3k", 1910),
+        ("--filename=r --offset=50% --size=1M", 256),
     ] {
         let args: Vec<&str> = ["--name=t", "--rw=randread", "--output-format=json"].into_iter().chain(opts.split(' ')).collect();
         let (code, out, err) = fio_in(&d, &args);
@@ -488,6 +493,8 @@ fn size_as_a_share_of_each_file_as_fios() {
         ("--filename=r --size=12.5%", "as 12 bytes"),
         ("--filename=new --size=50%", "does not exist, and size=50% is a share of its size"),
         ("--filename=r --offset=8M --size=50%", "offset"),
+        ("--filename=p:q --offset=50%", "each at its own place"),
+        ("--filename=r --offset=101%", "at most 100%"),
     ] {
         let args: Vec<&str> = ["--name=t", "--rw=randread"].into_iter().chain(opts.split(' ')).collect();
         let (code, _, err) = fio_in(&d, &args);

@@ -125,6 +125,35 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         o.iodepth_shown = o.iodepth;
         o.iodepth = 1;
     }
+    // offset=N%: N% into each file's own size (fio's get_start_offset),
+    // which the one start offset of several files here cannot be.
+    if let Some(pct) = o.offset_percent {
+        let files = o.filename.as_deref().map(options::split_filenames).unwrap_or_default();
+        if files.len() > 1 {
+            return Err(Error::usage(format!(
+                "job {}: offset={pct}% with {} files would start each at its own place (fio takes N% of each file's size); that is not supported: give offset= in bytes, or one file per job",
+                o.name,
+                files.len()
+            )));
+        }
+        // A block-path file or device: its size now, before any layout (a
+        // file not there yet starts at 0, as in fio); the other paths'
+        // when they are opened (run_one).
+        if matches!(o.ioengine.as_str(), "io_uring" | "libaio" | "psync") {
+            let f = files.first().cloned().unwrap_or_else(|| format!("{}.0.0", o.name));
+            let f = match &o.directory {
+                Some(d) if !f.starts_with('/') => format!("{d}/{f}"),
+                _ => f,
+            };
+            let have = match std::fs::File::open(&f) {
+                Ok(mut file) => std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(|e| Error::io(format!("job {}: cannot find the size of {f}", o.name), e))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+                Err(e) => return Err(Error::io(format!("job {}: cannot open {f}", o.name), e)),
+            };
+            o.offset = offset_of(pct, have, o.bs);
+            o.offset_percent = None;
+        }
+    }
     let o = o;
     let job = &o.name;
     if readonly && o.rw.writes() {
@@ -477,6 +506,12 @@ fn lay_out(path: &Path, size: u64, stop: &Stop) -> Result<bool, Error> {
 }
 
 /// What one job's run gave.
+/// fio's start offset for `offset=N%` of a file or device of `bytes`
+/// (get_start_offset): N% of it, rounded up to a whole `bs`.
+fn offset_of(pct: u64, bytes: u64, bs: u64) -> u64 {
+    (bytes * pct / 100).next_multiple_of(bs.max(1))
+}
+
 struct Ran {
     plan_idx: usize,
     threads: Vec<ThreadResult>,
@@ -513,6 +548,11 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         }
     }
     let queues = o.numjobs.min(u16::MAX as usize) as u16;
+    // offset=N% not known before the path is opened (passthru, our
+    // driver, the simulator): N% of the namespace.
+    let offset_of_target = |t: &dyn Target| o.offset_percent.map_or(o.offset, |pct| offset_of(pct, t.geometry().bytes(), o.bs));
+    // Several files: offset=N% was refused when the job was planned.
+    let offset = o.offset;
     let target: Box<dyn Target> = if p.paths.len() > 1 {
         let mut ts = vec![];
         for s in &p.paths {
@@ -537,16 +577,16 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
                 Some(size) => size / n,
                 None => {
                     let end = multi.device_bytes(i);
-                    if o.offset > end {
+                    if offset > end {
                         return Err(Error::usage(format!(
                             "offset={} is past the end of {} ({end} bytes), one of the {n} files, and no size= is given; give a smaller offset, or size=",
-                            o.offset,
+                            offset,
                             name(i)
                         )));
                     }
                     // size=N%: N% of each file's own size, from offset,
                     // within the file (fio's setup_files).
-                    o.size_percent.map_or(end - o.offset, |pct| (end * pct / 100).min(end - o.offset))
+                    o.size_percent.map_or(end - offset, |pct| (end * pct / 100).min(end - offset))
                 }
             };
             files.push(bytes / o.bs * o.bs);
@@ -556,20 +596,24 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         if files.iter().all(|b| *b == 0) {
             return Err(Error::usage(format!(
                 "offset={} leaves less than one bs={} in each of the {n} files and no size= is given; give a smaller offset, or size=",
-                o.offset, o.bs
+                offset, o.bs
             )));
         }
         for (i, _) in files.iter().enumerate().filter(|(_, b)| **b == 0) {
-            eprintln!("nvme-bypass fio: file {} may be ignored: offset={} leaves less than one bs={} of it (fio ignores it too)", name(i), o.offset, o.bs);
+            eprintln!("nvme-bypass fio: file {} may be ignored: offset={} leaves less than one bs={} of it (fio ignores it too)", name(i), offset, o.bs);
         }
-        Box::new(multi.interleaved(o.offset, &files, o.bs)?)
+        Box::new(multi.interleaved(offset, &files, o.bs)?)
     } else {
         p.paths[0].open(queues)?
     };
+    let offset = if p.paths.len() > 1 { offset } else { offset_of_target(&*target) };
     let geo = target.geometry();
+    if offset >= geo.bytes() && p.paths.len() == 1 && o.offset_percent.is_some() {
+        return Err(Error::usage(format!("job {}: offset={}% of {} ({} bytes) leaves nothing of it: give a smaller share", o.name, o.offset_percent.unwrap_or(0), target.name(), geo.bytes())));
+    }
     // The engine's region: one file's, or all the files' interleaved.
     let size = if p.paths.len() > 1 {
-        geo.bytes() - o.offset
+        geo.bytes() - offset
     } else {
         match (o.size, o.size_percent) {
             (Some(size), _) => size,
@@ -577,19 +621,19 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
             // in whole blocks (fio's setup_files).
             (None, Some(pct)) => {
                 let end = geo.bytes();
-                let size = (end * pct / 100).min(end.saturating_sub(o.offset)) / o.bs * o.bs;
+                let size = (end * pct / 100).min(end.saturating_sub(offset)) / o.bs * o.bs;
                 if size == 0 {
                     return Err(Error::usage(format!(
                         "job {}: size={pct}% of {} ({end} bytes) from offset={} is less than one bs={}: give a larger share, a smaller offset, or size= in bytes",
                         o.name,
                         target.name(),
-                        o.offset,
+                        offset,
                         o.bs
                     )));
                 }
                 size
             }
-            (None, None) => geo.bytes().saturating_sub(o.offset),
+            (None, None) => geo.bytes().saturating_sub(offset),
         }
     };
     // An io_size under one block is one I/O, as fio does it.
@@ -600,7 +644,7 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         bs: o.bs as usize,
         iodepth: o.iodepth,
         rwmixread: o.rwmixread,
-        offset: o.offset,
+        offset,
         size,
         size_given: o.size.is_some() || o.size_percent.is_some(),
         runtime: o.runtime,

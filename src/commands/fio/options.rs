@@ -224,6 +224,9 @@ pub struct JobOpts {
     /// `0%` are no size, as in fio).
     pub size_percent: Option<u64>,
     pub io_size: Option<u64>,
+    /// fio's `offset=N%` (0 to 100): the region starts N% into the file or
+    /// device, rounded up to a whole bs (resolved once its size is known).
+    pub offset_percent: Option<u64>,
     pub offset: u64,
     pub runtime: Option<Duration>,
     pub time_based: bool,
@@ -298,6 +301,7 @@ impl Default for JobOpts {
             size: None,
             size_percent: None,
             io_size: None,
+            offset_percent: None,
             offset: 0,
             runtime: None,
             time_based: false,
@@ -369,14 +373,15 @@ pub fn fio_size(s: &str) -> Result<u64, String> {
     n.checked_mul(m).ok_or_else(|| format!("'{s}' is too large"))
 }
 
-/// fio's `size=N%` (parse.c: the whole number before a `%`, 0 to 100):
+/// fio's `size=N%` and `offset=N%` (parse.c: the whole number before a
+/// `%`, 0 to 100):
 /// Some(N) for a percentage, None for a size in bytes. A fraction is
 /// refused: fio reads `12.5%` as 12 bytes.
 pub fn size_percent(s: &str) -> Result<Option<u64>, String> {
     let Some(num) = s.trim().strip_suffix('%') else { return Ok(None) };
     match num.trim().parse::<u64>() {
         Ok(p) if p <= 100 => Ok(Some(p)),
-        Ok(_) => Err(format!("'{s}': a size of more than 100% of the file is not one fio can use (fio 3.33 tries to lay out a file that large and fails, leaving it empty); give at most 100%")),
+        Ok(_) => Err(format!("'{s}': more than 100% of the file is not one fio can use (fio 3.33 reads it as a size in bytes: a size= that large fails to be laid out, leaving the file empty); give at most 100%")),
         Err(_) => Err(format!("'{s}': fio reads a percentage as a whole number from 0 to 100 (it would read '{s}' as {} bytes); write e.g. 50%", num.trim().split('.').next().unwrap_or("0"))),
     }
 }
@@ -682,7 +687,13 @@ impl JobOpts {
                 };
             }
             "io_size" => self.io_size = Some(fio_size(need()?).map_err(bad)?).filter(|&b| b > 0),
-            "offset" => self.offset = fio_size(need()?).map_err(bad)?,
+            "offset" => {
+                let s = need()?;
+                (self.offset, self.offset_percent) = match size_percent(s).map_err(bad)? {
+                    Some(p) => (0, Some(p).filter(|&p| p > 0)),
+                    None => (fio_size(s).map_err(bad)?, None),
+                };
+            }
             "runtime" => self.runtime = Some(fio_time(need()?).map_err(bad)?).filter(|d| !d.is_zero()),
             "time_based" => self.time_based = boolean(name, v)?,
             "ioscheduler" => self.ioscheduler = Some(need()?.trim().to_string()),
@@ -882,6 +893,10 @@ mod tests {
         j.set("size", Some("25%")).unwrap();
         j.set("size", Some("8M")).unwrap();
         assert_eq!((j.size, j.size_percent), (Some(8 << 20), None), "the last one given wins");
+        j.set("offset", Some("50%")).unwrap();
+        assert_eq!((j.offset, j.offset_percent), (0, Some(50)));
+        j.set("offset", Some("1M")).unwrap();
+        assert_eq!((j.offset, j.offset_percent), (1 << 20, None));
         assert!(fio_size("4x").is_err());
         assert_eq!(fio_time("10"), Ok(Duration::from_secs(10)));
         assert_eq!(fio_time("10s"), Ok(Duration::from_secs(10)));
