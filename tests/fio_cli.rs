@@ -501,6 +501,10 @@ fn size_as_a_share_of_each_file_as_fios() {
         assert_eq!(code, 2, "{opts}");
         assert!(err.contains(says), "{opts}: {err}");
     }
+    // offset=N% of a path sized when it is opened (the simulator's namespace).
+    let (code, _, err) = fio_in(&d, &["--name=t", "--ioengine=nvme-bypass-sim", "--size=16M", "--offset=100%"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("job t: offset=100% of sim (1073741824 bytes) leaves nothing of it") && !err.contains("job t: job t"), "{err}");
     assert_eq!(file_len(&d.join("r")), 8 << 20, "nothing laid out or cut");
     assert!(!d.join("new").exists());
     let _ = std::fs::remove_dir_all(d);

@@ -140,11 +140,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         // file not there yet starts at 0, as in fio); the other paths'
         // when they are opened (run_one).
         if matches!(o.ioengine.as_str(), "io_uring" | "libaio" | "psync") {
-            let f = files.first().cloned().unwrap_or_else(|| format!("{}.0.0", o.name));
-            let f = match &o.directory {
-                Some(d) if !f.starts_with('/') => format!("{d}/{f}"),
-                _ => f,
-            };
+            let f = in_directory(o.directory.as_deref(), &files.first().cloned().unwrap_or_else(|| format!("{}.0.0", o.name)));
             let have = match std::fs::File::open(&f) {
                 Ok(mut file) => std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(|e| Error::io(format!("job {}: cannot find the size of {f}", o.name), e))?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
@@ -207,10 +203,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         }
     }
     let files: Vec<String> = o.filename.as_deref().map(options::split_filenames).unwrap_or_default();
-    let with_dir = |f: &str| match &o.directory {
-        Some(d) if !f.starts_with('/') => format!("{d}/{f}"),
-        _ => f.to_string(),
-    };
+    let with_dir = |f: &str| in_directory(o.directory.as_deref(), f);
     let kernel = |device: String, engine: IoEngine, passthru: bool| KernelOptions {
         device,
         nsid: o.nsid,
@@ -505,13 +498,27 @@ fn lay_out(path: &Path, size: u64, stop: &Stop) -> Result<bool, Error> {
     Ok(true)
 }
 
-/// What one job's run gave.
 /// fio's start offset for `offset=N%` of a file or device of `bytes`
 /// (get_start_offset): N% of it, rounded up to a whole `bs`.
 fn offset_of(pct: u64, bytes: u64, bs: u64) -> u64 {
     (bytes * pct / 100).next_multiple_of(bs.max(1))
 }
 
+/// fio's region for `size=N%` of a file or device of `bytes` from
+/// `offset` (setup_files): N% of it, within what follows the offset.
+fn share_of(pct: u64, bytes: u64, offset: u64) -> u64 {
+    (bytes * pct / 100).min(bytes.saturating_sub(offset))
+}
+
+/// A job's file name in its `directory`, as fio joins them.
+fn in_directory(directory: Option<&str>, f: &str) -> String {
+    match directory {
+        Some(d) if !f.starts_with('/') => format!("{d}/{f}"),
+        _ => f.to_string(),
+    }
+}
+
+/// What one job's run gave.
 struct Ran {
     plan_idx: usize,
     threads: Vec<ThreadResult>,
@@ -548,11 +555,6 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         }
     }
     let queues = o.numjobs.min(u16::MAX as usize) as u16;
-    // offset=N% not known before the path is opened (passthru, our
-    // driver, the simulator): N% of the namespace.
-    let offset_of_target = |t: &dyn Target| o.offset_percent.map_or(o.offset, |pct| offset_of(pct, t.geometry().bytes(), o.bs));
-    // Several files: offset=N% was refused when the job was planned.
-    let offset = o.offset;
     let target: Box<dyn Target> = if p.paths.len() > 1 {
         let mut ts = vec![];
         for s in &p.paths {
@@ -577,16 +579,16 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
                 Some(size) => size / n,
                 None => {
                     let end = multi.device_bytes(i);
-                    if offset > end {
+                    if o.offset > end {
                         return Err(Error::usage(format!(
                             "offset={} is past the end of {} ({end} bytes), one of the {n} files, and no size= is given; give a smaller offset, or size=",
-                            offset,
+                            o.offset,
                             name(i)
                         )));
                     }
                     // size=N%: N% of each file's own size, from offset,
                     // within the file (fio's setup_files).
-                    o.size_percent.map_or(end - offset, |pct| (end * pct / 100).min(end - offset))
+                    o.size_percent.map_or(end - o.offset, |pct| share_of(pct, end, o.offset))
                 }
             };
             files.push(bytes / o.bs * o.bs);
@@ -596,21 +598,30 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         if files.iter().all(|b| *b == 0) {
             return Err(Error::usage(format!(
                 "offset={} leaves less than one bs={} in each of the {n} files and no size= is given; give a smaller offset, or size=",
-                offset, o.bs
+                o.offset, o.bs
             )));
         }
         for (i, _) in files.iter().enumerate().filter(|(_, b)| **b == 0) {
-            eprintln!("nvme-bypass fio: file {} may be ignored: offset={} leaves less than one bs={} of it (fio ignores it too)", name(i), offset, o.bs);
+            eprintln!("nvme-bypass fio: file {} may be ignored: offset={} leaves less than one bs={} of it (fio ignores it too)", name(i), o.offset, o.bs);
         }
-        Box::new(multi.interleaved(offset, &files, o.bs)?)
+        Box::new(multi.interleaved(o.offset, &files, o.bs)?)
     } else {
         p.paths[0].open(queues)?
     };
-    let offset = if p.paths.len() > 1 { offset } else { offset_of_target(&*target) };
     let geo = target.geometry();
-    if offset >= geo.bytes() && p.paths.len() == 1 && o.offset_percent.is_some() {
-        return Err(Error::usage(format!("job {}: offset={}% of {} ({} bytes) leaves nothing of it: give a smaller share", o.name, o.offset_percent.unwrap_or(0), target.name(), geo.bytes())));
-    }
+    // offset=N% not known before the path is opened (passthru, our
+    // driver, the simulator): N% of the namespace. (Several files refuse
+    // it when the job is planned; a block-path file has it resolved then.)
+    let offset = match o.offset_percent {
+        Some(pct) => {
+            let offset = offset_of(pct, geo.bytes(), o.bs);
+            if offset >= geo.bytes() {
+                return Err(Error::usage(format!("offset={pct}% of {} ({} bytes) leaves nothing of it: give a smaller share", target.name(), geo.bytes())));
+            }
+            offset
+        }
+        None => o.offset,
+    };
     // The engine's region: one file's, or all the files' interleaved.
     let size = if p.paths.len() > 1 {
         geo.bytes() - offset
@@ -621,11 +632,10 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
             // in whole blocks (fio's setup_files).
             (None, Some(pct)) => {
                 let end = geo.bytes();
-                let size = (end * pct / 100).min(end.saturating_sub(offset)) / o.bs * o.bs;
+                let size = share_of(pct, end, offset) / o.bs * o.bs;
                 if size == 0 {
                     return Err(Error::usage(format!(
-                        "job {}: size={pct}% of {} ({end} bytes) from offset={} is less than one bs={}: give a larger share, a smaller offset, or size= in bytes",
-                        o.name,
+                        "size={pct}% of {} ({end} bytes) from offset={} is less than one bs={}: give a larger share, a smaller offset, or size= in bytes",
                         target.name(),
                         offset,
                         o.bs
