@@ -143,6 +143,36 @@ fn latency_block_without_gtod_reduce_and_a_time_based_run() {
     let (code, out, err) = fio_in(&d, &["--name=s", "--filename=f", "--size=8M", "--ioengine=io_uring", "--direct=1", "--rw=randread", "--io_size=256k", "--disable_slat=1"]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("slat (") && out.contains("    clat (") && out.contains("     lat ("), "{out}");
+    // disable_clat: no clat line, no clat percentiles and no latency
+    // distribution (fio's marks clat); lat's percentiles when asked for.
+    // disable_lat: no lat line, clat's as before. Their JSON entries and
+    // latency buckets are fio's empty ones, their log files not written.
+    let base = ["--name=s", "--filename=f", "--size=8M", "--ioengine=io_uring", "--direct=1", "--rw=randread", "--io_size=256k", "--output-format=normal,json", "--write_lat_log=l", "--log_avg_msec=1"];
+    let run = |extra: &[&str]| {
+        let (code, out, err) = fio_in(&d, &[&base[..], extra].concat());
+        assert_eq!(code, 0, "{err}");
+        // fio's order: the JSON, then the text.
+        let json = &out[out.find("{\n").expect("the JSON")..];
+        let j: serde_json::Value = serde_json::Deserializer::from_str(json).into_iter().next().expect("the JSON").unwrap_or_else(|e| panic!("{e}: {json}"));
+        (out.clone(), j["jobs"][0].clone())
+    };
+    let empty = serde_json::json!({"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0});
+    let logs = |kind: &str| d.join(format!("l_{kind}.1.log")).exists();
+    let (out, j) = run(&["--disable_clat=1", "--lat_percentiles=1"]);
+    assert!(out.contains("    slat (") && !out.contains("clat (") && out.contains("     lat (") && out.contains("    lat percentiles (") && !out.contains("clat percentiles"), "{out}");
+    assert!(!out.contains("  lat (usec)   :") && !out.contains("  lat (nsec)   :") && !out.contains("  lat (msec)   :"), "{out}");
+    assert_eq!(j["read"]["clat_ns"], empty);
+    assert!(j["read"]["lat_ns"]["N"].as_u64() == Some(64) && j["read"]["lat_ns"]["percentile"].is_object(), "{j}");
+    assert!(j["latency_us"].as_object().unwrap().values().all(|v| v.as_f64() == Some(0.0)), "{j}");
+    assert!(logs("lat") && logs("slat") && !logs("clat"));
+    for k in ["lat", "clat", "slat"] {
+        let _ = std::fs::remove_file(d.join(format!("l_{k}.1.log")));
+    }
+    let (out, j) = run(&["--disable_lat=1", "--lat_percentiles=1"]);
+    assert!(out.contains("    slat (") && out.contains("    clat (") && !out.contains("     lat (") && out.contains("    clat percentiles (") && !out.contains("    lat percentiles"), "{out}");
+    assert_eq!(j["read"]["lat_ns"], empty);
+    assert!(j["read"]["clat_ns"]["N"].as_u64() == Some(64), "{j}");
+    assert!(logs("clat") && logs("slat") && !logs("lat"));
     let _ = std::fs::remove_dir_all(d);
 }
 
@@ -481,6 +511,12 @@ fn size_as_a_share_of_each_file_as_fios() {
         ("--filename=r --offset=50%", 1024),
         ("--filename=r --offset=30% --bs=3k", 1910),
         ("--filename=r --offset=50% --size=1M", 256),
+        // Several files: each from N% of its own size (fio's file_offset).
+        ("--filename=p:q --offset=50%", 640),
+        ("--filename=p:q --offset=25% --size=50%", 640),
+        ("--filename=r:p --offset=50%", 1280),
+        ("--filename=p:q --offset=30% --bs=3k", 1193),
+        ("--filename=q:p --offset=75% --size=100%", 320),
     ] {
         let args: Vec<&str> = ["--name=t", "--rw=randread", "--output-format=json"].into_iter().chain(opts.split(' ')).collect();
         let (code, out, err) = fio_in(&d, &args);
@@ -493,7 +529,7 @@ fn size_as_a_share_of_each_file_as_fios() {
         ("--filename=r --size=12.5%", "as 12 bytes"),
         ("--filename=new --size=50%", "does not exist, and size=50% is a share of its size"),
         ("--filename=r --offset=8M --size=50%", "offset"),
-        ("--filename=p:q --offset=50%", "each at its own place"),
+        ("--filename=p:q --offset=100%", "offset=100% leaves less than one bs=4096 in each of the 2 files"),
         ("--filename=r --offset=101%", "at most 100%"),
     ] {
         let args: Vec<&str> = ["--name=t", "--rw=randread"].into_iter().chain(opts.split(' ')).collect();
@@ -507,6 +543,19 @@ fn size_as_a_share_of_each_file_as_fios() {
     assert!(err.contains("job t: offset=100% of sim (1073741824 bytes) leaves nothing of it") && !err.contains("job t: job t"), "{err}");
     assert_eq!(file_len(&d.join("r")), 8 << 20, "nothing laid out or cut");
     assert!(!d.join("new").exists());
+    // Several files with size=: each laid out to its own start + its
+    // share, as fio lays them out (fio 3.33 on these files: p to
+    // 2,936,832 bytes, new, not there before, from 0 to 1 MiB).
+    for (opts, ios, lens) in [("--filename=p:q --offset=90% --size=2M", 512, [("p", 2_936_832), ("q", 3_883_008)]), ("--filename=r:new --offset=50% --size=2M", 512, [("r", 8 << 20), ("new", 1 << 20)])] {
+        let args: Vec<&str> = ["--name=t", "--rw=randread", "--output-format=json"].into_iter().chain(opts.split(' ')).collect();
+        let (code, out, err) = fio_in(&d, &args);
+        assert_eq!(code, 0, "{opts}: {err}");
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{opts}: {e}: {out}"));
+        assert_eq!(j["jobs"][0]["read"]["total_ios"], ios, "{opts}");
+        for (f, len) in lens {
+            assert_eq!(file_len(&d.join(f)), len, "{opts}: {f}");
+        }
+    }
     let _ = std::fs::remove_dir_all(d);
 }
 

@@ -23,15 +23,17 @@ pub enum Spread {
 }
 
 /// fio's files of one job (`filename=a:b`), taken in turn (its default
-/// `file_service_type=roundrobin`): each file's region starts at block
-/// `first` and has its own number of units (of `unit_blocks` blocks, the
-/// job's block size). Unit `u` of the engine's region is the next unit of
+/// `file_service_type=roundrobin`): each file's region starts at its own
+/// block (fio's `file_offset`: `offset=N%` is N% of each file) and has its
+/// own number of units (of `unit_blocks` blocks, the job's block size).
+/// The engine's region starts at block 0. Unit `u` of it is the next unit of
 /// the next file in turn that still has units: while every file has some
 /// that is file `u mod N`'s unit `u / N`; once the smallest is used up the
 /// others go on in turn, as fio goes on with the files not yet done.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Interleave {
-    first: u64,
+    /// Each file's first block.
+    starts: Vec<u64>,
     unit_blocks: u64,
     /// Stretches of the region in which the same files take units in
     /// turn, in order; the first has every file.
@@ -50,8 +52,10 @@ struct Run {
 }
 
 impl Interleave {
-    /// `units[i]`: file i's region in units (0: the file is left out).
-    fn new(first: u64, unit_blocks: u64, units: &[u64]) -> Self {
+    /// `units[i]`: file i's region in units (0: the file is left out),
+    /// from its block `starts[i]`.
+    fn new(starts: &[u64], unit_blocks: u64, units: &[u64]) -> Self {
+        assert_eq!(starts.len(), units.len());
         let (mut runs, mut start, mut local) = (vec![], 0, 0);
         loop {
             let files: Vec<u32> = (0..units.len() as u32).filter(|&i| units[i as usize] > local).collect();
@@ -61,18 +65,18 @@ impl Interleave {
             start += (next - local) * width;
             local = next;
         }
-        Interleave { first, unit_blocks, runs, units: start }
+        Interleave { starts: starts.to_vec(), unit_blocks, runs, units: start }
     }
 
     /// The file engine block `lba` is on and its block there.
     #[inline]
     fn route(&self, lba: u64) -> (usize, u64) {
-        let rel = lba - self.first;
-        let (unit, within) = (rel / self.unit_blocks, rel % self.unit_blocks);
+        let (unit, within) = (lba / self.unit_blocks, lba % self.unit_blocks);
         // Usually one run (files of one size); a scan of a few otherwise.
         let r = self.runs.iter().rev().find(|r| r.start <= unit).unwrap_or(&self.runs[0]);
         let (i, width) = (unit - r.start, r.files.len() as u64);
-        (r.files[(i % width) as usize] as usize, self.first + (r.local + i / width) * self.unit_blocks + within)
+        let file = r.files[(i % width) as usize] as usize;
+        (file, self.starts[file] + (r.local + i / width) * self.unit_blocks + within)
     }
 }
 
@@ -117,20 +121,21 @@ impl MultiTarget {
     }
 
     /// As fio drives the files of one job (`filename=a:b`): device i's
-    /// region is `file_bytes[i]` from `offset` (both whole `unit` bytes,
-    /// the job's block size; 0 leaves that device out, as fio ignores a
-    /// file with nothing past offset), the engine's region is all of them
-    /// taken in turn by units (see [`Interleave`]), and the job's iodepth
-    /// is shared.
-    pub fn interleaved(mut self, offset: u64, file_bytes: &[u64], unit: u64) -> Result<Self, BackendError> {
+    /// region is `file_bytes[i]` from `offsets[i]` (whole `unit` bytes,
+    /// the job's block size; 0 bytes leaves that device out, as fio ignores
+    /// a file with nothing past its offset), the engine's region, from 0,
+    /// is all of them taken in turn by units (see [`Interleave`]), and the
+    /// job's iodepth is shared.
+    pub fn interleaved(mut self, offsets: &[u64], file_bytes: &[u64], unit: u64) -> Result<Self, BackendError> {
         let lba = self.geometry.lba_size as u64;
         assert_eq!(file_bytes.len(), self.targets.len());
-        if unit == 0 || unit % lba != 0 || offset % lba != 0 || file_bytes.iter().any(|b| b % unit != 0) || file_bytes.iter().all(|b| *b == 0) {
+        assert_eq!(offsets.len(), self.targets.len());
+        if unit == 0 || unit % lba != 0 || offsets.iter().any(|o| o % lba != 0) || file_bytes.iter().any(|b| b % unit != 0) || file_bytes.iter().all(|b| *b == 0) {
             return Err(BackendError::Invalid(format!(
-                "several files need offset and each file's size in whole blocks of {unit} bytes on {lba}-byte sectors"
+                "several files need each offset in whole {lba}-byte sectors and each file's size in whole blocks of {unit} bytes"
             )));
         }
-        for (t, b) in self.targets.iter().zip(file_bytes) {
+        for ((t, b), offset) in self.targets.iter().zip(file_bytes).zip(offsets) {
             if offset + b > t.geometry().bytes() {
                 return Err(BackendError::Invalid(format!(
                     "the region of {} ends at byte {} but it has {} bytes; give a smaller size or offset",
@@ -141,8 +146,9 @@ impl MultiTarget {
             }
         }
         let units: Vec<u64> = file_bytes.iter().map(|b| b / unit).collect();
-        let il = Interleave::new(offset / lba, unit / lba, &units);
-        self.geometry.blocks = offset / lba + il.units * (unit / lba);
+        let starts: Vec<u64> = offsets.iter().map(|o| o / lba).collect();
+        let il = Interleave::new(&starts, unit / lba, &units);
+        self.geometry.blocks = il.units * (unit / lba);
         self.spread = Spread::Interleaved(il);
         Ok(self)
     }
@@ -483,22 +489,23 @@ mod tests {
 
     #[test]
     fn interleaved_units_go_to_the_files_in_turn_each_in_order() {
-        // Files of 64 KiB from offset 4 KiB, units of 4 KiB (8 sectors).
+        // Files of 64 KiB from offsets 4 KiB and 8 KiB, units of 4 KiB
+        // (8 sectors).
         let (m, seen) = two([1000, 2000]);
-        let m = m.interleaved(4096, &[65536, 65536], 4096).unwrap();
-        assert_eq!(m.geometry().blocks, 8 + 2 * 128, "the engine's region: both files' 16 units");
+        let m = m.interleaved(&[4096, 8192], &[65536, 65536], 4096).unwrap();
+        assert_eq!(m.geometry().blocks, 2 * 128, "the engine's region: both files' 16 units");
         // The depth is the job's, shared: 4 slots, each usable on either device.
         let mut q = m.open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
         assert_eq!(q.depth(), 4);
-        // A sequential pass over the region: units 0, 1, 2, ... (sector 8 on).
-        let ios: Vec<Io> = (0..32u64).map(|u| Io { op: Op::Read, lba: 8 + u * 8, blocks: 8, buf: (u % 4) as u32, tag: u }).collect();
+        // A sequential pass over the region: units 0, 1, 2, ...
+        let ios: Vec<Io> = (0..32u64).map(|u| Io { op: Op::Read, lba: u * 8, blocks: 8, buf: (u % 4) as u32, tag: u }).collect();
         for c in ios.chunks(4) {
             assert_eq!(q.submit(c).unwrap(), 4);
         }
         for (d, s) in seen.iter().enumerate() {
             let s = s.lock().unwrap();
             let lbas: Vec<u64> = s.iter().map(|io| io.lba).collect();
-            assert_eq!(lbas, (0..16).map(|k| 8 + k * 8).collect::<Vec<_>>(), "device {d}: its own file in order");
+            assert_eq!(lbas, (0..16).map(|k| 8 * (d as u64 + 1) + k * 8).collect::<Vec<_>>(), "device {d}: its own file in order, from its own offset");
             let tags: Vec<u64> = s.iter().map(|io| io.tag).collect();
             assert_eq!(tags, (0..16).map(|k| 2 * k + d as u64).collect::<Vec<_>>(), "device {d}: every other unit");
         }
@@ -510,7 +517,7 @@ mod tests {
         // 2 and 5 units (4 KiB, 8 sectors): units 0-3 alternate, 4-6 are
         // the larger file's last three, so each file is covered once.
         let (m, seen) = two([16, 40]);
-        let m = m.interleaved(0, &[8192, 20480], 4096).unwrap();
+        let m = m.interleaved(&[0, 0], &[8192, 20480], 4096).unwrap();
         assert_eq!(m.geometry().blocks, 7 * 8, "the engine's region: all seven units");
         let mut q = m.open_queue(QueueParams { depth: 7, buf_size: 4096, batch: 0 }).unwrap();
         let ios: Vec<Io> = (0..7u64).map(|u| Io { op: Op::Read, lba: u * 8 + 3, blocks: 1, buf: u as u32, tag: u }).collect();
@@ -519,7 +526,7 @@ mod tests {
         assert_eq!(got(0), [(0, 3), (2, 11)], "the smaller file: units 0 and 2");
         assert_eq!(got(1), [(1, 3), (3, 11), (4, 19), (5, 27), (6, 35)], "the larger: units 1 and 3, then the rest in order");
         // Three files of 1, 3 and 2 units: three runs.
-        let il = Interleave::new(0, 1, &[1, 3, 2]);
+        let il = Interleave::new(&[0, 0, 0], 1, &[1, 3, 2]);
         let map: Vec<(usize, u64)> = (0..il.units).map(|u| il.route(u)).collect();
         assert_eq!(map, [(0, 0), (1, 0), (2, 0), (1, 1), (2, 1), (1, 2)]);
     }
@@ -527,17 +534,24 @@ mod tests {
     #[test]
     fn interleaved_regions_must_fit_their_devices_in_whole_units() {
         let (m, _) = two([256, 2000]);
-        let e = m.interleaved(0, &[256 * 512 + 4096, 4096], 4096).err().unwrap().to_string();
+        let e = m.interleaved(&[0, 0], &[256 * 512 + 4096, 4096], 4096).err().unwrap().to_string();
         assert!(e.contains("ends at byte 135168 but it has 131072 bytes"), "{e}");
         let (m, _) = two([256, 2000]);
-        let e = m.interleaved(0, &[6144, 6144], 4096).err().unwrap().to_string();
+        let e = m.interleaved(&[0, 0], &[6144, 6144], 4096).err().unwrap().to_string();
         assert!(e.contains("whole blocks of 4096"), "{e}");
+        let (m, _) = two([256, 2000]);
+        let e = m.interleaved(&[0, 100], &[4096, 4096], 4096).err().unwrap().to_string();
+        assert!(e.contains("whole 512-byte sectors"), "{e}");
+        // Each file's region from its own offset must fit it.
+        let (m, _) = two([256, 2000]);
+        let e = m.interleaved(&[255 * 512, 0], &[4096, 4096], 4096).err().unwrap().to_string();
+        assert!(e.contains("ends at byte 134656 but it has 131072 bytes"), "{e}");
     }
 
     #[test]
     fn recovery_reaches_the_device_that_holds_the_overdue_ios_only() {
         let (m, _) = two([1000, 1000]);
-        let mut q = m.interleaved(0, &[65536, 65536], 4096).unwrap().open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
+        let mut q = m.interleaved(&[0, 0], &[65536, 65536], 4096).unwrap().open_queue(QueueParams { depth: 4, buf_size: 4096, batch: 0 }).unwrap();
         // Unit 0 (tag 7) on device 0, unit 1 (tag 99) on device 1.
         let ios = [Io { op: Op::Read, lba: 0, blocks: 8, buf: 0, tag: 7 }, Io { op: Op::Read, lba: 8, blocks: 8, buf: 1, tag: 99 }];
         assert_eq!(q.submit(&ios).unwrap(), 2);

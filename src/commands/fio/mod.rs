@@ -66,6 +66,10 @@ struct Planned {
     /// job's own, its name included), as written.
     global_options: serde_json::Map<String, serde_json::Value>,
     job_options: serde_json::Map<String, serde_json::Value>,
+    /// Each block-path file's start (fio's `file_offset`) when
+    /// `offset=N%` gives several files each its own; empty: `opts.offset`
+    /// for every file (or, on a path sized when opened, N% of each).
+    starts: Vec<u64>,
 }
 
 const ENGINES: &str = "io_uring, libaio, psync (block path), io_uring_cmd (passthru, cmd_type=nvme), nvme-bypass-vfio (our userspace driver), nvme-bypass-sim (simulated controller)";
@@ -118,6 +122,16 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     if o.numjobs > 4096 {
         return Err(Error::usage(format!("job {}: numjobs={} is more than fio's 4096 (FIO_MAX_JOBS); use fewer", o.name, o.numjobs)));
     }
+    // fio's fixup_options: a latency not recorded has no percentiles.
+    if o.disable_slat {
+        o.percentiles.slat = false;
+    }
+    if o.disable_clat {
+        o.percentiles.clat = false;
+    }
+    if o.disable_lat {
+        o.percentiles.lat = false;
+    }
     // fio runs a synchronous engine at depth 1 whatever iodepth says, and
     // says so.
     if o.ioengine == "psync" && o.iodepth > 1 {
@@ -125,30 +139,26 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         o.iodepth_shown = o.iodepth;
         o.iodepth = 1;
     }
-    // offset=N%: N% into each file's own size (fio's get_start_offset),
-    // which the one start offset of several files here cannot be.
-    if let Some(pct) = o.offset_percent {
-        let files = o.filename.as_deref().map(options::split_filenames).unwrap_or_default();
-        if files.len() > 1 {
-            return Err(Error::usage(format!(
-                "job {}: offset={pct}% with {} files would start each at its own place (fio takes N% of each file's size); that is not supported: give offset= in bytes, or one file per job",
-                o.name,
-                files.len()
-            )));
-        }
-        // A block-path file or device: its size now, before any layout (a
-        // file not there yet starts at 0, as in fio); the other paths'
-        // when they are opened (run_one).
-        if matches!(o.ioengine.as_str(), "io_uring" | "libaio" | "psync") {
-            let f = in_directory(o.directory.as_deref(), &files.first().cloned().unwrap_or_else(|| format!("{}.0.0", o.name)));
+    // offset=N%: N% into each file's own size, rounded up to a whole bs
+    // (fio's get_start_offset). A block-path file or device: its size now,
+    // before any layout (a file not there yet starts at 0, as in fio); the
+    // other paths' when they are opened (run_one). One file: the job's
+    // offset; several: each its own (`starts`).
+    let mut starts = vec![];
+    if let Some(pct) = o.offset_percent.filter(|_| matches!(o.ioengine.as_str(), "io_uring" | "libaio" | "psync")) {
+        let files = o.filename.as_deref().map(options::split_filenames).unwrap_or_else(|| vec![format!("{}.0.0", o.name)]);
+        for f in files.iter().map(|f| in_directory(o.directory.as_deref(), f)) {
             let have = match std::fs::File::open(&f) {
                 Ok(mut file) => std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(|e| Error::io(format!("job {}: cannot find the size of {f}", o.name), e))?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
                 Err(e) => return Err(Error::io(format!("job {}: cannot open {f}", o.name), e)),
             };
-            o.offset = offset_of(pct, have, o.bs);
-            o.offset_percent = None;
+            starts.push(offset_of(pct, have, o.bs));
         }
+        if let [one] = starts[..] {
+            (o.offset, starts) = (one, vec![]);
+        }
+        o.offset_percent = None;
     }
     let o = o;
     let job = &o.name;
@@ -234,22 +244,21 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     // checked against the block size of I/O at `at` (the file, or the
     // directory it will be made in), and laid out to offset + size if it
     // is shorter.
-    let regular_file = |layout: &mut Vec<(PathBuf, u64)>, f: &Path, have: u64, at: &Path, md: &std::fs::Metadata| -> Result<(), Error> {
+    let regular_file = |layout: &mut Vec<(PathBuf, u64)>, f: &Path, start: u64, have: u64, at: &Path, md: &std::fs::Metadata| -> Result<(), Error> {
         file_blocks_fit(&o, at, md)?;
         // Without size= a file is used from offset to its end: an offset
         // past the end leaves nothing (fio refuses it, the file
         // untouched); one at the end leaves nothing too, which fio
         // refuses for one file and, among several, ignores that file.
-        if o.size.is_none() && have > 0 && (o.offset > have || o.offset == have && nfiles == 1) {
+        if o.size.is_none() && have > 0 && (start > have || start == have && nfiles == 1) {
             return Err(Error::usage(format!(
-                "job {job}: offset={} is {} the end of {} ({have} bytes) and no size= is given; give a smaller offset, or size= to extend the file",
-                o.offset,
-                if o.offset > have { "past" } else { "at" },
+                "job {job}: offset={start} is {} the end of {} ({have} bytes) and no size= is given; give a smaller offset, or size= to extend the file",
+                if start > have { "past" } else { "at" },
                 f.display()
             )));
         }
         // Several files share size= (fio divides it between them).
-        let need = o.offset + o.size.unwrap_or(0) / nfiles;
+        let need = start + o.size.unwrap_or(0) / nfiles;
         if have < need {
             // fio: "refusing extend of file due to read-only".
             if readonly {
@@ -282,7 +291,8 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
                 files
             };
             let mut v = vec![];
-            for f in files.iter().map(|f| with_dir(f)) {
+            for (i, f) in files.iter().map(|f| with_dir(f)).enumerate() {
+                let start = starts.get(i).copied().unwrap_or(o.offset);
                 match std::fs::metadata(&f) {
                     Ok(md) if md.file_type().is_block_device() => {
                         if o.rw.writes() && !o.allow_mounted_write {
@@ -299,7 +309,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
                         return Err(Error::usage(format!("job {job}: {f} is a character device; for /dev/ngXnY use ioengine=io_uring_cmd with cmd_type=nvme")));
                     }
                     Ok(md) if md.is_file() => {
-                        regular_file(&mut layout, Path::new(&f), md.len(), Path::new(&f), &md)?;
+                        regular_file(&mut layout, Path::new(&f), start, md.len(), Path::new(&f), &md)?;
                         context = "measured on a regular file of the host's filesystem (not emulated, not simulated)".into();
                     }
                     Ok(_) => return Err(Error::usage(format!("job {job}: {f} is neither a device nor a regular file"))),
@@ -317,7 +327,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
                         // directory that exists (fio makes the missing ones).
                         let dir = Path::new(&f).ancestors().skip(1).map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d }).find(|d| d.is_dir()).unwrap_or(Path::new("."));
                         let md = std::fs::metadata(dir).map_err(|e| Error::io(format!("job {job}: cannot stat {}", dir.display()), e))?;
-                        regular_file(&mut layout, Path::new(&f), made.unwrap_or(0), dir, &md)?;
+                        regular_file(&mut layout, Path::new(&f), start, made.unwrap_or(0), dir, &md)?;
                         context = "measured on a regular file of the host's filesystem (not emulated, not simulated)".into();
                     }
                     Err(e) => return Err(Error::io(format!("job {job}: cannot stat {f}"), e)),
@@ -380,6 +390,9 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         }
         other => return Err(Error::usage(format!("job {job}: ioengine={other} is not supported; use one of {ENGINES}"))),
     };
+    if paths.len() > 1 && o.verify {
+        return Err(Error::usage(format!("job {job}: verify with several files is not supported (a block's expected content would depend on which device served it); verify each on its own")));
+    }
     // A read job verifying data fio wrote with its own verify= finds fio's
     // header in every block, not our stamps: said before it runs, not as a
     // mismatch in every block after it.
@@ -395,10 +408,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
             }
         }
     }
-    if paths.len() > 1 && o.verify {
-        return Err(Error::usage(format!("job {job}: verify with several files is not supported (a block's expected content would depend on which device served it); verify each on its own")));
-    }
-    Ok(Planned { opts: o, group, wave: 0, paths, layout, cpus, context, batch_complete, global_options: Default::default(), job_options: Default::default() })
+    Ok(Planned { opts: o, group, wave: 0, paths, layout, cpus, context, batch_complete, global_options: Default::default(), job_options: Default::default(), starts })
 }
 
 /// fio's verify header (its verify type) at `offset` of a file or device,
@@ -504,6 +514,11 @@ fn offset_of(pct: u64, bytes: u64, bs: u64) -> u64 {
     (bytes * pct / 100).next_multiple_of(bs.max(1))
 }
 
+/// The job's offset as given: `N%` or bytes.
+fn offset_given(o: &JobOpts) -> String {
+    o.given.iter().rev().find(|(k, _)| k == "offset").map_or_else(|| o.offset.to_string(), |(_, v)| v.clone())
+}
+
 /// fio's region for `size=N%` of a file or device of `bytes` from
 /// `offset` (setup_files): N% of it, within what follows the offset.
 fn share_of(pct: u64, bytes: u64, offset: u64) -> u64 {
@@ -560,14 +575,21 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         for s in &p.paths {
             ts.push(s.open(queues)?);
         }
-        // As fio (filesetup.c, setup_files): size= divided between the
-        // files; without it, each file from offset to its own end. Whole
-        // blocks of bs only; iodepth shared.
+        // As fio (filesetup.c, setup_files): each file from its own start
+        // (offset=N%: N% of it, resolved when planned for block-path
+        // files), size= divided between the files; without it, each file
+        // from its start to its own end. Whole blocks of bs only; iodepth
+        // shared.
         let multi = crate::backend::multi::MultiTarget::new(ts)?;
         let n = p.paths.len() as u64;
         let name = |i: usize| p.paths[i].kernel().map_or_else(|| multi.device_name(i), |k| k.device.clone());
+        let starts: Vec<u64> = match (&p.starts[..], o.offset_percent) {
+            ([], Some(pct)) => (0..p.paths.len()).map(|i| offset_of(pct, multi.device_bytes(i), o.bs)).collect(),
+            ([], None) => vec![o.offset; p.paths.len()],
+            (given, _) => given.to_vec(),
+        };
         let mut files = vec![];
-        for i in 0..p.paths.len() {
+        for (i, &start) in starts.iter().enumerate() {
             let bytes = match o.size {
                 Some(size) if size / n < o.bs => {
                     return Err(Error::usage(format!(
@@ -579,16 +601,15 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
                 Some(size) => size / n,
                 None => {
                     let end = multi.device_bytes(i);
-                    if o.offset > end {
+                    if start > end {
                         return Err(Error::usage(format!(
-                            "offset={} is past the end of {} ({end} bytes), one of the {n} files, and no size= is given; give a smaller offset, or size=",
-                            o.offset,
+                            "offset={start} is past the end of {} ({end} bytes), one of the {n} files, and no size= is given; give a smaller offset, or size=",
                             name(i)
                         )));
                     }
-                    // size=N%: N% of each file's own size, from offset,
+                    // size=N%: N% of each file's own size, from its start,
                     // within the file (fio's setup_files).
-                    o.size_percent.map_or(end - o.offset, |pct| share_of(pct, end, o.offset))
+                    o.size_percent.map_or(end - start, |pct| share_of(pct, end, start))
                 }
             };
             files.push(bytes / o.bs * o.bs);
@@ -598,21 +619,24 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         if files.iter().all(|b| *b == 0) {
             return Err(Error::usage(format!(
                 "offset={} leaves less than one bs={} in each of the {n} files and no size= is given; give a smaller offset, or size=",
-                o.offset, o.bs
+                offset_given(o),
+                o.bs
             )));
         }
         for (i, _) in files.iter().enumerate().filter(|(_, b)| **b == 0) {
-            eprintln!("nvme-bypass fio: file {} may be ignored: offset={} leaves less than one bs={} of it (fio ignores it too)", name(i), o.offset, o.bs);
+            eprintln!("nvme-bypass fio: file {} may be ignored: offset={} leaves less than one bs={} of it (fio ignores it too)", name(i), starts[i], o.bs);
         }
-        Box::new(multi.interleaved(o.offset, &files, o.bs)?)
+        Box::new(multi.interleaved(&starts, &files, o.bs)?)
     } else {
         p.paths[0].open(queues)?
     };
     let geo = target.geometry();
     // offset=N% not known before the path is opened (passthru, our
-    // driver, the simulator): N% of the namespace. (Several files refuse
-    // it when the job is planned; a block-path file has it resolved then.)
+    // driver, the simulator): N% of the namespace. (A block-path file has
+    // it resolved when planned; several files their own, above: the
+    // engine's region of their units starts at 0.)
     let offset = match o.offset_percent {
+        _ if p.paths.len() > 1 => 0,
         Some(pct) => {
             let offset = offset_of(pct, geo.bytes(), o.bs);
             if offset >= geo.bytes() {
@@ -624,7 +648,7 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
     };
     // The engine's region: one file's, or all the files' interleaved.
     let size = if p.paths.len() > 1 {
-        geo.bytes() - offset
+        geo.bytes()
     } else {
         match (o.size, o.size_percent) {
             (Some(size), _) => size,
@@ -676,10 +700,20 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
     };
     engine::validate(&spec, &geo)?;
     let mut threads = engine::run(&*target, &spec, clock, false)?;
-    // disable_slat: clat and lat as before, no slat (fio records none).
-    if o.disable_slat {
-        for t in &mut threads {
-            (t.read.slat, t.write.slat) = (None, None);
+    // disable_slat, _clat, _lat: fio records no such latency, and shows
+    // none (no line, no percentiles; without clat no latency distribution
+    // either, as fio's io_u_mark_latency marks clat). The engine's one
+    // histogram per latency costs too little per I/O to be worth not
+    // taking, so it is dropped here instead of not taken.
+    for d in threads.iter_mut().flat_map(|t| [&mut t.read, &mut t.write]) {
+        if o.disable_slat {
+            d.slat = None;
+        }
+        if o.disable_clat && d.clat.is_some() {
+            d.clat = Some(crate::measure::stats::new_histogram());
+        }
+        if o.disable_lat {
+            d.lat = crate::measure::stats::new_histogram();
         }
     }
     // fio's total_ios, and its IOPS, count the I/Os submitted after the

@@ -81,8 +81,8 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("slat_percentiles", Kind::Bool),
     ("percentile_list", Kind::Value),
     ("disable_slat", Kind::Bool),
-    ("disable_clat", Kind::Ignored("latency is recorded into a histogram at no per-I/O cost worth disabling")),
-    ("disable_lat", Kind::Ignored("latency is recorded into a histogram at no per-I/O cost worth disabling")),
+    ("disable_clat", Kind::Bool),
+    ("disable_lat", Kind::Bool),
     ("exitall", Kind::Refused("a group's jobs each run until they end on their own; give them the same runtime instead")),
     ("unified_rw_reporting", Kind::Refused("would merge reads and writes into one 'mixed' line; nvme-bypass reports them apart")),
     ("bssplit", Kind::Refused("mixed block sizes are not supported; one bs per job")),
@@ -257,6 +257,12 @@ pub struct JobOpts {
     pub norandommap: bool,
     /// fio's `disable_slat`: no submission latency measured or shown.
     pub disable_slat: bool,
+    /// fio's `disable_clat`: no completion latency shown (its line, its
+    /// percentiles, the latency distribution, the clat log).
+    pub disable_clat: bool,
+    /// fio's `disable_lat`: no total latency shown (its line, its
+    /// percentiles, the lat log).
+    pub disable_lat: bool,
     /// fio's `ioscheduler`: the I/O scheduler the disks under the job's
     /// files are switched to.
     pub ioscheduler: Option<String>,
@@ -327,6 +333,8 @@ impl Default for JobOpts {
             seed: 1,
             norandommap: false,
             disable_slat: false,
+            disable_clat: false,
+            disable_lat: false,
             ioscheduler: None,
             percentiles: Percentiles::default(),
             userspace_reap: false,
@@ -583,22 +591,7 @@ impl JobOpts {
                     "fio option '{name}' is not supported ({why}); ignoring it would not change the figures, but it would silently not happen: remove it"
                 )))
             }
-            Kind::Ignored(why) => {
-                // Two of them are only ignorable at fio's default: set
-                // otherwise, fio's report has other lines than ours.
-                let output = match name {
-                    "disable_lat" => Some((false, "fio drops the total latency line")),
-                    "disable_clat" => Some((false, "fio drops the completion latency line and its percentiles")),
-                    _ => None,
-                };
-                if let Some((default, change)) = output {
-                    if boolean(name, v)? != default {
-                        return Err(Error::usage(format!(
-                            "fio option '{name}={}' is not supported: {change} there, and nvme-bypass's report keeps fio's default ({why}); the figures are the same, but the report's lines would differ from fio's: remove the option",
-                            v.unwrap_or("1")
-                        )));
-                    }
-                }
+            Kind::Ignored(_) => {
                 self.given.push((name.into(), v.unwrap_or("").into()));
                 return Ok(());
             }
@@ -740,6 +733,8 @@ impl JobOpts {
             "randseed" => self.seed = num(name, need()?)?,
             "norandommap" => self.norandommap = boolean(name, v)?,
             "disable_slat" => self.disable_slat = boolean(name, v)?,
+            "disable_clat" => self.disable_clat = boolean(name, v)?,
+            "disable_lat" => self.disable_lat = boolean(name, v)?,
             "stonewall" => self.stonewall = boolean(name, v)?,
             "new_group" => self.new_group = boolean(name, v)?,
             "continue_on_error" => {
@@ -978,12 +973,10 @@ mod tests {
         j.set("bsrange", Some("4k-4k")).unwrap();
         assert_eq!(j.bs, 4096);
         assert!(j.set("bsrange", Some("4k-8k")).unwrap_err().to_string().contains("would change the result"));
-        // Report options: accepted at fio's defaults, refused otherwise.
-        for (k, ok, refused) in [("disable_lat", "0", "1"), ("disable_clat", "0", "1")] {
-            j.set(k, Some(ok)).unwrap();
-            let e = j.set(k, Some(refused)).unwrap_err().to_string();
-            assert!(e.contains(&format!("'{k}={refused}'")) && e.contains("lines would differ from fio's"), "{e}");
-        }
+        // Report options, as fio's.
+        j.set("disable_lat", Some("1")).unwrap();
+        j.set("disable_clat", None).unwrap();
+        assert!(j.disable_lat && j.disable_clat);
         assert!(j.set("rw", Some("randtrim")).is_err());
         assert!(j.set("kb_base", Some("1000")).is_err());
         let e = j.set("bs", Some("(2*2048)")).unwrap_err().to_string();

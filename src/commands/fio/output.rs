@@ -429,7 +429,7 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
             continue;
         }
         o.push_str(&dir_line(name, ios, bytes, runt, d.errors));
-        if !b.opts.gtod_reduce && d.lat_ns.n > 0 {
+        if !b.opts.gtod_reduce {
             // fio's order: slat (none on a synchronous path), clat, lat,
             // then the percentiles asked for; one latency when not
             // measured apart.
@@ -439,7 +439,9 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
             if let Some(c) = d.clat_ns.as_ref().filter(|x| x.n > 0) {
                 o.push_str(&lat_line("clat", c));
             }
-            o.push_str(&lat_line(" lat", &d.lat_ns));
+            if d.lat_ns.n > 0 {
+                o.push_str(&lat_line(" lat", &d.lat_ns));
+            }
             let list = b.percentiles.reported();
             for (name, h) in percentile_sets(if name == "read" { &merged.read } else { &merged.write }, b.percentiles) {
                 o.push_str(&percentile_lines(name, &percentile_values(h, &list), b.percentiles.precision));
@@ -561,10 +563,17 @@ pub fn write_logs(o: &JobOpts, threads: &[ThreadResult], first: usize) -> Vec<St
     let prefix = |p: &str| if p.is_empty() { o.name.clone() } else { p.to_string() };
     let mut written = vec![];
     // As fio: gtod_reduce measures no latency (no latency files);
-    // disable_slat no submission latency (no slat file).
+    // disable_slat, _clat and _lat each leave out their own file.
     let lat = o.lat_log.as_ref().filter(|_| !o.gtod_reduce);
+    let unless = |off: bool| lat.filter(|_| !off);
     // (kind, prefix, which latency: 0 lat, 1 clat, 2 slat; None: bw or iops)
-    let kinds = [("bw", o.bw_log.as_ref(), None), ("iops", o.iops_log.as_ref(), None), ("lat", lat, Some(0)), ("clat", lat, Some(1)), ("slat", lat.filter(|_| !o.disable_slat), Some(2))];
+    let kinds = [
+        ("bw", o.bw_log.as_ref(), None),
+        ("iops", o.iops_log.as_ref(), None),
+        ("lat", unless(o.disable_lat), Some(0)),
+        ("clat", unless(o.disable_clat), Some(1)),
+        ("slat", unless(o.disable_slat), Some(2)),
+    ];
     for (kind, p, which) in kinds {
         let Some(p) = p else { continue };
         for (k, t) in threads.iter().enumerate() {
