@@ -559,6 +559,34 @@ fn size_as_a_share_of_each_file_as_fios() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// `number_ios`: at most that many I/Os a loop, as fio 3.33 counts them
+/// on the same file (its total_ios beside each); a time_based job runs
+/// for its runtime, as fio's does, and says so.
+#[test]
+fn number_ios_ends_a_loop_as_fios() {
+    let Some(d) = workdir("nios") else { return };
+    std::fs::File::create(d.join("r")).unwrap().set_len(8 << 20).unwrap();
+    for (opts, ios) in [
+        ("--number_ios=100", 100),
+        ("--number_ios=100 --loops=3", 300),
+        ("--number_ios=5000", 2048),
+        ("--number_ios=100 --io_size=40k", 10),
+        ("--number_ios=1k", 1024),
+        ("--number_ios=100 --rw=randrw", 100),
+    ] {
+        let args: Vec<&str> = ["--name=t", "--filename=r", "--rw=randread", "--output-format=json"].into_iter().chain(opts.split(' ')).collect();
+        let (code, out, err) = fio_in(&d, &args);
+        assert_eq!(code, 0, "{opts}: {err}");
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{opts}: {e}: {out}"));
+        let r = &j["jobs"][0];
+        assert_eq!(r["read"]["total_ios"].as_u64().unwrap() + r["write"]["total_ios"].as_u64().unwrap(), ios, "{opts}");
+    }
+    let (code, _, err) = fio_in(&d, &["--name=t", "--filename=r", "--rw=randread", "--number_ios=10", "--runtime=100ms", "--time_based"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("number_ios=10 does not end a time_based job (fio ignores it there too)"), "{err}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
 /// fio's percentile options: `percentile_list` (its order, precision and
 /// limits), `slat_percentiles`, `clat_percentiles` and `lat_percentiles`,
 /// in the text, the JSON (json+ bins beside each percentile table) and the

@@ -184,6 +184,9 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     for n in ["runtime", "ramp_time"].into_iter().filter_map(note) {
         eprintln!("nvme-bypass: warning: job {job}: {n}");
     }
+    if o.time_based && o.number_ios > 0 {
+        eprintln!("nvme-bypass: warning: job {job}: number_ios={} does not end a time_based job (fio ignores it there too): it runs for its runtime", o.number_ios);
+    }
     let batch_complete = o.batch_complete()?;
     // fio's default log_avg_msec=0 logs every I/O: a file entry per I/O
     // inside the measured loop, which nvme-bypass does not write.
@@ -670,9 +673,12 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
             (None, None) => geo.bytes().saturating_sub(offset),
         }
     };
-    // An io_size under one block is one I/O, as fio does it.
+    // An io_size under one block is one I/O, as fio does it; number_ios
+    // ends a loop sooner (fio's exceeds_number_ios, which a time_based
+    // job never asks).
     let io = o.io_size.unwrap_or(size);
-    let ios = if o.time_based { None } else { Some((io / o.bs.max(1)).max((io > 0) as u64) * o.loops.max(1)) };
+    let per_loop = (io / o.bs.max(1)).max((io > 0) as u64).min(if o.number_ios > 0 { o.number_ios } else { u64::MAX });
+    let ios = if o.time_based { None } else { Some(per_loop * o.loops.max(1)) };
     let spec = JobSpec {
         rw: o.rw,
         bs: o.bs as usize,

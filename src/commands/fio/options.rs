@@ -45,6 +45,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("ramp_time", Kind::Value),
     ("numjobs", Kind::Value),
     ("loops", Kind::Value),
+    ("number_ios", Kind::Value),
     ("direct", Kind::Bool),
     ("buffered", Kind::Bool),
     ("group_reporting", Kind::Bool),
@@ -122,7 +123,6 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("mem", Kind::Refused("I/O buffers are page-aligned anonymous memory")),
     ("iomem_align", Kind::Refused("I/O buffers are page-aligned")),
     ("startdelay", Kind::Refused("jobs start at once")),
-    ("number_ios", Kind::Refused("use io_size")),
     ("flow", Kind::Refused("no flow control between jobs")),
     ("trim_percentage", Kind::Refused("no trims")),
     ("write_bw_log", Kind::Value),
@@ -233,6 +233,9 @@ pub struct JobOpts {
     pub ramp: Duration,
     pub numjobs: usize,
     pub loops: u64,
+    /// fio's `number_ios`: at most this many I/Os per loop (0, fio's
+    /// default, and a time_based job: no limit).
+    pub number_ios: u64,
     pub direct: bool,
     /// fio's `invalidate` (default 1): drop the file's page cache before
     /// the job, so a buffered job reads the device, not memory.
@@ -314,6 +317,7 @@ impl Default for JobOpts {
             ramp: Duration::ZERO,
             numjobs: 1,
             loops: 1,
+            number_ios: 0,
             direct: false,
             invalidate: true,
             group_reporting: false,
@@ -697,6 +701,7 @@ impl JobOpts {
             "ramp_time" => self.ramp = fio_time(need()?).map_err(bad)?,
             "numjobs" => self.numjobs = num(name, need()?)?,
             "loops" => self.loops = num(name, need()?)?,
+            "number_ios" => self.number_ios = fio_size(need()?).map_err(bad)?,
             "direct" => self.direct = boolean(name, v)?,
             "invalidate" => self.invalidate = boolean(name, v)?,
             "buffered" => self.direct = !boolean(name, v)?,
