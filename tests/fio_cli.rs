@@ -341,6 +341,39 @@ fn a_write_jobs_verify_phase_is_its_read_line_and_a_mismatch_is_fios_err_84() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// `startdelay`: a job set up that long after the run started, as fio's
+/// run_threads starts it; a range is refused; a signal during the wait
+/// ends the run with the job among those not run.
+#[test]
+fn startdelay_starts_a_job_later_as_fios() {
+    let Some(d) = workdir("startdelay") else { return };
+    let t0 = std::time::Instant::now();
+    let (code, out, err) = fio_in(&d, &["--name=a", "--filename=data", "--size=8M", "--rw=randread", "--runtime=200ms", "--time_based", "--name=b", "--filename=data", "--rw=randread", "--runtime=200ms", "--time_based", "--startdelay=700ms"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(900), "b started 700 ms in and ran 200 ms: {:?}", t0.elapsed());
+    assert!(out.contains("a: (groupid=0") && out.contains("b: (groupid=0"), "{out}");
+    let (code, _, err) = fio_in(&d, &["--name=a", "--filename=data", "--size=8M", "--startdelay=1-5"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("startdelay=1-5: a random delay within a range is not supported") && err.contains("startdelay=1"), "{err}");
+    let child = Command::new(env!("CARGO_BIN_EXE_nvme-bypass"))
+        .current_dir(&d)
+        .args(["fio", "--name=a", "--filename=data", "--size=8M", "--rw=randread", "--startdelay=600"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let t1 = std::time::Instant::now();
+    // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(128), "{err}");
+    assert!(t1.elapsed() < std::time::Duration::from_secs(60), "the wait ends on the signal, not after 600 s");
+    assert!(out.contains("terminating on signal 2") && out.contains("not run: a") && !err.contains("error"), "{out}{err}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
 #[test]
 fn a_signal_ends_the_run_as_fios_does() {
     let Some(d) = workdir("signal") else { return };

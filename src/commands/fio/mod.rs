@@ -181,7 +181,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         let why = note("runtime").map(|n| format!("; {n}")).unwrap_or_default();
         return Err(Error::usage(format!("job {job}: time_based needs runtime= (how long to run){why}")));
     }
-    for n in ["runtime", "ramp_time"].into_iter().filter_map(note) {
+    for n in ["runtime", "ramp_time", "startdelay"].into_iter().filter_map(note) {
         eprintln!("nvme-bypass: warning: job {job}: {n}");
     }
     if o.time_based && o.number_ios > 0 {
@@ -546,8 +546,17 @@ struct Ran {
     started_ms: u64,
 }
 
-fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Schedulers) -> Result<(Vec<ThreadResult>, RunSummary, JobSpec), Error> {
+fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Schedulers, genesis: std::time::Instant) -> Result<(Vec<ThreadResult>, RunSummary, JobSpec), Error> {
     let o = &p.opts;
+    // fio's startdelay: the job is not set up until that long after the
+    // run started (run_threads; a job after a stonewall may find it
+    // passed). Ctrl-C ends the wait.
+    while let Some(left) = o.startdelay.checked_sub(genesis.elapsed()).filter(|d| !d.is_zero() && !stop.requested()) {
+        std::thread::sleep(left.min(std::time::Duration::from_millis(50)));
+    }
+    if stop.requested() {
+        return Err(Error::usage("stopped before it started (startdelay)"));
+    }
     // fio's ioscheduler=: the disk under each block-path file switched
     // first (passthru, our driver and the simulator have none, as fio
     // skips character devices).
@@ -995,11 +1004,11 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         let members = &plans[first..end];
         let started_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
         let results: Vec<_> = if members.len() == 1 {
-            vec![run_one(&members[0], clock, stop, &schedulers)]
+            vec![run_one(&members[0], clock, stop, &schedulers, run_start)]
         } else {
             std::thread::scope(|s| {
                 let schedulers = &schedulers;
-                let hs: Vec<_> = members.iter().map(|p| s.spawn(move || run_one(p, clock, stop, schedulers))).collect();
+                let hs: Vec<_> = members.iter().map(|p| s.spawn(move || run_one(p, clock, stop, schedulers, run_start))).collect();
                 hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::usage("a job's thread panicked")))).collect()
             })
         };
@@ -1007,6 +1016,9 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             let p = &plans[first + k];
             let (threads, mut summary, spec) = match r {
                 Ok(x) => x,
+                // Stopped by a signal before it ran (startdelay): listed
+                // below among the jobs not run, as a later group's are.
+                Err(_) if stop.requested() => continue,
                 Err(e) => {
                     job_errors.push(Error::usage(format!("job {}: {}", p.opts.name, in_fio_words(&crate::error::chain(&e)))));
                     continue;

@@ -46,6 +46,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("numjobs", Kind::Value),
     ("loops", Kind::Value),
     ("number_ios", Kind::Value),
+    ("startdelay", Kind::Value),
     ("direct", Kind::Bool),
     ("buffered", Kind::Bool),
     ("group_reporting", Kind::Bool),
@@ -122,7 +123,6 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("iomem", Kind::Refused("I/O buffers are page-aligned anonymous memory")),
     ("mem", Kind::Refused("I/O buffers are page-aligned anonymous memory")),
     ("iomem_align", Kind::Refused("I/O buffers are page-aligned")),
-    ("startdelay", Kind::Refused("jobs start at once")),
     ("flow", Kind::Refused("no flow control between jobs")),
     ("trim_percentage", Kind::Refused("no trims")),
     ("write_bw_log", Kind::Value),
@@ -231,6 +231,8 @@ pub struct JobOpts {
     pub runtime: Option<Duration>,
     pub time_based: bool,
     pub ramp: Duration,
+    /// fio's `startdelay`: the job starts this long after the run did.
+    pub startdelay: Duration,
     pub numjobs: usize,
     pub loops: u64,
     /// fio's `number_ios`: at most this many I/Os per loop (0, fio's
@@ -315,6 +317,7 @@ impl Default for JobOpts {
             runtime: None,
             time_based: false,
             ramp: Duration::ZERO,
+            startdelay: Duration::ZERO,
             numjobs: 1,
             loops: 1,
             number_ios: 0,
@@ -699,6 +702,17 @@ impl JobOpts {
             "lat_percentiles" => self.percentiles.lat = boolean(name, v)?,
             "percentile_list" => (self.percentiles.list, self.percentiles.precision) = Percentiles::parse_list(need()?).map_err(bad)?,
             "ramp_time" => self.ramp = fio_time(need()?).map_err(bad)?,
+            "startdelay" => {
+                let v = need()?;
+                // fio's startdelay=a-b: a random delay in that range.
+                if v.trim_start_matches('-').contains('-') {
+                    return Err(Error::usage(format!(
+                        "startdelay={v}: a random delay within a range is not supported (the job would start at a time drawn at random); give one time, such as startdelay={}",
+                        v.split('-').next().unwrap_or("1")
+                    )));
+                }
+                self.startdelay = fio_time(v).map_err(bad)?
+            }
             "numjobs" => self.numjobs = num(name, need()?)?,
             "loops" => self.loops = num(name, need()?)?,
             "number_ios" => self.number_ios = fio_size(need()?).map_err(bad)?,
