@@ -620,6 +620,44 @@ fn number_ios_ends_a_loop_as_fios() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// `rate_iops` and `rate`: I/Os spaced as fio's rate_process=linear
+/// spaces them (I/O k due k / rate s in), per direction as fio reads the
+/// values; refused where fio's rate is not ours to follow.
+#[test]
+fn rate_iops_paces_a_job_as_fios() {
+    let Some(d) = workdir("rate") else { return };
+    std::fs::File::create(d.join("r")).unwrap().set_len(8 << 20).unwrap();
+    // (options, I/Os, at least this many ms: 99 intervals between 100 I/Os)
+    for (opts, ios, ms) in [
+        ("--rw=randread --rate_iops=1000 --io_size=400k", 100, 99),
+        ("--rw=randread --rate_iops=1000 --io_size=400k --iodepth=8 --ioengine=io_uring", 100, 99),
+        ("--rw=randwrite --rate_iops=5000,1000 --io_size=400k", 100, 99),
+        // rate= in bytes a second: 4 MiB/s of 4 KiB is 1024 I/Os a second.
+        ("--rw=randread --rate=4m --io_size=400k", 100, 96),
+    ] {
+        let args: Vec<&str> = ["--name=t", "--filename=r", "--direct=1", "--output-format=json"].into_iter().chain(opts.split(' ')).collect();
+        let (code, out, err) = fio_in(&d, &args);
+        assert_eq!(code, 0, "{opts}: {err}");
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{opts}: {e}: {out}"));
+        let dir = if opts.contains("write") { "write" } else { "read" };
+        let r = &j["jobs"][0][dir];
+        assert_eq!(r["total_ios"], ios, "{opts}");
+        assert!(r["runtime"].as_u64().unwrap() >= ms, "{opts}: {r}");
+    }
+    for (opts, says) in [
+        ("--rw=randrw --rate_iops=100", "with reads and writes mixed fio paces each direction to its own rate"),
+        ("--rw=read --rate_iops=100 --rate_process=poisson", "rate_process=poisson is not supported"),
+        ("--rw=read --rate_iops=1,2,3", "a trim rate is not supported"),
+        ("--rw=read --rate_min=1m", "'rate_min' is not supported"),
+    ] {
+        let args: Vec<&str> = ["--name=t", "--filename=r"].into_iter().chain(opts.split(' ')).collect();
+        let (code, _, err) = fio_in(&d, &args);
+        assert_eq!(code, 2, "{opts}");
+        assert!(err.contains(says), "{opts}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
+
 /// fio's percentile options: `percentile_list` (its order, precision and
 /// limits), `slat_percentiles`, `clat_percentiles` and `lat_percentiles`,
 /// in the text, the JSON (json+ bins beside each percentile table) and the

@@ -221,6 +221,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         batch_complete: a.batch_complete,
         reap_max: 0,
         split_lat: false,
+        rate_iops: None,
         log_ns: None,
         numjobs: a.numjobs,
         cpus: cpus.clone(),

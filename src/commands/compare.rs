@@ -484,6 +484,7 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         batch_complete: a.batch_complete,
         reap_max: 0,
         split_lat: false,
+        rate_iops: None,
         log_ns: None,
         numjobs: a.numjobs,
         cpus: a.cpus.clone().unwrap_or_default(),

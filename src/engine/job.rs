@@ -120,6 +120,10 @@ pub struct JobSpec {
     /// I/O and a histogram record per completion more. Off: one latency,
     /// submission to reap (fio's `lat`).
     pub split_lat: bool,
+    /// fio's `rate_iops` (its `rate_process=linear`): the main phase's
+    /// I/O k is issued no sooner than k / rate_iops s after the phase (or
+    /// the ramp's end) started; None: as fast as the path takes them.
+    pub rate_iops: Option<f64>,
     /// Progress read every this many ns for fio's bandwidth and IOPS logs
     /// (`log_avg_msec`), besides the 500 ms samples; None: no logs.
     pub log_ns: Option<u64>,

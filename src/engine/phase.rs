@@ -487,6 +487,35 @@ struct Phase<'c> {
     issue_ts: Vec<u64>,
     /// The path does its I/O inside `submit` (no submission latency).
     sync: bool,
+    /// fio's `rate_iops` (the main phase only).
+    rate: Option<Rate>,
+}
+
+/// fio's `rate_iops` with its default `rate_process=linear`: I/O k (from
+/// 0) is due k / `iops` s after `start`; one not yet due is not issued,
+/// and a thread with nothing in flight sleeps until the next is due.
+/// (fio first waits for every I/O in flight to complete, then sleeps: an
+/// I/O due while others are in flight goes late there, on time here.)
+struct Rate {
+    start: u64,
+    ticks_per_s: f64,
+    iops: f64,
+    /// I/Os issued since `start`.
+    issued: u64,
+}
+
+impl Rate {
+    /// How many more I/Os are due at `t`.
+    fn due(&self, t: u64) -> u64 {
+        let due = (t.saturating_sub(self.start) as f64 * self.iops / self.ticks_per_s) as u64 + 1;
+        due.saturating_sub(self.issued)
+    }
+
+    /// Ticks from `t` until the next I/O is due.
+    fn until_next(&self, t: u64) -> u64 {
+        let at = self.start + (self.issued as f64 * self.ticks_per_s / self.iops) as u64;
+        at.saturating_sub(t)
+    }
 }
 
 /// Keep the queue full with I/Os from `next` until it has no more (or the
@@ -518,6 +547,9 @@ fn run_phase<const VERIFY: bool, F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
             }
         }
         p.reap::<VERIFY>(q, wl, verifier.as_deref_mut(), res, submitted, t)?;
+        if p.rate.is_some() {
+            p.pace(t);
+        }
         if t >= p.wd.next_check {
             p.check(q, wl, verifier.as_deref_mut(), res, t)?;
         }
@@ -575,6 +607,7 @@ impl<'c> Phase<'c> {
             thread,
             issue_ts: if spec.split_lat { vec![0; depth] } else { vec![] },
             sync: q.synchronous(),
+            rate: spec.rate_iops.filter(|&r| r > 0.0 && main).map(|iops| Rate { start, ticks_per_s: clock.ticks(std::time::Duration::from_secs(1)).max(1) as f64, iops, issued: 0 }),
         }
     }
 
@@ -606,6 +639,10 @@ impl<'c> Phase<'c> {
         }
         if self.kind == PhaseKind::Main && !self.m.on && t >= self.ramp_end {
             self.end_ramp(q);
+            // fio's reset_all_stats: the rate counts from the ramp's end.
+            if let Some(r) = &mut self.rate {
+                (r.start, r.issued) = (t, 0);
+            }
         }
         if t >= self.end || self.ctx.spec.stop.requested() {
             self.stopping = true;
@@ -632,19 +669,30 @@ impl<'c> Phase<'c> {
         }
         let blocks = wl.blocks;
         let resubmitted = if self.wd.pending.is_empty() { 0 } else { self.wd.resubmit(&mut self.ios, &self.slots, wl, blocks, t) };
+        // New I/Os due now (rate_iops), or no limit.
+        let mut due = self.rate.as_ref().map_or(u64::MAX, |r| r.due(t));
         while !self.stopping {
             let Some(&slot) = self.slots.free.last() else { break };
             let (op, drawn) = match self.retry.pop() {
                 Some(x) => x,
-                None if self.ran_out => break,
+                None if self.ran_out || due == 0 => break,
                 None => {
                     if let (false, Source::Workload { left, .. }) = (VERIFY, &mut *next) {
                         // Nothing to retry, nothing to verify: the workload
                         // fills every free slot in one run. (Most passes of
                         // a polled run find no free slot.)
-                        self.ran_out = take_run(&mut self.slots, &mut self.ios, wl, left, t);
+                        if due == u64::MAX {
+                            self.ran_out = take_run(&mut self.slots, &mut self.ios, wl, left, t);
+                        } else {
+                            let (mut cap, was) = ((*left).min(due), *left);
+                            let asked = cap;
+                            take_run(&mut self.slots, &mut self.ios, wl, &mut cap, t);
+                            *left = was - (asked - cap);
+                            self.ran_out = *left == 0;
+                        }
                         break;
                     }
+                    due -= (due != u64::MAX) as u64;
                     match next.next(wl) {
                         Some(x) => x,
                         None => {
@@ -685,6 +733,9 @@ impl<'c> Phase<'c> {
             }
         }
         self.in_flight += submitted;
+        if let Some(r) = &mut self.rate {
+            r.issued += submitted.saturating_sub(resubmitted) as u64;
+        }
         if self.m.on && submitted > 0 {
             self.m.depths.submitted(submitted, self.in_flight, self.ctx.spec.batch);
         }
@@ -1014,6 +1065,26 @@ impl<'c> Phase<'c> {
 
     /// Nothing more to submit and nothing in flight.
     #[inline(always)]
+    /// rate_iops: with nothing in flight and the next I/O not yet due,
+    /// sleep until it is (at most 50 ms at a time, so a stop or the
+    /// runtime's end is seen). That pass waited for the rate, not for the
+    /// path: it is not an empty poll.
+    #[cold]
+    fn pace(&mut self, t: u64) {
+        let Some(r) = &self.rate else { return };
+        if self.in_flight > 0 || self.stopping || self.ran_out && self.retry.is_empty() || !self.ios.is_empty() {
+            return;
+        }
+        let wait = self.ctx.clock.to_ns(r.until_next(t).min(self.end.saturating_sub(t)));
+        if wait == 0 {
+            return;
+        }
+        if self.empty_since.take().is_some() {
+            self.m.empty -= 1;
+        }
+        std::thread::sleep(std::time::Duration::from_nanos(wait.min(50_000_000)));
+    }
+
     fn finished(&self) -> bool {
         (self.stopping || self.ran_out && self.retry.is_empty()) && self.in_flight == 0 && self.wd.pending.is_empty()
     }

@@ -181,6 +181,7 @@ fn spec(rw: Rw, ios: u64) -> JobSpec {
         batch_complete: 0,
         reap_max: 0,
         split_lat: false,
+        rate_iops: None,
         log_ns: None,
         numjobs: 1,
         cpus: vec![],
@@ -509,4 +510,22 @@ fn each_pass_over_the_region_is_announced_to_the_path() {
     let r = worker(&ctx, &mut q, 0).unwrap();
     assert_eq!(r.read.ios, 768);
     assert_eq!(passes.load(std::sync::atomic::Ordering::Relaxed), 3);
+}
+
+#[test]
+fn rate_iops_spaces_the_ios_and_its_waits_are_not_empty_polls() {
+    // 2000 a second: I/O k due k/2000 s in, so 100 I/Os take at least
+    // 99 intervals of 0.5 ms. The sleeps between them are no empty polls.
+    for verify in [false, true] {
+        let mut s = JobSpec { rate_iops: Some(2000.0), ..spec(Rw::Randwrite, 100) };
+        if verify {
+            s.verify = Some(VerifySpec { seed: 7, only: false });
+        }
+        let mut q = FakeQueue::new(s.iodepth, s.bs);
+        let t0 = std::time::Instant::now();
+        let r = run(&s, &mut q);
+        assert_eq!(r.write.ios, 100);
+        assert!(t0.elapsed() >= Duration::from_micros(49_500), "verify {verify}: {:?}", t0.elapsed());
+        assert!(r.empty_polls < 20, "verify {verify}: {} empty polls", r.empty_polls);
+    }
 }

@@ -184,6 +184,9 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     for n in ["runtime", "ramp_time", "startdelay"].into_iter().filter_map(note) {
         eprintln!("nvme-bypass: warning: job {job}: {n}");
     }
+    if let Some(r) = &o.rate {
+        r.iops(o.rw.reads(), o.rw.writes(), o.bs).map_err(|e| Error::usage(format!("job {job}: {}: {e}", if r.bytes { "rate" } else { "rate_iops" })))?;
+    }
     if o.time_based && o.number_ios > 0 {
         eprintln!("nvme-bypass: warning: job {job}: number_ios={} does not end a time_based job (fio ignores it there too): it runs for its runtime", o.number_ios);
     }
@@ -705,6 +708,7 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         batch_complete: p.batch_complete,
         reap_max: o.reap_max(),
         split_lat: !o.gtod_reduce,
+        rate_iops: o.rate.and_then(|r| r.iops(o.rw.reads(), o.rw.writes(), o.bs).ok().flatten()),
         log_ns: (o.log_avg_msec > 0 && o.logs()).then_some(o.log_avg_msec * 1_000_000),
         numjobs: o.numjobs,
         cpus: p.cpus.clone(),

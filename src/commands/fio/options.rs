@@ -91,8 +91,11 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("bsrange", Kind::Value),
     ("blocksize_range", Kind::Refused("mixed block sizes are not supported; one bs per job")),
     ("random_distribution", Kind::Refused("offsets are uniform; zipf/pareto/normal would change which blocks are hit")),
-    ("rate", Kind::Refused("no rate limiting: the job would run as fast as it can")),
-    ("rate_iops", Kind::Refused("no rate limiting: the job would run as fast as it can")),
+    ("rate", Kind::Value),
+    ("rate_iops", Kind::Value),
+    ("rate_process", Kind::Value),
+    ("rate_min", Kind::Refused("no minimum rate is enforced: the job would not stop when below it")),
+    ("rate_iops_min", Kind::Refused("no minimum rate is enforced: the job would not stop when below it")),
     ("thinktime", Kind::Refused("no think time: the job would run as fast as it can")),
     ("fsync", Kind::Refused("no fsync every N writes")),
     ("fdatasync", Kind::Refused("no fdatasync every N writes")),
@@ -231,6 +234,9 @@ pub struct JobOpts {
     pub runtime: Option<Duration>,
     pub time_based: bool,
     pub ramp: Duration,
+    /// fio's `rate_iops` (and `rate`, in bytes per second), per direction
+    /// as given (read, write): `N` is both, `N,M` each, `,M` writes only.
+    pub rate: Option<Rate>,
     /// fio's `startdelay`: the job starts this long after the run did.
     pub startdelay: Duration,
     pub numjobs: usize,
@@ -318,6 +324,7 @@ impl Default for JobOpts {
             time_based: false,
             ramp: Duration::ZERO,
             startdelay: Duration::ZERO,
+            rate: None,
             numjobs: 1,
             loops: 1,
             number_ios: 0,
@@ -518,6 +525,29 @@ pub struct Percentiles {
     pub lat: bool,
 }
 
+/// fio's `rate` or `rate_iops` as given.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rate {
+    /// `rate` (bytes per second) rather than `rate_iops`.
+    pub bytes: bool,
+    /// Per second, for reads and for writes (None: no limit).
+    pub per_s: [Option<u64>; 2],
+}
+
+impl Rate {
+    /// I/Os per second for a job of `bs` whose reads and writes are as
+    /// given; Err when the job mixes reads and writes (fio rates each
+    /// direction on its own, whatever rwmixread says).
+    pub fn iops(&self, reads: bool, writes: bool, bs: u64) -> Result<Option<f64>, String> {
+        let per_s = match (reads, writes, self.per_s) {
+            (true, true, _) => return Err("with reads and writes mixed fio paces each direction to its own rate, whatever rwmixread says (rate_iops=500 gives 500 reads and 500 writes a second); that is not supported: rate a read or a write job".into()),
+            (true, false, [r, _]) => r,
+            (_, _, [_, w]) => w,
+        };
+        Ok(per_s.map(|n| if self.bytes { n as f64 / bs.max(1) as f64 } else { n as f64 }))
+    }
+}
+
 /// fio's `FIO_IO_U_LIST_MAX_LEN`: the most percentiles a list may hold.
 pub const MAX_PERCENTILES: usize = 20;
 
@@ -702,6 +732,34 @@ impl JobOpts {
             "lat_percentiles" => self.percentiles.lat = boolean(name, v)?,
             "percentile_list" => (self.percentiles.list, self.percentiles.precision) = Percentiles::parse_list(need()?).map_err(bad)?,
             "ramp_time" => self.ramp = fio_time(need()?).map_err(bad)?,
+            "rate_iops" | "rate" => {
+                let v = need()?;
+                let mut parts = v.split(',').map(|x| {
+                    let x = x.trim();
+                    if x.is_empty() {
+                        Ok(None)
+                    } else {
+                        fio_size(x).map(|n| Some(n).filter(|&n| n > 0)).map_err(&bad)
+                    }
+                });
+                let read = parts.next().transpose()?.flatten();
+                let write = match parts.next() {
+                    Some(w) => w?,
+                    None => read,
+                };
+                if parts.next().transpose()?.flatten().is_some() {
+                    return Err(Error::usage(format!("{name}={v}: a trim rate is not supported (no trims); give reads and writes only")));
+                }
+                self.rate = Some(Rate { bytes: name == "rate", per_s: [read, write] }).filter(|r| r.per_s != [None, None]);
+            }
+            "rate_process" => {
+                let v = need()?;
+                if v != "linear" {
+                    return Err(Error::usage(format!(
+                        "rate_process={v} is not supported: I/Os are issued at even intervals (fio's default, rate_process=linear); a {v} process would space them otherwise and change the latencies"
+                    )));
+                }
+            }
             "startdelay" => {
                 let v = need()?;
                 // fio's startdelay=a-b: a random delay in that range.
@@ -968,8 +1026,8 @@ mod tests {
     #[test]
     fn unsupported_options_are_refused_by_name_saying_what_ignoring_would_do() {
         let mut j = JobOpts::default();
-        let e = j.set("rate_iops", Some("1000")).unwrap_err().to_string();
-        assert!(e.contains("'rate_iops'") && e.contains("would change the result"), "{e}");
+        let e = j.set("rate_min", Some("1000")).unwrap_err().to_string();
+        assert!(e.contains("'rate_min'") && e.contains("would change the result"), "{e}");
         let e = j.set("write_hist_log", Some("x")).unwrap_err().to_string();
         assert!(e.contains("'write_hist_log'") && e.contains("would not change the figures"), "{e}");
         let e = j.set("no_such_option", Some("1")).unwrap_err().to_string();

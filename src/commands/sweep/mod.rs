@@ -281,6 +281,7 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop)
         batch_complete: 0,
         reap_max: 0,
         split_lat: false,
+        rate_iops: None,
         log_ns: None,
         numjobs: s.numjobs,
         cpus,
