@@ -607,7 +607,9 @@ impl<'c> Phase<'c> {
             thread,
             issue_ts: if spec.split_lat { vec![0; depth] } else { vec![] },
             sync: q.synchronous(),
-            rate: spec.rate_iops.filter(|&r| r > 0.0 && main).map(|iops| Rate { start, ticks_per_s: clock.ticks(std::time::Duration::from_secs(1)).max(1) as f64, iops, issued: 0 }),
+            // From now, after the measurement's start (Measured::new reads
+            // /proc/stat and the CPU times): no I/O falls due before it.
+            rate: spec.rate_iops.filter(|&r| r > 0.0 && main).map(|iops| Rate { start: clock.now(), ticks_per_s: clock.ticks(std::time::Duration::from_secs(1)).max(1) as f64, iops, issued: 0 }),
         }
     }
 
@@ -639,9 +641,10 @@ impl<'c> Phase<'c> {
         }
         if self.kind == PhaseKind::Main && !self.m.on && t >= self.ramp_end {
             self.end_ramp(q);
-            // fio's reset_all_stats: the rate counts from the ramp's end.
+            // fio's reset_all_stats: the rate counts from the ramp's end
+            // (after the measurement's start, as above).
             if let Some(r) = &mut self.rate {
-                (r.start, r.issued) = (t, 0);
+                (r.start, r.issued) = (self.ctx.clock.now(), 0);
             }
         }
         if t >= self.end || self.ctx.spec.stop.requested() {

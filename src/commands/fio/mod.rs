@@ -184,6 +184,15 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     for n in ["runtime", "ramp_time", "startdelay"].into_iter().filter_map(note) {
         eprintln!("nvme-bypass: warning: job {job}: {n}");
     }
+    // fio's iodepth_low (its default, and any value over iodepth, is
+    // iodepth): below it, fio lets the queue drain to it before filling
+    // it again; the engine fills a slot as soon as it is free.
+    if o.iodepth_low > 0 && o.iodepth_low < o.iodepth {
+        return Err(Error::usage(format!(
+            "job {job}: iodepth_low={} is not supported: fio would let the queue drain to {} before filling it again, and nvme-bypass fills it as soon as an I/O completes, so the queue depths and the figures would differ; remove it, or give iodepth_low={} (fio's default)",
+            o.iodepth_low, o.iodepth_low, o.iodepth
+        )));
+    }
     if let Some(r) = &o.rate {
         r.iops(o.rw.reads(), o.rw.writes(), o.bs).map_err(|e| Error::usage(format!("job {job}: {}: {e}", if r.bytes { "rate" } else { "rate_iops" })))?;
     }

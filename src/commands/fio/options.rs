@@ -78,6 +78,11 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("invalidate", Kind::Bool),
     ("eta", Kind::Ignored("progress display")),
     ("eta-newline", Kind::Ignored("progress display")),
+    ("clocksource", Kind::Ignored("nvme-bypass times with its own clock (the TSC calibrated against CLOCK_MONOTONIC, whose reading gives IOPS and bandwidth); fio's choice changes only fio's own cost of reading time")),
+    ("iodepth_low", Kind::Value),
+    ("bwavgtime", Kind::Value),
+    ("iopsavgtime", Kind::Value),
+    ("stats", Kind::Bool),
     ("clat_percentiles", Kind::Bool),
     ("lat_percentiles", Kind::Bool),
     ("slat_percentiles", Kind::Bool),
@@ -132,6 +137,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("write_iops_log", Kind::Value),
     ("log_avg_msec", Kind::Value),
     ("write_lat_log", Kind::Value),
+    ("per_job_logs", Kind::Bool),
     ("write_hist_log", Kind::RefusedNoEffect("no histogram log is written")),
     ("exec_prerun", Kind::RefusedNoEffect("no command would be run before the job")),
     ("exec_postrun", Kind::RefusedNoEffect("no command would be run after the job")),
@@ -251,6 +257,12 @@ pub struct JobOpts {
     pub group_reporting: bool,
     pub gtod_reduce: bool,
     pub batch: usize,
+    /// fio's `per_job_logs` (default 1): a log file per thread
+    /// (`PREFIX_bw.N.log`); 0: one file per kind, every thread's entries
+    /// appended to it (`PREFIX_bw.log`).
+    pub per_job_logs: bool,
+    /// fio's `iodepth_low` as given (0: fio's default, iodepth).
+    pub iodepth_low: usize,
     pub batch_complete_min: Option<usize>,
     pub batch_complete_max: Option<usize>,
     pub hipri: bool,
@@ -332,6 +344,8 @@ impl Default for JobOpts {
             invalidate: true,
             group_reporting: false,
             gtod_reduce: false,
+            iodepth_low: 0,
+            per_job_logs: true,
             batch: 1,
             batch_complete_min: None,
             batch_complete_max: None,
@@ -780,6 +794,23 @@ impl JobOpts {
             "group_reporting" => self.group_reporting = boolean(name, v)?,
             "gtod_reduce" => self.gtod_reduce = boolean(name, v)?,
             "iodepth_batch_submit" => self.batch = num(name, need()?)?,
+            "iodepth_low" => self.iodepth_low = num(name, need()?)?,
+            "per_job_logs" => self.per_job_logs = boolean(name, v)?,
+            // fio's bandwidth and IOPS samples (bw_min ... iops_samples)
+            // are taken every 500 ms, its default; so are ours.
+            "bwavgtime" | "iopsavgtime" => {
+                let ms: u64 = num(name, need()?)?;
+                if ms != 500 {
+                    return Err(Error::usage(format!(
+                        "{name}={ms} is not supported: the bandwidth and IOPS samples (their min, max, mean, deviation and count) are taken every 500 ms, fio's default; another interval would change them: remove it, or give 500"
+                    )));
+                }
+            }
+            "stats" => {
+                if !boolean(name, v)? {
+                    return Err(Error::usage("stats=0 is not supported: fio would then report no latency, bandwidth or IOPS figures for the job, and nvme-bypass always takes them: remove it"));
+                }
+            }
             "iodepth_batch_complete_min" => self.batch_complete_min = Some(num(name, need()?)?),
             "iodepth_batch_complete_max" => self.batch_complete_max = Some(num(name, need()?)?),
             "hipri" => self.hipri = boolean(name, v)?,
@@ -1028,6 +1059,14 @@ mod tests {
         let mut j = JobOpts::default();
         let e = j.set("rate_min", Some("1000")).unwrap_err().to_string();
         assert!(e.contains("'rate_min'") && e.contains("would change the result"), "{e}");
+        // At fio's defaults, which are what nvme-bypass does: accepted.
+        for (k, v) in [("bwavgtime", "500"), ("iopsavgtime", "500"), ("stats", "1"), ("clocksource", "cpu"), ("iodepth_low", "8")] {
+            j.set(k, Some(v)).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+        }
+        for (k, v, says) in [("bwavgtime", "1000", "taken every 500 ms"), ("iopsavgtime", "250", "taken every 500 ms"), ("stats", "0", "stats=0 is not supported")] {
+            let e = j.set(k, Some(v)).unwrap_err().to_string();
+            assert!(e.contains(says), "{k}={v}: {e}");
+        }
         let e = j.set("write_hist_log", Some("x")).unwrap_err().to_string();
         assert!(e.contains("'write_hist_log'") && e.contains("would not change the figures"), "{e}");
         let e = j.set("no_such_option", Some("1")).unwrap_err().to_string();

@@ -577,13 +577,24 @@ pub fn write_logs(o: &JobOpts, threads: &[ThreadResult], first: usize) -> Vec<St
     for (kind, p, which) in kinds {
         let Some(p) = p else { continue };
         for (k, t) in threads.iter().enumerate() {
-            let file = format!("{}_{kind}.{}.log", prefix(p), first + k);
             let text = match which {
                 Some(w) => lat_log_lines(o, t, w),
                 None => log_lines(o, t, kind == "bw"),
             };
-            match std::fs::write(&file, text) {
-                Ok(()) => written.push(file),
+            // per_job_logs=0: fio appends every thread's entries to one
+            // file (iolog.c flush_log), a file there before included.
+            let (file, done) = if o.per_job_logs {
+                let file = format!("{}_{kind}.{}.log", prefix(p), first + k);
+                let done = std::fs::write(&file, text);
+                (file, done)
+            } else {
+                let file = format!("{}_{kind}.log", prefix(p));
+                let done = std::fs::OpenOptions::new().append(true).create(true).open(&file).and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+                (file, done)
+            };
+            match done {
+                Ok(()) if !written.contains(&file) => written.push(file),
+                Ok(()) => {}
                 Err(e) => eprintln!("nvme-bypass: warning: cannot write the {kind} log {file}: {e}; the run's figures are below"),
             }
         }
