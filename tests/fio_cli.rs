@@ -374,6 +374,42 @@ fn startdelay_starts_a_job_later_as_fios() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// `exitall`: the first job of a reporting group to end ends the others
+/// (`exit_what=group`), or every job running beside it up to the next
+/// stonewall (`exit_what=stonewall`); their figures cover what they ran.
+/// A time_based job's measured interval is its runtime at least, as
+/// fio's (300 ms gives fio's 300-301).
+#[test]
+fn exitall_ends_the_group_with_its_first_job_as_fios() {
+    let Some(d) = workdir("exitall") else { return };
+    let job = |short: &[&str], long: &[&str]| {
+        let mut a = vec!["--filename=data", "--size=8M", "--rw=randread", "--time_based", "--output-format=json"];
+        a.extend(["--name=short", "--runtime=300ms", "--exitall"]);
+        a.extend(short);
+        a.extend(["--name=long", "--runtime=5", "--filename=data", "--rw=randread", "--time_based"]);
+        a.extend(long);
+        let (code, out, err) = fio_in(&d, &a);
+        assert_eq!(code, 0, "{short:?} {long:?}: {err}");
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        let rt = |k: usize| j["jobs"][k]["read"]["runtime"].as_u64().unwrap();
+        (rt(0), rt(1))
+    };
+    // One group: long ends with short.
+    let (short, long) = job(&[], &[]);
+    assert!(short >= 300, "the runtime asked for, at least: {short}");
+    assert!(long < 2500, "ended with short, not after its 5 s: {long}");
+    // long in a group of its own: it runs on, unless exit_what=stonewall.
+    let t0 = std::time::Instant::now();
+    let (_, long) = job(&[], &["--new_group"]);
+    assert!(long >= 5000 && t0.elapsed() >= std::time::Duration::from_secs(5), "{long}");
+    let (_, long) = job(&["--exit_what=stonewall"], &["--new_group"]);
+    assert!(long < 2500, "exit_what=stonewall: {long}");
+    let (code, _, err) = fio_in(&d, &["--name=a", "--filename=data", "--size=8M", "--exitall", "--exit_what=all"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("exit_what=all is not supported"), "{err}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
 #[test]
 fn a_signal_ends_the_run_as_fios_does() {
     let Some(d) = workdir("signal") else { return };

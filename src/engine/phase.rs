@@ -580,12 +580,15 @@ impl<'c> Phase<'c> {
             let every = (l / 50).max((l / 10).min(1_000_000));
             wd.check_at_least_every(clock.ticks(std::time::Duration::from_nanos(every)).max(1));
         }
+        // Every thread samples system-wide CPU (/proc/stat) around its
+        // measured interval; the report joins the intervals. The runtime
+        // counts from after that reading (and the ramp's end from after
+        // the ramp's: end_ramp), so the measured interval is never shorter
+        // than the runtime asked for, as fio's is not.
+        let m = Measured::new(q, main && spec.ramp.is_zero(), main, thread, spec, ctx.progress);
         let start = clock.now();
         let ramp_end = start + if main { clock.ticks(spec.ramp) } else { 0 };
         let end = spec.runtime.filter(|_| main).map(|r| ramp_end + clock.ticks(r)).unwrap_or(u64::MAX);
-        // Every thread samples system-wide CPU (/proc/stat) around its
-        // measured interval; the report joins the intervals.
-        let m = Measured::new(q, main && spec.ramp.is_zero(), main, thread, spec, ctx.progress);
         Phase {
             ctx,
             kind,
@@ -618,6 +621,9 @@ impl<'c> Phase<'c> {
     #[cold]
     fn end_ramp(&mut self, q: &dyn IoQueue) {
         self.m = Measured::new(q, true, true, self.thread, self.ctx.spec, self.ctx.progress);
+        if let Some(r) = self.ctx.spec.runtime {
+            self.end = self.ctx.clock.now() + self.ctx.clock.ticks(r);
+        }
         let mut free = vec![false; self.slots.io.len()];
         for &s in &self.slots.free {
             free[s as usize] = true;

@@ -1016,13 +1016,45 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         let end = plans[first..].iter().position(|p| p.wave != g).map_or(plans.len(), |k| first + k);
         let members = &plans[first..end];
         let started_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        // fio's exitall: each reporting group of the wave shares a stop
+        // that a job with exitall requests when it ends (exit_what=group),
+        // or every group's (exit_what=stonewall); Ctrl-C is relayed to them.
+        let exits = members.len() > 1 && members.iter().any(|p| p.opts.exitall);
+        let group_stops: std::collections::BTreeMap<usize, Stop> = members.iter().map(|p| (p.group, if exits { Stop::new() } else { stop.clone() })).collect();
         let results: Vec<_> = if members.len() == 1 {
             vec![run_one(&members[0], clock, stop, &schedulers, run_start)]
         } else {
+            let (group_stops, over) = (&group_stops, std::sync::atomic::AtomicBool::new(false));
             std::thread::scope(|s| {
                 let schedulers = &schedulers;
-                let hs: Vec<_> = members.iter().map(|p| s.spawn(move || run_one(p, clock, stop, schedulers, run_start))).collect();
-                hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::usage("a job's thread panicked")))).collect()
+                if exits {
+                    s.spawn(|| {
+                        while !over.load(std::sync::atomic::Ordering::Relaxed) {
+                            if stop.requested() {
+                                group_stops.values().for_each(Stop::request);
+                            }
+                            std::thread::sleep(std::time::Duration::from_millis(20));
+                        }
+                    });
+                }
+                let hs: Vec<_> = members
+                    .iter()
+                    .map(|p| {
+                        s.spawn(move || {
+                            let r = run_one(p, clock, &group_stops[&p.group], schedulers, run_start);
+                            if p.opts.exitall {
+                                match p.opts.exit_stonewall {
+                                    false => group_stops[&p.group].request(),
+                                    true => group_stops.values().for_each(Stop::request),
+                                }
+                            }
+                            r
+                        })
+                    })
+                    .collect();
+                let r = hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::usage("a job's thread panicked")))).collect();
+                over.store(true, std::sync::atomic::Ordering::Relaxed);
+                r
             })
         };
         for (k, r) in results.into_iter().enumerate() {
@@ -1032,6 +1064,11 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                 // Stopped by a signal before it ran (startdelay): listed
                 // below among the jobs not run, as a later group's are.
                 Err(_) if stop.requested() => continue,
+                // Ended by another job's exitall before it started.
+                Err(_) if group_stops[&p.group].requested() && p.opts.startdelay > std::time::Duration::ZERO => {
+                    eprintln!("nvme-bypass fio: job {} did not start: its group ended first (exitall) while it waited for startdelay", p.opts.name);
+                    continue;
+                }
                 Err(e) => {
                     job_errors.push(Error::usage(format!("job {}: {}", p.opts.name, in_fio_words(&crate::error::chain(&e)))));
                     continue;

@@ -90,7 +90,8 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("disable_slat", Kind::Bool),
     ("disable_clat", Kind::Bool),
     ("disable_lat", Kind::Bool),
-    ("exitall", Kind::Refused("a group's jobs each run until they end on their own; give them the same runtime instead")),
+    ("exitall", Kind::Bool),
+    ("exit_what", Kind::Value),
     ("unified_rw_reporting", Kind::Refused("would merge reads and writes into one 'mixed' line; nvme-bypass reports them apart")),
     ("bssplit", Kind::Refused("mixed block sizes are not supported; one bs per job")),
     ("bsrange", Kind::Value),
@@ -305,6 +306,12 @@ pub struct JobOpts {
     /// default, is an entry per I/O: refused with a log).
     pub log_avg_msec: u64,
     pub stonewall: bool,
+    /// fio's `exitall`: when this job ends, the others of its reporting
+    /// group (`exit_what=group`, the default) or of its stonewall
+    /// (`exit_what=stonewall`) are ended too.
+    pub exitall: bool,
+    /// `exit_what=stonewall` rather than `group`.
+    pub exit_stonewall: bool,
     /// fio's `new_group`: a new reporting group, started with the others
     /// (only `stonewall` waits).
     pub new_group: bool,
@@ -346,6 +353,8 @@ impl Default for JobOpts {
             gtod_reduce: false,
             iodepth_low: 0,
             per_job_logs: true,
+            exitall: false,
+            exit_stonewall: false,
             batch: 1,
             batch_complete_min: None,
             batch_complete_max: None,
@@ -844,6 +853,18 @@ impl JobOpts {
             "disable_clat" => self.disable_clat = boolean(name, v)?,
             "disable_lat" => self.disable_lat = boolean(name, v)?,
             "stonewall" => self.stonewall = boolean(name, v)?,
+            "exitall" => self.exitall = boolean(name, v)?,
+            "exit_what" => {
+                self.exit_stonewall = match need()?.trim() {
+                    "group" => false,
+                    "stonewall" => true,
+                    other => {
+                        return Err(Error::usage(format!(
+                            "exit_what={other} is not supported: give group (the jobs of the reporting group end with the first that does) or stonewall (those running beside it up to the next stonewall)"
+                        )))
+                    }
+                }
+            }
             "new_group" => self.new_group = boolean(name, v)?,
             "continue_on_error" => {
                 self.continue_on_error = match need()?.trim() {
