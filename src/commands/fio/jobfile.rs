@@ -396,7 +396,7 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
             "parse-only" => run.parse_only = true,
             "readonly" => run.readonly = true,
             "bandwidth-log" | "status-interval" | "inflate-log" | "server" | "client" | "cmdhelp" | "enghelp" | "crctest" | "idle-prof" | "trigger-file" | "trigger" | "trigger-remote" | "alloc-size" | "max-jobs" | "merge-blktrace-only" => {
-                return Err(Error::usage(format!("fio's --{key} is not supported by nvme-bypass fio; remove it")));
+                return Err(Error::usage(refused_run_option(&key)));
             }
             "showcmd" => run.showcmd = true,
             "eta" | "eta-newline" | "eta-interval" | "warnings-fatal" | "debug" | "aux-path" => {}
@@ -447,6 +447,26 @@ pub fn parse_command_line(args: &[String], env: &dyn Fn(&str) -> Option<String>)
         run.output_format.push("normal".into());
     }
     Ok((run, jobs))
+}
+
+/// Why a run option of fio's (`--key`) is refused, and whether ignoring
+/// it would change the result, as a job option's refusal says.
+fn refused_run_option(key: &str) -> String {
+    let (what, changes) = match key {
+        "status-interval" => ("it prints the whole report every N seconds while the jobs run", false),
+        "bandwidth-log" => ("it writes fio's aggregate bandwidth log", false),
+        "idle-prof" => ("it runs an idle thread on every CPU to measure what is left, which takes CPU from the jobs", true),
+        "server" | "client" => ("fio's client/server mode runs jobs on other machines; nvme-bypass runs them here", true),
+        "trigger-file" | "trigger" | "trigger-remote" => ("it runs a command when a trigger fires", false),
+        "alloc-size" | "max-jobs" => ("it sets fio's own memory pool or job limit, which nvme-bypass does not have", false),
+        _ => ("it is one of fio's tools, not a run of jobs", false),
+    };
+    let effect = if changes {
+        "ignoring it would change the result"
+    } else {
+        "ignoring it would not change the figures, but it would silently not happen"
+    };
+    format!("fio's --{key} is not supported by nvme-bypass fio ({what}); {effect}: remove it")
 }
 
 #[cfg(test)]
@@ -530,6 +550,12 @@ mod tests {
         let e = parse_command_line(&args(&["--name=x", "--no_such=5"]), &env).err().unwrap().to_string();
         assert!(e.contains("'no_such'"), "{e}");
         assert!(parse_command_line(&args(&["--bs=4k"]), &env).is_err(), "no job");
+        // fio's run options not supported: refused saying what they do and
+        // whether ignoring them would change the result.
+        for (opt, says) in [("--status-interval=1", "prints the whole report every N seconds while the jobs run); ignoring it would not change the figures"), ("--idle-prof=system", "ignoring it would change the result")] {
+            let e = parse_command_line(&args(&["--name=x", opt]), &env).err().unwrap().to_string();
+            assert!(e.contains(&format!("fio's {}", opt.split('=').next().unwrap())) && e.contains(says), "{e}");
+        }
     }
 
     #[test]
