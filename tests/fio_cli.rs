@@ -656,6 +656,77 @@ fn number_ios_ends_a_loop_as_fios() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// `random_distribution`: skewed offsets as fio draws them (the unit
+/// tests of `engine::workload` compare the hit counts with fio's); here
+/// the option runs on each path's file, with verification, and its
+/// mistakes are refused before anything is laid out.
+#[test]
+fn random_distribution_runs_and_is_refused_in_fios_terms() {
+    let Some(d) = workdir("rdist") else { return };
+    std::fs::File::create(d.join("r")).unwrap().set_len(8 << 20).unwrap();
+    for opts in [
+        "--rw=randread --random_distribution=zipf:1.2",
+        "--rw=randrw --random_distribution=zoned:60/10:30/20:10/70,100/50:0/50 --ioengine=io_uring --iodepth=8",
+        "--rw=randwrite --random_distribution=pareto:0.3 --verify=crc32c --ioengine=libaio --iodepth=16",
+        "--rw=randread --random_distribution=zoned_abs:50/1m:50/7m --numjobs=2",
+    ] {
+        let args: Vec<&str> = ["--name=t", "--filename=r", "--io_size=2m", "--output-format=json"].into_iter().chain(opts.split(' ')).collect();
+        let (code, out, err) = fio_in(&d, &args);
+        assert_eq!(code, 0, "{opts}: {err}");
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{opts}: {e}: {out}"));
+        let ios: u64 = j["jobs"].as_array().unwrap().iter().map(|r| r["read"]["total_ios"].as_u64().unwrap() + r["write"]["total_ios"].as_u64().unwrap()).sum();
+        assert!(ios >= 512, "{opts}: {ios} I/Os");
+    }
+    for (opts, want) in [
+        ("--random_distribution=zipf:1", "zipf's theta must be above 0 and not 1"),
+        ("--random_distribution=zoned:50/10:40/20", "the access percentages add up to 90, not 100"),
+        ("--random_distribution=zoned_abs:50/4m:50/5m", "the zones end at byte 9437184 but the region holds 8388608 bytes"),
+    ] {
+        let args: Vec<&str> = ["--name=t", "--filename=new", "--size=8m", "--rw=randread"].into_iter().chain(opts.split(' ')).collect();
+        let (code, _, err) = fio_in(&d, &args);
+        assert_eq!(code, 2, "{opts}: {err}");
+        assert!(err.contains(want), "{opts}: {err}");    assert!(!d.join("new").exists(), "{opts}: a refused job laid its file out");
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// `thinktime`: the job stalls after every thinktime_blocks I/Os, as
+/// fio's handle_thinktime does (checked against fio 3.33: the same number
+/// of sleeps, `ctx`, and runtimes within a few ms, docs/fio.md).
+#[test]
+fn thinktime_stalls_a_job_as_fios() {
+    let _one = RATES.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(d) = workdir("think") else { return };
+    std::fs::File::create(d.join("r")).unwrap().set_len(8 << 20).unwrap();
+    // (options, stalls): fio 3.33 slept 10, 25 and 10 times.
+    for (opts, stalls) in [
+        ("--thinktime=1ms --io_size=40k", 10),
+        ("--thinktime=500 --thinktime_blocks=4 --thinktime_blocks_type=issue --ioengine=io_uring --iodepth=8 --io_size=400k", 25),
+        ("--thinktime=1ms --thinktime_spin=200us --thinktime_blocks=10 --ioengine=libaio --iodepth=4 --io_size=400k", 9),
+    ] {
+        let args: Vec<&str> = ["--name=t", "--filename=r", "--rw=randread", "--output-format=json"].into_iter().chain(opts.split(' ')).collect();
+        let (code, out, err) = fio_in(&d, &args);
+        assert_eq!(code, 0, "{opts}: {err}");
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{opts}: {e}: {out}"));
+        let r = &j["jobs"][0];
+        let think_ms = if opts.contains("=500 ") { 0.5 } else { 1.0 } * stalls as f64;
+        assert!(r["read"]["runtime"].as_u64().unwrap() as f64 >= think_ms - 1.0, "{opts}: {}", r["read"]);
+        assert!(r["ctx"].as_u64().unwrap() >= stalls, "{opts}: ctx {}", r["ctx"]);
+    }
+    for (opts, want) in [
+        ("--thinktime=1ms --thinktime_iotime=1", "thinktime_iotime is not supported"),
+        ("--thinktime=1ms --rate_ign_think=1", "rate_ign_think=1 is not supported"),
+        ("--thinktime=1ms --thinktime_blocks_type=both", "use complete"),
+        ("--thinktime=1ms --thinktime_blocks=0", "thinktime_blocks=0"),
+    ] {
+        let args: Vec<&str> = ["--name=t", "--filename=r", "--rw=randread"].into_iter().chain(opts.split(' ')).collect();
+        let (code, _, err) = fio_in(&d, &args);
+        assert_eq!(code, 2, "{opts}: {err}");
+        assert!(err.contains(want), "{opts}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
+
 /// `rate_iops` and `rate`: I/Os spaced as fio's rate_process=linear
 /// spaces them (I/O k due k / rate s in), per direction as fio reads the
 /// values; refused where fio's rate is not ours to follow.

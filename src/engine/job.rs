@@ -3,7 +3,7 @@
 //! results the report reads.
 
 use crate::measure::stats::{new_histogram, CpuTime};
-use crate::engine::workload::Rw;
+use crate::engine::workload::{Distribution, Rw};
 use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -124,6 +124,9 @@ pub struct JobSpec {
     /// I/O k is issued no sooner than k / rate_iops s after the phase (or
     /// the ramp's end) started; None: as fast as the path takes them.
     pub rate_iops: Option<f64>,
+    /// fio's `thinktime`: the main phase stalls after every so many I/Os;
+    /// None: it never does.
+    pub think: Option<ThinkSpec>,
     /// Progress read every this many ns for fio's bandwidth and IOPS logs
     /// (`log_avg_msec`), besides the 500 ms samples; None: no logs.
     pub log_ns: Option<u64>,
@@ -139,10 +142,25 @@ pub struct JobSpec {
     /// (`nvme-bypass fio` without `norandommap`). Off (`bench`, the
     /// sweeps): each offset drawn on its own, as fio's `norandommap`.
     pub random_map: bool,
+    /// How random offsets spread (fio's `random_distribution`); any but
+    /// the uniform one draws each on its own, whatever `random_map` says.
+    pub distribution: Distribution,
     /// The watchdog's I/O timeout and retry limit.
     pub reliability: Reliability,
     /// Stop early when this is requested (Ctrl-C).
     pub stop: Stop,
+}
+
+/// fio's `thinktime`: after every `blocks` I/Os issued, or completed
+/// (`on_complete`, fio's default `thinktime_blocks_type=complete`), wait
+/// for every I/O in flight, spin for `spin`, then sleep for the rest of
+/// `time` (backend.c `handle_thinktime`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThinkSpec {
+    pub time: Duration,
+    pub spin: Duration,
+    pub blocks: u64,
+    pub on_complete: bool,
 }
 
 /// Per-direction results of the measured interval. As in fio, an I/O that

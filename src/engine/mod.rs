@@ -18,7 +18,7 @@ pub mod workload;
 #[cfg(test)]
 mod tests;
 
-pub use job::{DirResult, JobSpec, Progress, RecoveryCounters, Reliability, Stop, ThreadResult, VerifySpec};
+pub use job::{DirResult, JobSpec, Progress, RecoveryCounters, Reliability, Stop, ThinkSpec, ThreadResult, VerifySpec};
 pub use watchdog::recovery_summary;
 
 use crate::backend::{BackendError, Geometry, QueueParams, Target};
@@ -192,6 +192,9 @@ pub fn validate(spec: &JobSpec, geo: &Geometry) -> Result<(), BackendError> {
     if per_thread == 0 {
         let per = if spec.verify.is_some() && spec.numjobs > 1 { format!(" for each of --numjobs {} (--verify gives each its own slice)", spec.numjobs) } else { String::new() };
         return Err(BackendError::Invalid(format!("{region} holds no whole --bs {} I/O{per}; {fix}", spec.bs)));
+    }
+    if spec.rw.random() {
+        spec.distribution.check(per_thread, spec.bs as u64).map_err(BackendError::Invalid)?;
     }
     if spec.verify.is_some() && per_thread < spec.iodepth as u64 && spec.rw.random() {
         return Err(BackendError::Invalid(format!(

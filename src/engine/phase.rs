@@ -10,7 +10,7 @@
 //! free slots taken from the workload in one run per pass.
 
 use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, Op, QueueCounters};
-use crate::engine::job::{DirResult, IoDepths, JobSpec, LatEntry, Progress, ThreadResult};
+use crate::engine::job::{DirResult, IoDepths, JobSpec, LatEntry, Progress, ThinkSpec, ThreadResult};
 use crate::engine::slots::{fill_one, op_name, SlotIo, Slots};
 use crate::engine::verify::Verifier;
 use crate::engine::watchdog::{failed_io, Failed, Watchdog};
@@ -60,6 +60,9 @@ pub(crate) fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<Th
     let mut wl = Workload::new(spec.rw, first_lba, blocks, units, spec.rwmixread, spec.seed.wrapping_add(thread as u64), start_unit);
     if spec.random_map && spec.rw.random() {
         wl = wl.with_random_map(spec.seed.wrapping_add(thread as u64));
+    }
+    if spec.rw.random() {
+        wl = wl.with_distribution(&spec.distribution, spec.bs as u64, spec.seed.wrapping_add(thread as u64)).map_err(BackendError::Invalid)?;
     }
     let mut verifier = spec.verify.map(|v| Verifier::new(v, units, spec.bs, lba_size, q.depth()));
     // Without verification, write buffers hold a fixed non-zero pattern
@@ -489,6 +492,14 @@ struct Phase<'c> {
     sync: bool,
     /// fio's `rate_iops` (the main phase only).
     rate: Option<Rate>,
+    /// fio's `thinktime` (the main phase only).
+    think: Option<Think>,
+    /// `rate` or `think` is set: one test per pass for both.
+    paced: bool,
+    /// For `think`: the pass's I/Os issued (retries left out), and before
+    /// its reap the phase's completions and whether the queue was full.
+    think_issued: u64,
+    think_before: (u64, bool),
 }
 
 /// fio's `rate_iops` with its default `rate_process=linear`: I/O k (from
@@ -515,6 +526,59 @@ impl Rate {
     fn until_next(&self, t: u64) -> u64 {
         let at = self.start + (self.issued as f64 * self.ticks_per_s / self.iops) as u64;
         at.saturating_sub(t)
+    }
+}
+
+/// fio's `thinktime` in a phase. fio checks after each I/O it queues
+/// (and the completions it reaped with it) whether `blocks` more were
+/// issued, or completed, since the count it noted at the last stall; the
+/// count goes on during the stall's wait for the I/Os in flight, so with
+/// `thinktime_blocks_type=complete` those completions count towards the
+/// next stall, as in fio.
+struct Think {
+    spec: ThinkSpec,
+    /// I/Os issued (or completed) since the last stall's note.
+    count: u64,
+    /// A stall is due, `count` noted when it fell due: no I/O is issued
+    /// until it is done.
+    due: Option<u64>,
+}
+
+impl Think {
+    /// How many more I/Os may be issued before the next stall.
+    fn allowance(&self) -> u64 {
+        match (self.due, self.spec.on_complete) {
+            (Some(_), _) => 0,
+            // fio checks after queueing: one more I/O goes out first.
+            (None, true) if self.count >= self.spec.blocks => 1,
+            (None, true) => u64::MAX,
+            (None, false) => self.spec.blocks - self.count,
+        }
+    }
+
+    /// A pass issued `issued` I/Os and reaped `completed`. fio checks
+    /// after queueing an I/O, having reaped only if the queue was full or
+    /// the I/O was synchronous (`reaped_first`); completions reaped
+    /// besides count from the next check. A pass that issued none into a
+    /// queue with room (the end's drain) brings no stall.
+    fn counted(&mut self, issued: u64, completed: u64, reaped_first: bool) {
+        let check = issued > 0 || reaped_first;
+        let (issued, completed) = if self.spec.on_complete { (0, completed) } else { (issued, 0) };
+        self.count += issued;
+        if reaped_first {
+            self.count += completed;
+        }
+        if self.due.is_none() && check && self.count >= self.spec.blocks {
+            self.due = Some(self.count);
+        }
+        if !reaped_first {
+            self.count += completed;
+        }
+    }
+
+    /// The stall is done: count from the note taken when it fell due.
+    fn stalled(&mut self) {
+        self.count -= self.due.take().unwrap_or(0);
     }
 }
 
@@ -546,8 +610,11 @@ fn run_phase<const VERIFY: bool, F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
                 new_pass();
             }
         }
+        if p.paced {
+            p.before_reap();
+        }
         p.reap::<VERIFY>(q, wl, verifier.as_deref_mut(), res, submitted, t)?;
-        if p.rate.is_some() {
+        if p.paced {
             p.pace(t);
         }
         if t >= p.wd.next_check {
@@ -613,6 +680,10 @@ impl<'c> Phase<'c> {
             // From now, after the measurement's start (Measured::new reads
             // /proc/stat and the CPU times): no I/O falls due before it.
             rate: spec.rate_iops.filter(|&r| r > 0.0 && main).map(|iops| Rate { start: clock.now(), ticks_per_s: clock.ticks(std::time::Duration::from_secs(1)).max(1) as f64, iops, issued: 0 }),
+            think: spec.think.filter(|_| main).map(|spec| Think { spec, count: 0, due: None }),
+            paced: main && (spec.think.is_some() || spec.rate_iops.is_some_and(|r| r > 0.0)),
+            think_issued: 0,
+            think_before: (0, false),
         }
     }
 
@@ -652,6 +723,11 @@ impl<'c> Phase<'c> {
             if let Some(r) = &mut self.rate {
                 (r.start, r.issued) = (self.ctx.clock.now(), 0);
             }
+            // The thinktime count too (fio's reset_all_stats zeroes the I/O
+            // counts but not the count of the last stall: see docs/fio.md).
+            if let Some(th) = &mut self.think {
+                (th.count, th.due) = (0, None);
+            }
         }
         if t >= self.end || self.ctx.spec.stop.requested() {
             self.stopping = true;
@@ -678,8 +754,8 @@ impl<'c> Phase<'c> {
         }
         let blocks = wl.blocks;
         let resubmitted = if self.wd.pending.is_empty() { 0 } else { self.wd.resubmit(&mut self.ios, &self.slots, wl, blocks, t) };
-        // New I/Os due now (rate_iops), or no limit.
-        let mut due = self.rate.as_ref().map_or(u64::MAX, |r| r.due(t));
+        // New I/Os due now (rate_iops, thinktime), or no limit.
+        let mut due = if self.paced { self.allowance(t) } else { u64::MAX };
         while !self.stopping {
             let Some(&slot) = self.slots.free.last() else { break };
             let (op, drawn) = match self.retry.pop() {
@@ -742,8 +818,8 @@ impl<'c> Phase<'c> {
             }
         }
         self.in_flight += submitted;
-        if let Some(r) = &mut self.rate {
-            r.issued += submitted.saturating_sub(resubmitted) as u64;
+        if self.paced {
+            self.issued_paced(submitted.saturating_sub(resubmitted) as u64);
         }
         if self.m.on && submitted > 0 {
             self.m.depths.submitted(submitted, self.in_flight, self.ctx.spec.batch);
@@ -1072,14 +1148,48 @@ impl<'c> Phase<'c> {
         Ok(())
     }
 
-    /// Nothing more to submit and nothing in flight.
-    #[inline(always)]
+    /// rate_iops and thinktime: how many new I/Os may be issued at `t`.
+    #[cold]
+    fn allowance(&self, t: u64) -> u64 {
+        self.rate.as_ref().map_or(u64::MAX, |r| r.due(t)).min(self.think.as_ref().map_or(u64::MAX, Think::allowance))
+    }
+
+    /// rate_iops and thinktime: `n` new I/Os were issued.
+    #[cold]
+    fn issued_paced(&mut self, n: u64) {
+        if let Some(r) = &mut self.rate {
+            r.issued += n;
+        }
+        self.think_issued = n;
+    }
+
+    /// thinktime: note what its check after the reap needs.
+    #[cold]
+    fn before_reap(&mut self) {
+        self.think_before = (self.total_ios, self.slots.free.is_empty());
+    }
+
+    /// After the reap: rate_iops's sleep, thinktime's count and stall.
+    #[cold]
+    fn pace(&mut self, t: u64) {
+        if self.rate.is_some() {
+            self.pace_rate(t);
+        }
+        let (done_before, full) = self.think_before;
+        let (issued, done, sync) = (self.think_issued, self.total_ios - done_before, self.sync);
+        if let Some(th) = &mut self.think {
+            th.counted(issued, done, full || sync);
+            if th.due.is_some() {
+                self.think();
+            }
+        }
+    }
+
     /// rate_iops: with nothing in flight and the next I/O not yet due,
     /// sleep until it is (at most 50 ms at a time, so a stop or the
     /// runtime's end is seen). That pass waited for the rate, not for the
     /// path: it is not an empty poll.
-    #[cold]
-    fn pace(&mut self, t: u64) {
+    fn pace_rate(&mut self, t: u64) {
         let Some(r) = &self.rate else { return };
         if self.in_flight > 0 || self.stopping || self.ran_out && self.retry.is_empty() || !self.ios.is_empty() {
             return;
@@ -1094,6 +1204,46 @@ impl<'c> Phase<'c> {
         std::thread::sleep(std::time::Duration::from_nanos(wait.min(50_000_000)));
     }
 
+    /// thinktime: once the I/Os in flight are done (fio's `io_u_quiesce`),
+    /// spin for thinktime_spin, then sleep for the rest of thinktime (at
+    /// most 50 ms at a time, so a stop or the runtime's end is seen, and
+    /// not the last 100 us, spun instead), and count again. That pass waited for the think time, not for the
+    /// path: it is not an empty poll.
+    #[cold]
+    fn think(&mut self) {
+        if self.in_flight > 0 || self.stopping {
+            return;
+        }
+        let Some(th) = &mut self.think else { return };
+        th.stalled();
+        let clock = self.ctx.clock;
+        let start = clock.now();
+        let spin_end = start.saturating_add(clock.ticks(th.spec.spin)).min(self.end);
+        while clock.now() < spin_end {
+            std::hint::spin_loop();
+        }
+        // Sleep to within SLACK of the end, then spin the rest, as fio's
+        // usec_sleep spins what is under the sleep's overshoot (a sleep
+        // wakes some 50-80 us late here): the stall lasts what was asked.
+        const SLACK_NS: u64 = 100_000;
+        let end = start.saturating_add(clock.ticks(th.spec.time.max(th.spec.spin))).min(self.end);
+        loop {
+            let now = clock.now();
+            if now >= end || self.ctx.spec.stop.requested() {
+                break;
+            }
+            match clock.to_ns(end - now) {
+                left if left > SLACK_NS => std::thread::sleep(std::time::Duration::from_nanos((left - SLACK_NS).min(50_000_000))),
+                _ => std::hint::spin_loop(),
+            }
+        }
+        if self.empty_since.take().is_some() {
+            self.m.empty -= 1;
+        }
+    }
+
+    /// Nothing more to submit and nothing in flight.
+    #[inline(always)]
     fn finished(&self) -> bool {
         (self.stopping || self.ran_out && self.retry.is_empty()) && self.in_flight == 0 && self.wd.pending.is_empty()
     }

@@ -3,7 +3,7 @@
 //! the faults a test asks for. No device, no threads, no timing.
 
 use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters};
-use crate::engine::job::{JobSpec, Progress, Reliability, Stop, ThreadResult, VerifySpec};
+use crate::engine::job::{JobSpec, Progress, Reliability, Stop, ThinkSpec, ThreadResult, VerifySpec};
 use crate::engine::phase::{worker, Ctx};
 use crate::engine::workload::Rw;
 use crate::measure::clock::Clock;
@@ -182,12 +182,13 @@ fn spec(rw: Rw, ios: u64) -> JobSpec {
         reap_max: 0,
         split_lat: false,
         rate_iops: None,
+        think: None,
         log_ns: None,
         numjobs: 1,
         cpus: vec![],
         continue_on_error: false,
         seed: 1,
-        random_map: false,
+        random_map: false, distribution: Default::default(),
         reliability: Reliability::default(),
         stop: Stop::new(),
     }
@@ -527,5 +528,27 @@ fn rate_iops_spaces_the_ios_and_its_waits_are_not_empty_polls() {
         assert_eq!(r.write.ios, 100);
         assert!(t0.elapsed() >= Duration::from_micros(49_500), "verify {verify}: {:?}", t0.elapsed());
         assert!(r.empty_polls < 20, "verify {verify}: {} empty polls", r.empty_polls);
+    }
+}
+
+#[test]
+fn thinktime_stalls_every_so_many_ios_and_its_waits_are_not_empty_polls() {
+    // Every 10 issued I/Os: drain, then 2 ms of think time (the first
+    // 0.5 ms spun). 100 I/Os stall 10 times: at least 20 ms. Counting
+    // completions, as fio only those reaped before its check, and none
+    // in the end's drain: at least 5 stalls of the 10.
+    for (on_complete, verify) in [(false, false), (true, false), (false, true)] {
+        let think = ThinkSpec { time: Duration::from_millis(2), spin: Duration::from_micros(500), blocks: 10, on_complete };
+        let mut s = JobSpec { think: Some(think), ..spec(Rw::Randwrite, 100) };
+        if verify {
+            s.verify = Some(VerifySpec { seed: 7, only: false });
+        }
+        let mut q = FakeQueue::new(s.iodepth, s.bs);
+        let t0 = std::time::Instant::now();
+        let r = run(&s, &mut q);
+        assert_eq!(r.write.ios, 100);
+        let want = if on_complete { Duration::from_millis(10) } else { Duration::from_millis(20) };
+        assert!(t0.elapsed() >= want, "complete {on_complete} verify {verify}: {:?}", t0.elapsed());
+        assert!(r.empty_polls < 20, "complete {on_complete} verify {verify}: {} empty polls", r.empty_polls);
     }
 }

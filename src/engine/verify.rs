@@ -149,7 +149,7 @@ impl Verifier {
     pub fn on_submit(&mut self, q: &mut dyn IoQueue, wl: &mut Workload, slot: u32, op: Op, mut unit: u64) -> Option<u64> {
         let mut tries = 0;
         while self.busy[unit as usize] {
-            unit = wl.another_unit();
+            unit = wl.another_unit(op);
             tries += 1;
             if tries > 64 {
                 break;

@@ -122,6 +122,11 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     if o.numjobs > 4096 {
         return Err(Error::usage(format!("job {}: numjobs={} is more than fio's 4096 (FIO_MAX_JOBS); use fewer", o.name, o.numjobs)));
     }
+    // zoned_abs zones past a region of a known size: refused before any
+    // file is laid out (one of a device's size is checked once it is open).
+    if let (Some(size), true) = (o.size, o.rw.random()) {
+        o.distribution.check(size / o.bs.max(1), o.bs).map_err(|e| Error::usage(format!("job {}: {e}", o.name)))?;
+    }
     // fio's fixup_options: a latency not recorded has no percentiles.
     if o.disable_slat {
         o.percentiles.slat = false;
@@ -713,11 +718,13 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         ramp: o.ramp,
         verify: o.verify.then_some(VerifySpec { seed: 0x6e76_6d65, only: !o.rw.writes() }),
         random_map: !o.norandommap,
+        distribution: o.distribution.clone(),
         batch: o.batch,
         batch_complete: p.batch_complete,
         reap_max: o.reap_max(),
         split_lat: !o.gtod_reduce,
         rate_iops: o.rate.and_then(|r| r.iops(o.rw.reads(), o.rw.writes(), o.bs).ok().flatten()),
+        think: (!o.thinktime.is_zero()).then_some(engine::ThinkSpec { time: o.thinktime, spin: o.thinktime_spin, blocks: o.thinktime_blocks, on_complete: o.thinktime_on_complete }),
         log_ns: (o.log_avg_msec > 0 && o.logs()).then_some(o.log_avg_msec * 1_000_000),
         numjobs: o.numjobs,
         cpus: p.cpus.clone(),

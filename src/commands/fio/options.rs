@@ -5,7 +5,7 @@
 //! `--key value` and bare booleans, and for job files' `key=value` lines.
 
 use crate::cli::parse::parse_cpu_list;
-use crate::engine::workload::Rw;
+use crate::engine::workload::{Distribution, Rw};
 use crate::error::Error;
 use std::time::Duration;
 
@@ -96,13 +96,18 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("bssplit", Kind::Refused("mixed block sizes are not supported; one bs per job")),
     ("bsrange", Kind::Value),
     ("blocksize_range", Kind::Refused("mixed block sizes are not supported; one bs per job")),
-    ("random_distribution", Kind::Refused("offsets are uniform; zipf/pareto/normal would change which blocks are hit")),
+    ("random_distribution", Kind::Value),
     ("rate", Kind::Value),
     ("rate_iops", Kind::Value),
     ("rate_process", Kind::Value),
     ("rate_min", Kind::Refused("no minimum rate is enforced: the job would not stop when below it")),
     ("rate_iops_min", Kind::Refused("no minimum rate is enforced: the job would not stop when below it")),
-    ("thinktime", Kind::Refused("no think time: the job would run as fast as it can")),
+    ("thinktime", Kind::Value),
+    ("thinktime_spin", Kind::Value),
+    ("thinktime_blocks", Kind::Value),
+    ("thinktime_blocks_type", Kind::Value),
+    ("thinktime_iotime", Kind::Value),
+    ("rate_ign_think", Kind::Bool),
     ("fsync", Kind::Refused("no fsync every N writes")),
     ("fdatasync", Kind::Refused("no fdatasync every N writes")),
     ("end_fsync", Kind::Refused("no fsync at the end of the job")),
@@ -244,6 +249,12 @@ pub struct JobOpts {
     /// fio's `rate_iops` (and `rate`, in bytes per second), per direction
     /// as given (read, write): `N` is both, `N,M` each, `,M` writes only.
     pub rate: Option<Rate>,
+    /// fio's `thinktime`, `thinktime_spin`, `thinktime_blocks` and
+    /// `thinktime_blocks_type` (complete: true).
+    pub thinktime: Duration,
+    pub thinktime_spin: Duration,
+    pub thinktime_blocks: u64,
+    pub thinktime_on_complete: bool,
     /// fio's `startdelay`: the job starts this long after the run did.
     pub startdelay: Duration,
     pub numjobs: usize,
@@ -279,6 +290,8 @@ pub struct JobOpts {
     /// fio's `norandommap`: random offsets drawn on their own (blocks may
     /// repeat) instead of every block once per pass.
     pub norandommap: bool,
+    /// fio's `random_distribution`: how random offsets spread.
+    pub distribution: Distribution,
     /// fio's `disable_slat`: no submission latency measured or shown.
     pub disable_slat: bool,
     /// fio's `disable_clat`: no completion latency shown (its line, its
@@ -343,6 +356,10 @@ impl Default for JobOpts {
             time_based: false,
             ramp: Duration::ZERO,
             startdelay: Duration::ZERO,
+            thinktime: Duration::ZERO,
+            thinktime_spin: Duration::ZERO,
+            thinktime_blocks: 1,
+            thinktime_on_complete: true,
             rate: None,
             numjobs: 1,
             loops: 1,
@@ -369,6 +386,7 @@ impl Default for JobOpts {
             thread: false,
             seed: 1,
             norandommap: false,
+            distribution: Distribution::Uniform,
             disable_slat: false,
             disable_clat: false,
             disable_lat: false,
@@ -418,6 +436,116 @@ pub fn fio_size(s: &str) -> Result<u64, String> {
     n.checked_mul(m).ok_or_else(|| format!("'{s}' is too large"))
 }
 
+/// fio's `random_distribution` (options.c `str_random_distribution_cb`,
+/// `parse_zoned_distribution`): `random`; `zipf[:theta[:center]]`,
+/// `pareto[:h[:center]]`, `normal[:dev[:center]]` with fio's defaults
+/// (1.1, 0.2, 0) and ranges; `zoned:` and `zoned_abs:` with
+/// `access%/size` pairs separated by `:`, one list for every direction or
+/// `reads,writes[,trims]`, the access percents adding up to 100 (a pair
+/// without a size shares what the others leave).
+pub fn random_distribution(s: &str) -> Result<Distribution, String> {
+    let t = s.trim();
+    let (kind, rest) = t.split_once(':').unwrap_or((t, ""));
+    let skewed = |default: f64| -> Result<(f64, Option<f64>), String> {
+        let mut parts = rest.split(':');
+        let num = |x: &str| x.trim().parse::<f64>().map_err(|_| format!("'{t}': '{x}' is not a number"));
+        let val = match parts.next() {
+            Some(x) if !x.trim().is_empty() => num(x)?,
+            _ => default,
+        };
+        let center = match parts.next() {
+            Some(x) => Some(num(x)?).filter(|c| *c != -1.0),
+            None => None,
+        };
+        if center.is_some_and(|c| !(0.0..=1.0).contains(&c)) {
+            return Err(format!("'{t}': the center must be from 0 to 1 (a share of the region)"));
+        }
+        Ok((val, center))
+    };
+    Ok(match kind {
+        "random" => Distribution::Uniform,
+        "zipf" => {
+            let (theta, center) = skewed(1.1)?;
+            if theta == 1.0 || theta <= 0.0 {
+                return Err(format!("'{t}': zipf's theta must be above 0 and not 1 (fio's default is 1.1)"));
+            }
+            Distribution::Zipf { theta, center }
+        }
+        "pareto" => {
+            let (h, center) = skewed(0.2)?;
+            if !(h > 0.0 && h < 1.0) {
+                return Err(format!("'{t}': pareto's h must be between 0 and 1, both excluded (fio's default is 0.2)"));
+            }
+            Distribution::Pareto { h, center }
+        }
+        "normal" => {
+            let (dev, center) = skewed(0.0)?;
+            if !(0.0..100.0).contains(&dev) {
+                return Err(format!("'{t}': normal's deviation is a percent of the region, from 0 to under 100"));
+            }
+            Distribution::Normal { dev, center }
+        }
+        "zoned" | "zoned_abs" => {
+            let absolute = kind == "zoned_abs";
+            let dirs: Vec<&str> = rest.split(',').collect();
+            let list = |d: &str| zone_list(t, d, absolute);
+            let zones = match dirs.as_slice() {
+                [one] => {
+                    let z = list(one)?;
+                    [z.clone(), z]
+                }
+                [r, w, ..] => [list(r)?, list(w)?],
+                [] => unreachable!("split gives one at least"),
+            };
+            if zones.iter().all(|z| z.is_empty()) {
+                return Err(format!("'{t}': give the zones as access%/size pairs, e.g. {kind}:60/10:30/20:10/70"));
+            }
+            Distribution::Zoned { zones, absolute }
+        }
+        _ => return Err(format!("'{t}': use random, zipf[:theta], pareto[:h], normal[:dev], zoned:... or zoned_abs:...")),
+    })
+}
+
+/// One direction's `access%/size` pairs of a zoned distribution, as fio's
+/// `split_parse_ddir` and `zone_split_ddir` read them.
+fn zone_list(whole: &str, s: &str, absolute: bool) -> Result<Vec<(u32, u64)>, String> {
+    const MISSING: u64 = u64::MAX;
+    let mut pairs = vec![];
+    for pair in s.split(':') {
+        if pair.trim().is_empty() {
+            break;
+        }
+        let (access, size) = pair.split_once('/').unwrap_or((pair, ""));
+        let access: u32 = access.trim().parse().map_err(|_| format!("'{whole}': '{access}' is not an access percent"))?;
+        let size = match (size.trim(), absolute) {
+            ("", true) => 0,
+            ("", false) => MISSING,
+            (x, true) => fio_size(x).map_err(|e| format!("'{whole}': {e}"))?,
+            (x, false) => match x.parse::<u64>().map_err(|_| format!("'{whole}': '{x}' is not a size percent"))? {
+                0 => MISSING,
+                p => p.min(100),
+            },
+        };
+        pairs.push((access, size));
+    }
+    if pairs.is_empty() {
+        return Ok(pairs);
+    }
+    let access: u32 = pairs.iter().map(|p| p.0).sum();
+    let sizes: u64 = if absolute { 0 } else { pairs.iter().filter(|p| p.1 != MISSING).map(|p| p.1).sum() };
+    if access > 100 || sizes > 100 {
+        return Err(format!("'{whole}': the percentages add up to more than 100"));
+    }
+    if access < 100 {
+        return Err(format!("'{whole}': the access percentages add up to {access}, not 100"));
+    }
+    let missing = pairs.iter().filter(|p| p.1 == MISSING).count() as u64;
+    for p in pairs.iter_mut().filter(|p| p.1 == MISSING) {
+        p.1 = if missing == 1 && sizes == 0 { 100 } else { (100 - sizes) / missing };
+    }
+    Ok(pairs)
+}
+
 /// fio's `size=N%` and `offset=N%` (parse.c: the whole number before a
 /// `%`, 0 to 100):
 /// Some(N) for a percentage, None for a size in bytes. A fraction is
@@ -441,6 +569,13 @@ pub fn size_percent(s: &str) -> Result<Option<u64>, String> {
 /// is no ramp at all and `runtime=1.5` (or `1.5s`) is one second, as in
 /// fio. fio's arithmetic form, `(...)`, is refused.
 pub fn fio_time(s: &str) -> Result<Duration, String> {
+    fio_time_unit(s, true)
+}
+
+/// [`fio_time`] for an option whose number without a unit is seconds
+/// (`seconds`, fio's `is_seconds`: runtime, ramp_time, startdelay) or
+/// microseconds (thinktime, thinktime_spin).
+pub fn fio_time_unit(s: &str, seconds: bool) -> Result<Duration, String> {
     let t = s.trim();
     let err = || format!("'{s}' is not a time; write e.g. 10, 10s, 500ms, 2m");
     if t.starts_with('(') {
@@ -466,7 +601,7 @@ pub fn fio_time(s: &str) -> Result<Duration, String> {
     // get_mult_time: the unit starts where the decimal digits and signs end.
     let unit = t.trim_start_matches(|c: char| c.is_ascii_digit() || c == '+' || c == '-').to_ascii_lowercase();
     let us: u64 = if !unit.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        1_000_000
+        if seconds { 1_000_000 } else { 1 }
     } else if unit.starts_with("us") {
         1
     } else if unit.starts_with("ms") {
@@ -849,6 +984,35 @@ impl JobOpts {
             "thread" => self.thread = boolean(name, v)?,
             "randseed" => self.seed = num(name, need()?)?,
             "norandommap" => self.norandommap = boolean(name, v)?,
+            // fio's thinktime options are in microseconds without a unit.
+            "thinktime" => self.thinktime = fio_time_unit(need()?, false).map_err(bad)?,
+            "thinktime_spin" => self.thinktime_spin = fio_time_unit(need()?, false).map_err(bad)?,
+            "thinktime_blocks" => {
+                self.thinktime_blocks = num(name, need()?)?;
+                if self.thinktime_blocks == 0 {
+                    return Err(Error::usage("thinktime_blocks=0: give the number of I/Os between stalls, 1 or more (fio's default is 1)"));
+                }
+            }
+            "thinktime_blocks_type" => {
+                self.thinktime_on_complete = match need()?.trim() {
+                    "complete" => true,
+                    "issue" => false,
+                    x => return Err(Error::usage(format!("thinktime_blocks_type={x}: use complete (fio's default: count completed I/Os) or issue (count issued ones)"))),
+                }
+            }
+            "thinktime_iotime" => {
+                if !fio_time(need()?).map_err(bad)?.is_zero() {
+                    return Err(Error::usage(
+                        "thinktime_iotime is not supported: the job would stall every so many seconds of I/O, not every thinktime_blocks I/Os; remove it (and stall by I/O count with thinktime_blocks)",
+                    ));
+                }
+            }
+            "rate_ign_think" => {
+                if boolean(name, v)? {
+                    return Err(Error::usage("rate_ign_think=1 is not supported: the rate would leave out the time spent thinking; remove it (the rate then counts the think time, fio's default)"));
+                }
+            }
+            "random_distribution" => self.distribution = random_distribution(need()?).map_err(bad)?,
             "disable_slat" => self.disable_slat = boolean(name, v)?,
             "disable_clat" => self.disable_clat = boolean(name, v)?,
             "disable_lat" => self.disable_lat = boolean(name, v)?,
@@ -990,6 +1154,37 @@ mod tests {
         assert!(spdk_trid("traddr=0000.01.00").unwrap_err().contains("not a PCI address"));
         assert!(spdk_trid("traddr=0000.01.00.0 ns=0").unwrap_err().contains("ns=0"));
         assert!(spdk_trid("traddr=0000.01.00.0 subnqn=x").unwrap_err().contains("'subnqn'"));
+    }
+
+    #[test]
+    fn random_distributions_as_fio_reads_them() {
+        use Distribution::*;
+        assert_eq!(random_distribution("random"), Ok(Uniform));
+        assert_eq!(random_distribution("zipf"), Ok(Zipf { theta: 1.1, center: None }));
+        assert_eq!(random_distribution("zipf:1.2:0.5"), Ok(Zipf { theta: 1.2, center: Some(0.5) }));
+        assert_eq!(random_distribution("pareto"), Ok(Pareto { h: 0.2, center: None }));
+        assert_eq!(random_distribution("normal:10"), Ok(Normal { dev: 10.0, center: None }));
+        // One list for every direction; a pair without a size shares what
+        // the others leave (zone_split_ddir).
+        let z = random_distribution("zoned:60/10:30/20:10").unwrap();
+        assert_eq!(z, Zoned { zones: [vec![(60, 10), (30, 20), (10, 70)], vec![(60, 10), (30, 20), (10, 70)]], absolute: false });
+        // reads,writes: a direction left empty is uniform.
+        let z = random_distribution("zoned_abs:50/1g:50/2g,").unwrap();
+        assert_eq!(z, Zoned { zones: [vec![(50, 1 << 30), (50, 2 << 30)], vec![]], absolute: true });
+        for (bad, why) in [
+            ("zipf:1", "not 1"),
+            ("pareto:1.5", "between 0 and 1"),
+            ("normal:100", "under 100"),
+            ("zipf:1.2:2", "center must be from 0 to 1"),
+            ("zoned:50/10:40/20", "add up to 90, not 100"),
+            ("zoned:60/70:40/40", "more than 100"),
+            ("zoned:", "access%/size pairs"),
+            ("zoned:x/10", "not an access percent"),
+            ("gauss", "use random, zipf"),
+        ] {
+            let e = random_distribution(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
     }
 
     #[test]
