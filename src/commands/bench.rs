@@ -223,6 +223,8 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         split_lat: false,
         rate_iops: None,
         think: None,
+        sync_every: 0,
+        end_sync: false,
         log_ns: None,
         numjobs: a.numjobs,
         cpus: cpus.clone(),

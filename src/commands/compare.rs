@@ -486,6 +486,8 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         split_lat: false,
         rate_iops: None,
         think: None,
+        sync_every: 0,
+        end_sync: false,
         log_ns: None,
         numjobs: a.numjobs,
         cpus: a.cpus.clone().unwrap_or_default(),

@@ -124,6 +124,14 @@ pub struct JobSpec {
     /// I/O k is issued no sooner than k / rate_iops s after the phase (or
     /// the ramp's end) started; None: as fast as the path takes them.
     pub rate_iops: Option<f64>,
+    /// fio's `fsync`/`fdatasync`: after every this many writes, and before
+    /// the next I/O, the main phase waits for the I/Os in flight and
+    /// flushes (the path's Flush: fdatasync on the block path, an NVMe
+    /// Flush on passthru and our driver); 0: never.
+    pub sync_every: u64,
+    /// fio's `end_fsync`: a flush when the main phase's I/Os are done,
+    /// within its runtime but not among its counted syncs.
+    pub end_sync: bool,
     /// fio's `thinktime`: the main phase stalls after every so many I/Os;
     /// None: it never does.
     pub think: Option<ThinkSpec>,
@@ -229,6 +237,9 @@ pub struct ThreadResult {
     pub write: DirResult,
     /// Flushes.
     pub flushes: u64,
+    /// The latencies of the main phase's flushes (fio's `sync` statistics),
+    /// when the job flushes every so many writes ([`JobSpec::sync_every`]).
+    pub sync_lat: Option<Histogram<u64>>,
     /// Measured wall time, ns.
     pub elapsed_ns: u64,
     /// I/Os in flight when the ramp ended (reads, writes): their
@@ -447,6 +458,11 @@ impl ThreadResult {
             m.read.add(&t.read);
             m.write.add(&t.write);
             m.flushes += t.flushes;
+            match (m.sync_lat.as_mut(), t.sync_lat.as_ref()) {
+                (Some(a), Some(b)) => a.add(b).expect("same histogram bounds"),
+                (None, Some(b)) => m.sync_lat = Some(b.clone()),
+                _ => {}
+            }
             m.elapsed_ns = m.elapsed_ns.max(t.elapsed_ns);
             m.ramp_in_flight[0] += t.ramp_in_flight[0];
             m.ramp_in_flight[1] += t.ramp_in_flight[1];

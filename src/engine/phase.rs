@@ -4,7 +4,8 @@
 //! until the phase's source runs out (or the runtime ends, or a stop is
 //! requested), then drain.
 //!
-//! The loop is generic over whether it verifies (`const VERIFY`); the
+//! The loop is generic over whether it verifies (`const VERIFY`; a job
+//! that flushes, fio's fsync, runs that general loop too); the
 //! common case, the workload's I/Os with nothing to verify and nothing to
 //! retry, is the same loop with the verifier's hooks compiled out and the
 //! free slots taken from the workload in one run per pass.
@@ -18,6 +19,7 @@ use crate::engine::workload::{Rng, Workload};
 use crate::measure::clock::{mono_ns, Clock};
 use crate::measure::marker;
 use crate::measure::stats::{CpuTime, LatencyGroups, Rusage, SystemCpu};
+use hdrhistogram::Histogram;
 use std::sync::atomic::Ordering;
 
 /// Everything one worker needs.
@@ -98,8 +100,13 @@ pub(crate) fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<Th
     // does: the count starts when the ramp ends (Phase::submit).
     let ramping = !spec.ramp.is_zero() && left != u64::MAX;
     let mut main = if ramping { Source::<NoList>::Workload { left: u64::MAX, after_ramp: Some(left) } } else { Source::Workload { left, after_ramp: None } };
+    // The general loop (VERIFY) also for a job that flushes (fsync,
+    // end_fsync): its completions are not all of the pattern's one
+    // operation, which the other loop takes them to be.
+    let flushes = spec.rw.writes() && (spec.sync_every > 0 || spec.end_sync);
     match verifier.as_mut() {
         Some(v) => run_phase::<true, _>(ctx, q, &mut wl, Some(v), &mut res, PhaseKind::Main, &mut main)?,
+        None if flushes => run_phase::<true, _>(ctx, q, &mut wl, None, &mut res, PhaseKind::Main, &mut main)?,
         None => run_phase::<false, _>(ctx, q, &mut wl, None, &mut res, PhaseKind::Main, &mut main)?,
     }
     if let Some(v) = verifier.as_mut() {
@@ -207,6 +214,11 @@ impl<F: FnMut(&mut Workload) -> Option<(Op, u64)>> Source<F> {
             Source::List(f) => f(wl),
         }
     }
+
+    /// The workload has given its last I/O (a list cannot tell).
+    fn exhausted(&self) -> bool {
+        matches!(self, Source::Workload { left: 0, after_ramp: None })
+    }
 }
 
 /// The workload's next I/Os for every free slot at once (`left` more at
@@ -266,6 +278,7 @@ impl PassTally {
             self.lat_w.add(&mut m.write.lat, submit_ts, lat);
         } else {
             self.flushes += 1;
+            m.flushed(lat(submit_ts));
         }
     }
 
@@ -324,6 +337,10 @@ struct Measured {
     read: DirResult,
     write: DirResult,
     flushes: u64,
+    /// fio's sync statistics: the flushes' latencies, and whether the one
+    /// in flight counts (end_fsync's does not).
+    sync_lat: Histogram<u64>,
+    sync_counts: bool,
     /// Reads and writes in flight when the ramp ended.
     ramp_in_flight: [u64; 2],
     depths: IoDepths,
@@ -400,13 +417,24 @@ impl Measured {
             read,
             write,
             flushes: 0,
+            sync_lat: crate::measure::stats::new_histogram(),
+            sync_counts: true,
             ramp_in_flight: [0; 2],
             depths: IoDepths::default(),
         }
     }
 
+    /// A flush completed, `ns` after its submission.
+    #[cold]
+    #[inline(never)]
+    fn flushed(&mut self, ns: u64) {
+        if self.sync_counts {
+            self.sync_lat.saturating_record(ns);
+        }
+    }
+
     /// Into the thread's results, at the end of the main phase.
-    fn finish(mut self, q: &dyn IoQueue, clock: Clock, bs: u64, res: &mut ThreadResult, progress: &Progress) {
+    fn finish(mut self, q: &dyn IoQueue, clock: Clock, bs: u64, syncs: bool, res: &mut ThreadResult, progress: &Progress) {
         let mono1 = mono_ns();
         if self.next_log != u64::MAX {
             self.push_latencies(mono1, progress, true);
@@ -446,6 +474,7 @@ impl Measured {
         res.read = read;
         res.write = write;
         res.flushes = self.flushes;
+        res.sync_lat = syncs.then_some(self.sync_lat);
         res.ramp_in_flight = self.ramp_in_flight;
         res.depths = self.depths;
     }
@@ -494,7 +523,11 @@ struct Phase<'c> {
     rate: Option<Rate>,
     /// fio's `thinktime` (the main phase only).
     think: Option<Think>,
-    /// `rate` or `think` is set: one test per pass for both.
+    /// fio's `fsync`/`fdatasync` and `end_fsync` (the main phase only).
+    fsync: Option<Fsync>,
+    end_sync: bool,
+    /// `rate`, `think`, `sync` or `end_sync` is set: one test per pass
+    /// for all.
     paced: bool,
     /// For `think`: the pass's I/Os issued (retries left out), and before
     /// its reap the phase's completions and whether the queue was full.
@@ -582,9 +615,33 @@ impl Think {
     }
 }
 
+/// fio's `fsync=N` in a phase: writes issued since the last flush, and
+/// where the next flush stands.
+struct Fsync {
+    every: u64,
+    writes: u64,
+    state: SyncState,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SyncState {
+    /// Counting writes.
+    Counting,
+    /// `every` writes issued: a flush before the next I/O, once nothing
+    /// is in flight.
+    Due,
+    /// The flush is in flight.
+    Flushing,
+    /// The flush is done: one I/O goes out, and unless it is a write,
+    /// another flush follows it, as fio's `get_rw_ddir` syncs before each
+    /// I/O while its count of writes is a multiple of N.
+    Flushed,
+}
+
 /// Keep the queue full with I/Os from `next` until it has no more (or the
-/// runtime ends, or a stop is requested), then drain. `VERIFY`: `verifier`
-/// is Some, and its hooks run.
+/// runtime ends, or a stop is requested), then drain. `VERIFY`: the
+/// general loop, whose completions may be of any operation; `verifier`
+/// (Some only with it) has its hooks run.
 fn run_phase<const VERIFY: bool, F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
     ctx: &Ctx,
     q: &mut dyn IoQueue,
@@ -594,7 +651,7 @@ fn run_phase<const VERIFY: bool, F: FnMut(&mut Workload) -> Option<(Op, u64)>>(
     kind: PhaseKind,
     next: &mut Source<F>,
 ) -> Result<(), BackendError> {
-    debug_assert_eq!(VERIFY, verifier.is_some());
+    debug_assert!(VERIFY || verifier.is_none());
     let mut p = Phase::new(ctx, q, kind, res.thread);
     loop {
         marker::pass();
@@ -681,7 +738,9 @@ impl<'c> Phase<'c> {
             // /proc/stat and the CPU times): no I/O falls due before it.
             rate: spec.rate_iops.filter(|&r| r > 0.0 && main).map(|iops| Rate { start: clock.now(), ticks_per_s: clock.ticks(std::time::Duration::from_secs(1)).max(1) as f64, iops, issued: 0 }),
             think: spec.think.filter(|_| main).map(|spec| Think { spec, count: 0, due: None }),
-            paced: main && (spec.think.is_some() || spec.rate_iops.is_some_and(|r| r > 0.0)),
+            fsync: (main && spec.sync_every > 0 && spec.rw.writes()).then_some(Fsync { every: spec.sync_every, writes: 0, state: SyncState::Counting }),
+            end_sync: main && spec.end_sync && spec.rw.writes(),
+            paced: main && (spec.think.is_some() || spec.rate_iops.is_some_and(|r| r > 0.0) || (spec.sync_every > 0 || spec.end_sync) && spec.rw.writes()),
             think_issued: 0,
             think_before: (0, false),
         }
@@ -755,7 +814,7 @@ impl<'c> Phase<'c> {
         let blocks = wl.blocks;
         let resubmitted = if self.wd.pending.is_empty() { 0 } else { self.wd.resubmit(&mut self.ios, &self.slots, wl, blocks, t) };
         // New I/Os due now (rate_iops, thinktime), or no limit.
-        let mut due = if self.paced { self.allowance(t) } else { u64::MAX };
+        let mut due = if self.paced { self.paced_submit(t, wl, next.exhausted()) } else { u64::MAX };
         while !self.stopping {
             let Some(&slot) = self.slots.free.last() else { break };
             let (op, drawn) = match self.retry.pop() {
@@ -819,7 +878,9 @@ impl<'c> Phase<'c> {
         }
         self.in_flight += submitted;
         if self.paced {
-            self.issued_paced(submitted.saturating_sub(resubmitted) as u64);
+            let new = &self.ios[resubmitted.min(submitted)..submitted];
+            let writes = new.iter().filter(|io| io.op == Op::Write).count() as u64;
+            self.issued_paced(submitted.saturating_sub(resubmitted) as u64, writes);
         }
         if self.m.on && submitted > 0 {
             self.m.depths.submitted(submitted, self.in_flight, self.ctx.spec.batch);
@@ -1151,16 +1212,70 @@ impl<'c> Phase<'c> {
     /// rate_iops and thinktime: how many new I/Os may be issued at `t`.
     #[cold]
     fn allowance(&self, t: u64) -> u64 {
-        self.rate.as_ref().map_or(u64::MAX, |r| r.due(t)).min(self.think.as_ref().map_or(u64::MAX, Think::allowance))
+        let sync = match &self.fsync {
+            Some(s) if s.state == SyncState::Counting => s.every - s.writes,
+            Some(s) if s.state == SyncState::Flushed => 1,
+            Some(_) => 0,
+            None => u64::MAX,
+        };
+        let end = if self.end_sync && self.done_issuing() { 0 } else { u64::MAX };
+        self.rate.as_ref().map_or(u64::MAX, |r| r.due(t)).min(self.think.as_ref().map_or(u64::MAX, Think::allowance)).min(sync).min(end)
     }
 
-    /// rate_iops and thinktime: `n` new I/Os were issued.
+    /// rate_iops, thinktime, fsync: how many new I/Os may be issued at
+    /// `t`; a flush due goes out first, alone (nothing else goes out until
+    /// it is done).
     #[cold]
-    fn issued_paced(&mut self, n: u64) {
+    #[inline(never)]
+    fn paced_submit(&mut self, t: u64, wl: &Workload, exhausted: bool) -> u64 {
+        // The source gave its last I/O: so the loop knows, though a flush
+        // due keeps it from asking the source again.
+        self.ran_out |= exhausted;
+        let due = self.allowance(t);
+        if due == 0 && !self.slots.free.is_empty() && self.flush_now(exhausted) {
+            let slot = self.slots.free.pop().expect("a free slot");
+            self.ios.push(fill_one(&mut self.slots.io, slot, Op::Flush, 0, t, wl, wl.blocks));
+        }
+        due
+    }
+
+    /// fsync/fdatasync and end_fsync: is a flush to go out now? (One is
+    /// due, nothing is in flight, and, but for end_fsync, more I/Os are to
+    /// follow it, as fio syncs only before its next I/O.)
+    #[cold]
+    fn flush_now(&mut self, exhausted: bool) -> bool {
+        if self.in_flight > 0 || !self.retry.is_empty() || self.ctx.spec.stop.requested() {
+            return false;
+        }
+        let more = !self.stopping && !self.ran_out && !exhausted;
+        if let Some(s) = self.fsync.as_mut().filter(|s| s.state == SyncState::Due && more) {
+            s.state = SyncState::Flushing;
+            self.m.sync_counts = true;
+            return true;
+        }
+        if self.end_sync && self.done_issuing() {
+            self.end_sync = false;
+            self.m.sync_counts = false;
+            return true;
+        }
+        false
+    }
+
+    /// rate_iops, thinktime and fsync: `n` new I/Os were issued, `writes`
+    /// of them writes.
+    #[cold]
+    fn issued_paced(&mut self, n: u64, writes: u64) {
         if let Some(r) = &mut self.rate {
             r.issued += n;
         }
         self.think_issued = n;
+        if let Some(s) = self.fsync.as_mut().filter(|s| n > 0 && matches!(s.state, SyncState::Counting | SyncState::Flushed)) {
+            // fio's count of writes is still a multiple of N after a
+            // flush: the next I/O, unless a write, brings another.
+            let again = s.state == SyncState::Flushed && writes == 0;
+            s.writes += writes;
+            s.state = if again || s.writes >= s.every { SyncState::Due } else { SyncState::Counting };
+        }
     }
 
     /// thinktime: note what its check after the reap needs.
@@ -1172,6 +1287,10 @@ impl<'c> Phase<'c> {
     /// After the reap: rate_iops's sleep, thinktime's count and stall.
     #[cold]
     fn pace(&mut self, t: u64) {
+        let idle = self.in_flight == 0;
+        if let Some(s) = self.fsync.as_mut().filter(|s| s.state == SyncState::Flushing && idle) {
+            (s.state, s.writes) = (SyncState::Flushed, 0);
+        }
         if self.rate.is_some() {
             self.pace_rate(t);
         }
@@ -1245,14 +1364,23 @@ impl<'c> Phase<'c> {
     /// Nothing more to submit and nothing in flight.
     #[inline(always)]
     fn finished(&self) -> bool {
-        (self.stopping || self.ran_out && self.retry.is_empty()) && self.in_flight == 0 && self.wd.pending.is_empty()
+        (self.stopping || self.ran_out && self.retry.is_empty())
+            && self.in_flight == 0
+            && self.wd.pending.is_empty()
+            && !(self.end_sync && !self.ctx.spec.stop.requested())
+    }
+
+    /// No more I/Os of the source to issue (the runtime is over, a stop
+    /// was asked for, or the source ran out).
+    fn done_issuing(&self) -> bool {
+        self.stopping || self.ran_out && self.retry.is_empty()
     }
 
     /// Into the thread's results: the measured figures of the main phase,
     /// the I/O count of the others.
     fn finish(self, q: &dyn IoQueue, res: &mut ThreadResult) {
         if self.kind == PhaseKind::Main {
-            self.m.finish(q, self.ctx.clock, self.ctx.spec.bs as u64, res, self.ctx.progress);
+            self.m.finish(q, self.ctx.clock, self.ctx.spec.bs as u64, self.fsync.is_some(), res, self.ctx.progress);
         } else {
             res.verify_ios += self.total_ios;
         }

@@ -183,6 +183,8 @@ fn spec(rw: Rw, ios: u64) -> JobSpec {
         split_lat: false,
         rate_iops: None,
         think: None,
+        sync_every: 0,
+        end_sync: false,
         log_ns: None,
         numjobs: 1,
         cpus: vec![],
@@ -513,21 +515,28 @@ fn each_pass_over_the_region_is_announced_to_the_path() {
     assert_eq!(passes.load(std::sync::atomic::Ordering::Relaxed), 3);
 }
 
+/// 100 random writes paced by `pacing` (rate or think time), verifying
+/// or not: at least `at_least` long, all done, and the waits not counted
+/// as empty polls.
+fn paced_run(pacing: JobSpec, verify: bool, at_least: Duration, what: &str) {
+    let mut s = pacing;
+    if verify {
+        s.verify = Some(VerifySpec { seed: 7, only: false });
+    }
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    let t0 = std::time::Instant::now();
+    let r = run(&s, &mut q);
+    assert_eq!(r.write.ios, 100);
+    assert!(t0.elapsed() >= at_least, "{what} verify {verify}: {:?}", t0.elapsed());
+    assert!(r.empty_polls < 20, "{what} verify {verify}: {} empty polls", r.empty_polls);
+}
+
 #[test]
 fn rate_iops_spaces_the_ios_and_its_waits_are_not_empty_polls() {
     // 2000 a second: I/O k due k/2000 s in, so 100 I/Os take at least
     // 99 intervals of 0.5 ms. The sleeps between them are no empty polls.
     for verify in [false, true] {
-        let mut s = JobSpec { rate_iops: Some(2000.0), ..spec(Rw::Randwrite, 100) };
-        if verify {
-            s.verify = Some(VerifySpec { seed: 7, only: false });
-        }
-        let mut q = FakeQueue::new(s.iodepth, s.bs);
-        let t0 = std::time::Instant::now();
-        let r = run(&s, &mut q);
-        assert_eq!(r.write.ios, 100);
-        assert!(t0.elapsed() >= Duration::from_micros(49_500), "verify {verify}: {:?}", t0.elapsed());
-        assert!(r.empty_polls < 20, "verify {verify}: {} empty polls", r.empty_polls);
+        paced_run(JobSpec { rate_iops: Some(2000.0), ..spec(Rw::Randwrite, 100) }, verify, Duration::from_micros(49_500), "rate");
     }
 }
 
@@ -539,16 +548,29 @@ fn thinktime_stalls_every_so_many_ios_and_its_waits_are_not_empty_polls() {
     // in the end's drain: at least 5 stalls of the 10.
     for (on_complete, verify) in [(false, false), (true, false), (false, true)] {
         let think = ThinkSpec { time: Duration::from_millis(2), spin: Duration::from_micros(500), blocks: 10, on_complete };
-        let mut s = JobSpec { think: Some(think), ..spec(Rw::Randwrite, 100) };
+        let want = if on_complete { Duration::from_millis(10) } else { Duration::from_millis(20) };
+        paced_run(JobSpec { think: Some(think), ..spec(Rw::Randwrite, 100) }, verify, want, if on_complete { "think, complete" } else { "think, issue" });
+    }
+}
+
+#[test]
+fn fsync_flushes_after_every_n_writes_before_the_next_io_and_end_fsync_once_more() {
+    // fio's fsync=10 on 100 writes: a flush after writes 10, 20, ... 90
+    // (none after the last: no I/O follows it), each alone in the queue;
+    // end_fsync one more, not among the counted syncs.
+    for (end, verify) in [(false, false), (true, false), (true, true)] {
+        let mut s = JobSpec { sync_every: 10, end_sync: end, ..spec(Rw::Randwrite, 100) };
         if verify {
             s.verify = Some(VerifySpec { seed: 7, only: false });
         }
         let mut q = FakeQueue::new(s.iodepth, s.bs);
-        let t0 = std::time::Instant::now();
         let r = run(&s, &mut q);
-        assert_eq!(r.write.ios, 100);
-        let want = if on_complete { Duration::from_millis(10) } else { Duration::from_millis(20) };
-        assert!(t0.elapsed() >= want, "complete {on_complete} verify {verify}: {:?}", t0.elapsed());
-        assert!(r.empty_polls < 20, "complete {on_complete} verify {verify}: {} empty polls", r.empty_polls);
+        assert_eq!(r.write.ios, 100, "end {end} verify {verify}");
+        assert_eq!(r.sync_lat.as_ref().map(|h| h.len()), Some(9), "end {end} verify {verify}");
+        assert_eq!(r.flushes, 9 + end as u64, "end {end} verify {verify}");
+        assert_eq!(r.write.lat.len(), 100, "flushes are not in the writes' latencies");
     }
+    // A job that does not write does not flush (fio's should_fsync).
+    let r = run(&JobSpec { sync_every: 10, end_sync: true, ..spec(Rw::Randread, 100) }, &mut FakeQueue::new(4, 4096));
+    assert_eq!((r.flushes, r.sync_lat.is_none()), (0, true));
 }

@@ -57,8 +57,12 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                 "latency_target": 0,
                 "latency_percentile": 100.0,
                 "latency_window": 0,
-                // fio's fsync/fdatasync statistics: none issued.
-                "sync": {"total_ios": 0, "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}},
+                // fio's fsync/fdatasync statistics (its percentiles only
+                // with samples, as fio's add_ddir_lat_json).
+                "sync": match t.sync_lat.as_ref().filter(|h| !h.is_empty()) {
+                    Some(h) => json!({"total_ios": h.len(), "lat_ns": crate::measure::stats::LatSummary::of(h)}),
+                    None => json!({"total_ios": 0, "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}}),
+                },
                 "nvme_bypass": {
                     "thread": t.thread,
                     "cpu": t.cpu,

@@ -724,6 +724,8 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         reap_max: o.reap_max(),
         split_lat: !o.gtod_reduce,
         rate_iops: o.rate.and_then(|r| r.iops(o.rw.reads(), o.rw.writes(), o.bs).ok().flatten()),
+        sync_every: if o.rw.writes() { o.fsync } else { 0 },
+        end_sync: o.end_fsync && o.rw.writes(),
         think: (!o.thinktime.is_zero()).then_some(engine::ThinkSpec { time: o.thinktime, spin: o.thinktime_spin, blocks: o.thinktime_blocks, on_complete: o.thinktime_on_complete }),
         log_ns: (o.log_avg_msec > 0 && o.logs()).then_some(o.log_avg_msec * 1_000_000),
         numjobs: o.numjobs,

@@ -108,9 +108,11 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("thinktime_blocks_type", Kind::Value),
     ("thinktime_iotime", Kind::Value),
     ("rate_ign_think", Kind::Bool),
-    ("fsync", Kind::Refused("no fsync every N writes")),
-    ("fdatasync", Kind::Refused("no fdatasync every N writes")),
-    ("end_fsync", Kind::Refused("no fsync at the end of the job")),
+    ("fsync", Kind::Value),
+    ("fdatasync", Kind::Value),
+    ("end_fsync", Kind::Bool),
+    ("fsync_on_close", Kind::Refused("no fsync when a file is closed; end_fsync=1 flushes once at the job's end")),
+    ("sync_file_range", Kind::Refused("no sync_file_range every N writes; fsync=N flushes instead")),
     ("sync", Kind::Refused("no O_SYNC/O_DSYNC opens")),
     ("zonemode", Kind::Refused("zoned devices are not supported")),
     ("nrfiles", Kind::Refused("one file per job (or one per filename)")),
@@ -252,6 +254,9 @@ pub struct JobOpts {
     /// fio's `thinktime`, `thinktime_spin`, `thinktime_blocks` and
     /// `thinktime_blocks_type` (complete: true).
     pub thinktime: Duration,
+    /// fio's `fsync=N` / `fdatasync=N` (0: none), and `end_fsync`.
+    pub fsync: u64,
+    pub end_fsync: bool,
     pub thinktime_spin: Duration,
     pub thinktime_blocks: u64,
     pub thinktime_on_complete: bool,
@@ -357,6 +362,8 @@ impl Default for JobOpts {
             ramp: Duration::ZERO,
             startdelay: Duration::ZERO,
             thinktime: Duration::ZERO,
+            fsync: 0,
+            end_fsync: false,
             thinktime_spin: Duration::ZERO,
             thinktime_blocks: 1,
             thinktime_on_complete: true,
@@ -984,6 +991,20 @@ impl JobOpts {
             "thread" => self.thread = boolean(name, v)?,
             "randseed" => self.seed = num(name, need()?)?,
             "norandommap" => self.norandommap = boolean(name, v)?,
+            // fio's fsync and fdatasync are counted apart; both flush here.
+            "fsync" | "fdatasync" => {
+                let n: u64 = num(name, need()?)?;
+                if n > 0 && self.fsync > 0 && n != self.fsync {
+                    return Err(Error::usage(format!(
+                        "{name}={n} with a different fsync or fdatasync ({}): fio would sync on both counts; both are the path's flush here, so give one",
+                        self.fsync
+                    )));
+                }
+                if n > 0 {
+                    self.fsync = n;
+                }
+            }
+            "end_fsync" => self.end_fsync = boolean(name, v)?,
             // fio's thinktime options are in microseconds without a unit.
             "thinktime" => self.thinktime = fio_time_unit(need()?, false).map_err(bad)?,
             "thinktime_spin" => self.thinktime_spin = fio_time_unit(need()?, false).map_err(bad)?,

@@ -462,6 +462,13 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
         }
         o.push_str(&distribution_lines(&all));
     }
+    // fio's sync statistics (stat.c show_ddir_status for DDIR_SYNC): the
+    // flushes of fsync=N / fdatasync=N, when there were any.
+    if let Some(h) = merged.sync_lat.as_ref().filter(|h| !h.is_empty()) {
+        o.push_str("  fsync/fdatasync/sync_file_range:\n");
+        o.push_str(&lat_line("sync", &LatSummary::of(h)));
+        o.push_str(&percentile_lines("sync", &percentile_values(h, &b.percentiles.reported()), b.percentiles.precision));
+    }
     let el: u64 = b.threads.iter().map(|t| t.elapsed_ns).sum::<u64>().max(1);
     let usr: u64 = b.threads.iter().map(|t| t.cpu_time.user_ns).sum();
     let sys: u64 = b.threads.iter().map(|t| t.cpu_time.sys_ns).sum();
@@ -480,7 +487,8 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
     o.push_str(&depth_lines(&merged.depths));
     let r: u64 = b.threads.iter().map(|t| t.read.ios + t.read.errors).sum::<u64>() + read_back.map_or(0, |r| r.0);
     let w: u64 = b.threads.iter().map(|t| t.write.ios + t.write.errors).sum();
-    o.push_str(&format!("     issued rwts: total={r},{w},0,0 short=0,0,0,0 dropped=0,0,0,0\n"));
+    let syncs = merged.sync_lat.as_ref().map_or(0, |h| h.len());
+    o.push_str(&format!("     issued rwts: total={r},{w},0,{syncs} short=0,0,0,0 dropped=0,0,0,0\n"));
     o.push_str(&format!("     latency   : target=0, window=0, percentile=100.00%, depth={}\n", b.depth));
     // Ours, after fio's, marked as ours.
     let c = &s.cpu;

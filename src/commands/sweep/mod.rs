@@ -283,6 +283,8 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop)
         split_lat: false,
         rate_iops: None,
         think: None,
+        sync_every: 0,
+        end_sync: false,
         log_ns: None,
         numjobs: s.numjobs,
         cpus,
