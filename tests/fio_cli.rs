@@ -717,7 +717,7 @@ fn thinktime_stalls_a_job_as_fios() {
     }
     for (opts, want) in [
         ("--thinktime=1ms --thinktime_iotime=1", "thinktime_iotime is not supported"),
-        ("--thinktime=1ms --rate_ign_think=1", "rate_ign_think=1 is not supported"),
+        ("--thinktime=1ms --rate_ignore_thinktime=1", "rate_ignore_thinktime=1 is not supported"),
         ("--thinktime=1ms --thinktime_blocks_type=both", "use complete"),
         ("--thinktime=1ms --thinktime_blocks=0", "thinktime_blocks=0"),
     ] {

@@ -1337,7 +1337,9 @@ impl<'c> Phase<'c> {
         th.stalled();
         let clock = self.ctx.clock;
         let start = clock.now();
-        let spin_end = start.saturating_add(clock.ticks(th.spec.spin)).min(self.end);
+        // As fio's usec_spin and usec_sleep, the stall is not cut short by
+        // the runtime's end (only a stop ends it).
+        let spin_end = start.saturating_add(clock.ticks(th.spec.spin));
         while clock.now() < spin_end {
             std::hint::spin_loop();
         }
@@ -1345,7 +1347,7 @@ impl<'c> Phase<'c> {
         // usec_sleep spins what is under the sleep's overshoot (a sleep
         // wakes some 50-80 us late here): the stall lasts what was asked.
         const SLACK_NS: u64 = 100_000;
-        let end = start.saturating_add(clock.ticks(th.spec.time.max(th.spec.spin))).min(self.end);
+        let end = start.saturating_add(clock.ticks(th.spec.time.max(th.spec.spin)));
         loop {
             let now = clock.now();
             if now >= end || self.ctx.spec.stop.requested() {

@@ -204,11 +204,12 @@ impl Sampler {
                     let (mut prev, mut prev_bytes) = (0u64, 0u64);
                     for &(access, size) in list {
                         let (first, end) = if *absolute {
-                            let (first, end) = (prev_bytes / unit_bytes, (prev_bytes + size) / unit_bytes);
+                            let end_bytes = prev_bytes.saturating_add(size);
+                            let (first, end) = (prev_bytes / unit_bytes, end_bytes / unit_bytes);
                             if end > n {
                                 return Err(format!(
                                     "random_distribution=zoned_abs: the zones end at byte {} but the region holds {} bytes: make the zones' sizes add up to at most the region's size (or give a larger size=)",
-                                    prev_bytes + size,
+                                    end_bytes,
                                     n * unit_bytes
                                 ));
                             }
@@ -218,7 +219,7 @@ impl Sampler {
                         };
                         entries.extend(std::iter::repeat_n((first, end - first), access as usize));
                         prev += size;
-                        prev_bytes += size;
+                        prev_bytes = prev_bytes.saturating_add(size);
                     }
                     entries.resize(100, *entries.last().unwrap_or(&(0, n)));
                     index[d] = entries.into_boxed_slice();

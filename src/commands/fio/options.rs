@@ -107,7 +107,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("thinktime_blocks", Kind::Value),
     ("thinktime_blocks_type", Kind::Value),
     ("thinktime_iotime", Kind::Value),
-    ("rate_ign_think", Kind::Bool),
+    ("rate_ignore_thinktime", Kind::Bool),
     ("fsync", Kind::Value),
     ("fdatasync", Kind::Value),
     ("end_fsync", Kind::Bool),
@@ -494,6 +494,11 @@ pub fn random_distribution(s: &str) -> Result<Distribution, String> {
         }
         "zoned" | "zoned_abs" => {
             let absolute = kind == "zoned_abs";
+            // fio 3.33 cuts the value at a ',' before reading it, so a
+            // list per direction fails to parse there: refused here too.
+            if rest.contains(',') {
+                return Err(format!("'{t}': fio 3.33 cannot read zones per direction (it stops at the ','); give one list for reads and writes"));
+            }
             let dirs: Vec<&str> = rest.split(',').collect();
             let list = |d: &str| zone_list(t, d, absolute);
             let zones = match dirs.as_slice() {
@@ -527,7 +532,11 @@ fn zone_list(whole: &str, s: &str, absolute: bool) -> Result<Vec<(u32, u64)>, St
         let size = match (size.trim(), absolute) {
             ("", true) => 0,
             ("", false) => MISSING,
-            (x, true) => fio_size(x).map_err(|e| format!("'{whole}': {e}"))?,
+            (x, true) => match fio_size(x).map_err(|e| format!("'{whole}': {e}"))? {
+                // fio's str_to_decimal reads into a signed 64-bit number.
+                b if b > i64::MAX as u64 => return Err(format!("'{whole}': '{x}' is too large a size")),
+                b => b,
+            },
             (x, false) => match x.parse::<u64>().map_err(|_| format!("'{whole}': '{x}' is not a size percent"))? {
                 0 => MISSING,
                 p => p.min(100),
@@ -1028,9 +1037,9 @@ impl JobOpts {
                     ));
                 }
             }
-            "rate_ign_think" => {
+            "rate_ignore_thinktime" => {
                 if boolean(name, v)? {
-                    return Err(Error::usage("rate_ign_think=1 is not supported: the rate would leave out the time spent thinking; remove it (the rate then counts the think time, fio's default)"));
+                    return Err(Error::usage("rate_ignore_thinktime=1 is not supported: the rate would leave out the time spent thinking; remove it (the rate then counts the think time, fio's default)"));
                 }
             }
             "random_distribution" => self.distribution = random_distribution(need()?).map_err(bad)?,
@@ -1189,9 +1198,10 @@ mod tests {
         // the others leave (zone_split_ddir).
         let z = random_distribution("zoned:60/10:30/20:10").unwrap();
         assert_eq!(z, Zoned { zones: [vec![(60, 10), (30, 20), (10, 70)], vec![(60, 10), (30, 20), (10, 70)]], absolute: false });
-        // reads,writes: a direction left empty is uniform.
-        let z = random_distribution("zoned_abs:50/1g:50/2g,").unwrap();
-        assert_eq!(z, Zoned { zones: [vec![(50, 1 << 30), (50, 2 << 30)], vec![]], absolute: true });
+        let z = random_distribution("zoned_abs:50/1g:50/2g").unwrap();
+        assert_eq!(z, Zoned { zones: [vec![(50, 1 << 30), (50, 2 << 30)], vec![(50, 1 << 30), (50, 2 << 30)]], absolute: true });
+        assert!(random_distribution("zoned:90/10:10/90,100/20").unwrap_err().contains("per direction"));
+        assert!(random_distribution("zoned_abs:50/4096:50/18446744073709547520").unwrap_err().contains("too large"));
         for (bad, why) in [
             ("zipf:1", "not 1"),
             ("pareto:1.5", "between 0 and 1"),
