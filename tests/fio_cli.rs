@@ -666,7 +666,7 @@ fn random_distribution_runs_and_is_refused_in_fios_terms() {
     std::fs::File::create(d.join("r")).unwrap().set_len(8 << 20).unwrap();
     for opts in [
         "--rw=randread --random_distribution=zipf:1.2",
-        "--rw=randrw --random_distribution=zoned:60/10:30/20:10/70,100/50:0/50 --ioengine=io_uring --iodepth=8",
+        "--rw=randrw --random_distribution=zoned:60/10:30/20:10/70 --ioengine=io_uring --iodepth=8",
         "--rw=randwrite --random_distribution=pareto:0.3 --verify=crc32c --ioengine=libaio --iodepth=16",
         "--rw=randread --random_distribution=zoned_abs:50/1m:50/7m --numjobs=2",
     ] {
@@ -681,11 +681,13 @@ fn random_distribution_runs_and_is_refused_in_fios_terms() {
         ("--random_distribution=zipf:1", "zipf's theta must be above 0 and not 1"),
         ("--random_distribution=zoned:50/10:40/20", "the access percentages add up to 90, not 100"),
         ("--random_distribution=zoned_abs:50/4m:50/5m", "the zones end at byte 9437184 but the region holds 8388608 bytes"),
+        ("--random_distribution=zoned:60/10:40/90,100/100", "fio 3.33 cannot read zones per direction"),
     ] {
         let args: Vec<&str> = ["--name=t", "--filename=new", "--size=8m", "--rw=randread"].into_iter().chain(opts.split(' ')).collect();
         let (code, _, err) = fio_in(&d, &args);
         assert_eq!(code, 2, "{opts}: {err}");
-        assert!(err.contains(want), "{opts}: {err}");    assert!(!d.join("new").exists(), "{opts}: a refused job laid its file out");
+        assert!(err.contains(want), "{opts}: {err}");
+        assert!(!d.join("new").exists(), "{opts}: a refused job laid its file out");
     }
     let _ = std::fs::remove_dir_all(d);
 }
