@@ -159,6 +159,14 @@ pub struct JobSpec {
     pub stop: Stop,
 }
 
+impl JobSpec {
+    /// The main phase flushes (`sync_every` or `end_sync` on a pattern
+    /// that writes): a read-only job has nothing to flush.
+    pub fn flushes(&self) -> bool {
+        self.rw.writes() && (self.sync_every > 0 || self.end_sync)
+    }
+}
+
 /// fio's `thinktime`: after every `blocks` I/Os issued, or completed
 /// (`on_complete`, fio's default `thinktime_blocks_type=complete`), wait
 /// for every I/O in flight, spin for `spin`, then sleep for the rest of

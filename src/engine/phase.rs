@@ -103,10 +103,9 @@ pub(crate) fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<Th
     // The general loop (VERIFY) also for a job that flushes (fsync,
     // end_fsync): its completions are not all of the pattern's one
     // operation, which the other loop takes them to be.
-    let flushes = spec.rw.writes() && (spec.sync_every > 0 || spec.end_sync);
     match verifier.as_mut() {
         Some(v) => run_phase::<true, _>(ctx, q, &mut wl, Some(v), &mut res, PhaseKind::Main, &mut main)?,
-        None if flushes => run_phase::<true, _>(ctx, q, &mut wl, None, &mut res, PhaseKind::Main, &mut main)?,
+        None if spec.flushes() => run_phase::<true, _>(ctx, q, &mut wl, None, &mut res, PhaseKind::Main, &mut main)?,
         None => run_phase::<false, _>(ctx, q, &mut wl, None, &mut res, PhaseKind::Main, &mut main)?,
     }
     if let Some(v) = verifier.as_mut() {
@@ -740,7 +739,7 @@ impl<'c> Phase<'c> {
             think: spec.think.filter(|_| main).map(|spec| Think { spec, count: 0, due: None }),
             fsync: (main && spec.sync_every > 0 && spec.rw.writes()).then_some(Fsync { every: spec.sync_every, writes: 0, state: SyncState::Counting }),
             end_sync: main && spec.end_sync && spec.rw.writes(),
-            paced: main && (spec.think.is_some() || spec.rate_iops.is_some_and(|r| r > 0.0) || (spec.sync_every > 0 || spec.end_sync) && spec.rw.writes()),
+            paced: main && (spec.think.is_some() || spec.rate_iops.is_some_and(|r| r > 0.0) || spec.flushes()),
             think_issued: 0,
             think_before: (0, false),
         }
@@ -1325,9 +1324,10 @@ impl<'c> Phase<'c> {
 
     /// thinktime: once the I/Os in flight are done (fio's `io_u_quiesce`),
     /// spin for thinktime_spin, then sleep for the rest of thinktime (at
-    /// most 50 ms at a time, so a stop or the runtime's end is seen, and
-    /// not the last 100 us, spun instead), and count again. That pass waited for the think time, not for the
-    /// path: it is not an empty poll.
+    /// most a second at a time, as fio's usec_sleep, so a stop is seen;
+    /// the last 100 us are spun instead), and count again. That pass
+    /// waited for the think time, not for the path: it is not an empty
+    /// poll.
     #[cold]
     fn think(&mut self) {
         if self.in_flight > 0 || self.stopping {
@@ -1354,7 +1354,7 @@ impl<'c> Phase<'c> {
                 break;
             }
             match clock.to_ns(end - now) {
-                left if left > SLACK_NS => std::thread::sleep(std::time::Duration::from_nanos((left - SLACK_NS).min(50_000_000))),
+                left if left > SLACK_NS => std::thread::sleep(std::time::Duration::from_nanos((left - SLACK_NS).min(1_000_000_000))),
                 _ => std::hint::spin_loop(),
             }
         }

@@ -5,7 +5,7 @@
 use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters};
 use crate::engine::job::{JobSpec, Progress, Reliability, Stop, ThinkSpec, ThreadResult, VerifySpec};
 use crate::engine::phase::{worker, Ctx};
-use crate::engine::workload::Rw;
+use crate::engine::workload::{Distribution, Rw};
 use crate::measure::clock::Clock;
 use nvme_spec::status::{Status, StatusCodeType};
 use std::collections::{HashMap, VecDeque};
@@ -337,6 +337,31 @@ fn errors_past_the_retry_limit_are_counted_and_the_run_goes_on_when_asked() {
     assert_eq!(q.completed, 100);
     assert_eq!((r.read.ios, r.read.errors, r.read.bytes, r.read.lat.len()), (0, 50, 0, 0), "no I/O succeeded");
     assert!(r.first_error.as_deref().unwrap().ends_with("(after 1 retries)"), "{:?}", r.first_error);
+}
+
+/// With verify, an I/O to a unit with an I/O in flight waits for it
+/// rather than going elsewhere: a skewed pattern at depth 32 writes and
+/// reads back exactly the units it does at depth 1 (fio's read-back count
+/// does not move with the depth either).
+#[test]
+fn verify_holds_an_io_to_a_busy_unit_and_keeps_the_skew() {
+    let io_set = |depth: usize| {
+        let mut s = spec(Rw::Randwrite, 400);
+        s.iodepth = depth;
+        s.distribution = Distribution::Zipf { theta: 1.2, center: None };
+        s.verify = Some(VerifySpec { seed: 5, only: false });
+        let mut q = FakeQueue::new(s.iodepth, s.bs);
+        q.complete_at_most = 3;
+        let r = run(&s, &mut q);
+        assert_eq!((r.mismatches, r.errors), (0, 0), "depth {depth}: {:?}", r.first_mismatch);
+        assert_eq!(r.write.ios, 400, "depth {depth}");
+        let mut lbas = q.lbas.clone();
+        lbas.sort_unstable();
+        (lbas, r.verify_ios)
+    };
+    let (one, read_back) = io_set(1);
+    assert!(read_back < 200, "a skewed pattern rewrites its hot units: {read_back} of 400 units read back");
+    assert_eq!(io_set(32), (one, read_back));
 }
 
 #[test]

@@ -141,20 +141,13 @@ impl Verifier {
         (0..self.gens.len() as u64).filter(|&u| self.gens[u as usize] > 0).collect()
     }
 
-    /// Submit side: `op` on `unit` is about to go out in `slot`. Returns the
-    /// unit to use (another one when `unit` has an I/O in flight: the
-    /// expected content of a read must not depend on completion order), or
-    /// None to try again after some completions. A write's buffer is
-    /// stamped with the unit's next generation.
-    pub fn on_submit(&mut self, q: &mut dyn IoQueue, wl: &mut Workload, slot: u32, op: Op, mut unit: u64) -> Option<u64> {
-        let mut tries = 0;
-        while self.busy[unit as usize] {
-            unit = wl.another_unit(op);
-            tries += 1;
-            if tries > 64 {
-                break;
-            }
-        }
+    /// Submit side: `op` on `unit` is about to go out in `slot`. Returns
+    /// the unit, or None when it has an I/O in flight: the expected content
+    /// of a read must not depend on completion order, so the I/O waits for
+    /// that one to complete (fio's `serialize_overlap`), keeping the
+    /// pattern's offsets as drawn. A write's buffer is stamped with the
+    /// unit's next generation.
+    pub fn on_submit(&mut self, q: &mut dyn IoQueue, wl: &Workload, slot: u32, op: Op, unit: u64) -> Option<u64> {
         if self.busy[unit as usize] {
             return None;
         }

@@ -412,16 +412,6 @@ impl Workload {
             Draw::Uniform => self.random_unit(),
         }
     }
-
-    /// Another unit for `op` (when the first is busy).
-    #[inline]
-    pub fn another_unit(&mut self, op: Op) -> u64 {
-        if self.rw.random() {
-            self.mapped_or_random_unit(op)
-        } else {
-            self.next().1
-        }
-    }
 }
 
 #[cfg(test)]

@@ -726,7 +726,13 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         rate_iops: o.rate.and_then(|r| r.iops(o.rw.reads(), o.rw.writes(), o.bs).ok().flatten()),
         sync_every: if o.rw.writes() { o.fsync } else { 0 },
         end_sync: o.end_fsync && o.rw.writes(),
-        think: (!o.thinktime.is_zero()).then_some(engine::ThinkSpec { time: o.thinktime, spin: o.thinktime_spin, blocks: o.thinktime_blocks, on_complete: o.thinktime_on_complete }),
+        // thinktime_blocks=0 stalls after every I/O queued, as issue-counted 1.
+        think: (!o.thinktime.is_zero()).then_some(engine::ThinkSpec {
+            time: o.thinktime,
+            spin: o.thinktime_spin,
+            blocks: o.thinktime_blocks.max(1),
+            on_complete: o.thinktime_on_complete && o.thinktime_blocks > 0,
+        }),
         log_ns: (o.log_avg_msec > 0 && o.logs()).then_some(o.log_avg_msec * 1_000_000),
         numjobs: o.numjobs,
         cpus: p.cpus.clone(),

@@ -456,9 +456,12 @@ pub fn random_distribution(s: &str) -> Result<Distribution, String> {
     let skewed = |default: f64| -> Result<(f64, Option<f64>), String> {
         let mut parts = rest.split(':');
         let num = |x: &str| x.trim().parse::<f64>().map_err(|_| format!("'{t}': '{x}' is not a number"));
-        let val = match parts.next() {
-            Some(x) if !x.trim().is_empty() => num(x)?,
-            _ => default,
+        // As fio's get_opt_postfix: a ':' with nothing after it is an
+        // error, not the default.
+        let val = match parts.next().filter(|_| t.contains(':')) {
+            Some(x) if x.trim().is_empty() => return Err(format!("'{t}': give a number after '{kind}:', or leave out the ':' for fio's default")),
+            Some(x) => num(x)?,
+            None => default,
         };
         let center = match parts.next() {
             Some(x) => Some(num(x)?).filter(|c| *c != -1.0),
@@ -473,8 +476,10 @@ pub fn random_distribution(s: &str) -> Result<Distribution, String> {
         "random" => Distribution::Uniform,
         "zipf" => {
             let (theta, center) = skewed(1.1)?;
-            if theta == 1.0 || theta <= 0.0 {
-                return Err(format!("'{t}': zipf's theta must be above 0 and not 1 (fio's default is 1.1)"));
+            // fio takes any theta but 1: 0 draws uniformly through the same
+            // formula, and so does ours.
+            if theta == 1.0 || !theta.is_finite() {
+                return Err(format!("'{t}': zipf's theta must be a number other than 1 (fio's default is 1.1)"));
             }
             Distribution::Zipf { theta, center }
         }
@@ -1018,10 +1023,9 @@ impl JobOpts {
             "thinktime" => self.thinktime = fio_time_unit(need()?, false).map_err(bad)?,
             "thinktime_spin" => self.thinktime_spin = fio_time_unit(need()?, false).map_err(bad)?,
             "thinktime_blocks" => {
+                // 0 runs in fio: its check (count >= last + 0) then holds
+                // after every I/O it queues, issued or completed.
                 self.thinktime_blocks = num(name, need()?)?;
-                if self.thinktime_blocks == 0 {
-                    return Err(Error::usage("thinktime_blocks=0: give the number of I/Os between stalls, 1 or more (fio's default is 1)"));
-                }
             }
             "thinktime_blocks_type" => {
                 self.thinktime_on_complete = match need()?.trim() {
@@ -1191,6 +1195,7 @@ mod tests {
         use Distribution::*;
         assert_eq!(random_distribution("random"), Ok(Uniform));
         assert_eq!(random_distribution("zipf"), Ok(Zipf { theta: 1.1, center: None }));
+        assert_eq!(random_distribution("zipf:0"), Ok(Zipf { theta: 0.0, center: None }));
         assert_eq!(random_distribution("zipf:1.2:0.5"), Ok(Zipf { theta: 1.2, center: Some(0.5) }));
         assert_eq!(random_distribution("pareto"), Ok(Pareto { h: 0.2, center: None }));
         assert_eq!(random_distribution("normal:10"), Ok(Normal { dev: 10.0, center: None }));
@@ -1203,7 +1208,9 @@ mod tests {
         assert!(random_distribution("zoned:90/10:10/90,100/20").unwrap_err().contains("per direction"));
         assert!(random_distribution("zoned_abs:50/4096:50/18446744073709547520").unwrap_err().contains("too large"));
         for (bad, why) in [
-            ("zipf:1", "not 1"),
+            ("zipf:1", "other than 1"),
+            ("zipf:", "give a number after 'zipf:'"),
+            ("pareto:", "give a number after 'pareto:'"),
             ("pareto:1.5", "between 0 and 1"),
             ("normal:100", "under 100"),
             ("zipf:1.2:2", "center must be from 0 to 1"),
