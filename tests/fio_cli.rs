@@ -689,6 +689,19 @@ fn random_distribution_runs_and_is_refused_in_fios_terms() {
         assert!(err.contains(want), "{opts}: {err}");
         assert!(!d.join("new").exists(), "{opts}: a refused job laid its file out");
     }
+    // Several files: each draws over its own blocks, so zones fit each
+    // file's share, and the files must be of one size.
+    std::fs::File::create(d.join("s")).unwrap().set_len(4 << 20).unwrap();
+    for (opts, want) in [
+        ("--size=8m --random_distribution=zoned_abs:50/1m:50/3m", None),
+        ("--size=8m --random_distribution=zoned_abs:50/3m:50/2m", Some("the zones end at byte 5242880 but the region holds 4194304 bytes")),
+        ("--random_distribution=zipf", Some("random_distribution over 2 files of different sizes (8388608, 4194304 bytes) is not supported")),
+    ] {
+        let args: Vec<&str> = ["--name=t", "--filename=r:s", "--rw=randread", "--io_size=1m"].into_iter().chain(opts.split(' ')).collect();
+        let (code, _, err) = fio_in(&d, &args);
+        assert_eq!(code, if want.is_some() { 2 } else { 0 }, "{opts}: {err}");
+        assert!(want.is_none_or(|w| err.contains(w)), "{opts}: {err}");
+    }
     let _ = std::fs::remove_dir_all(d);
 }
 

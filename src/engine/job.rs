@@ -153,6 +153,10 @@ pub struct JobSpec {
     /// How random offsets spread (fio's `random_distribution`); any but
     /// the uniform one draws each on its own, whatever `random_map` says.
     pub distribution: Distribution,
+    /// The region interleaves this many files of one size (fio's several
+    /// filenames; 1: one file or device): a skewed distribution is drawn
+    /// over each file's own units, as fio draws it per file.
+    pub files: u64,
     /// The watchdog's I/O timeout and retry limit.
     pub reliability: Reliability,
     /// Stop early when this is requested (Ctrl-C).

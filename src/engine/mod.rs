@@ -68,21 +68,17 @@ pub fn run(target: &dyn Target, spec: &JobSpec, clock: Clock, status_line: bool)
                         if opened.is_err() {
                             open_failed.store(true, Ordering::Release);
                         }
+                        // Counted as finished however the thread ends, a
+                        // panic included: the sampler waits for every one.
+                        let done = progress::FinishOnDrop(finished);
                         barrier.wait();
-                        let mut q = match opened {
-                            Ok(q) => q,
-                            Err(e) => {
-                                finished.one();
-                                return Err(e);
-                            }
-                        };
+                        let mut q = opened?;
                         if open_failed.load(Ordering::Acquire) {
                             // Another thread could not open its queue: nobody runs.
-                            finished.one();
                             return Err(BackendError::Invalid("another thread could not open its queue".into()));
                         }
                         let r = worker(&ctx, &mut *q, i);
-                        finished.one();
+                        drop(done);
                         // Delete the queue pair on this thread, before the target goes;
                         // a failure to is the run's error (the device misbehaved).
                         let closed = q.close();
@@ -194,7 +190,7 @@ pub fn validate(spec: &JobSpec, geo: &Geometry) -> Result<(), BackendError> {
         return Err(BackendError::Invalid(format!("{region} holds no whole --bs {} I/O{per}; {fix}", spec.bs)));
     }
     if spec.rw.random() {
-        spec.distribution.check(per_thread, spec.bs as u64).map_err(BackendError::Invalid)?;
+        spec.distribution.check(per_thread / spec.files.max(1), spec.bs as u64).map_err(BackendError::Invalid)?;
     }
     if spec.verify.is_some() && per_thread < spec.iodepth as u64 && spec.rw.random() {
         return Err(BackendError::Invalid(format!(

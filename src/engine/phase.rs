@@ -64,7 +64,7 @@ pub(crate) fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<Th
         wl = wl.with_random_map(spec.seed.wrapping_add(thread as u64));
     }
     if spec.rw.random() {
-        wl = wl.with_distribution(&spec.distribution, spec.bs as u64, spec.seed.wrapping_add(thread as u64)).map_err(BackendError::Invalid)?;
+        wl = wl.with_distribution(&spec.distribution, spec.bs as u64, spec.seed.wrapping_add(thread as u64), spec.files).map_err(BackendError::Invalid)?;
     }
     let mut verifier = spec.verify.map(|v| Verifier::new(v, units, spec.bs, lba_size, q.depth()));
     // Without verification, write buffers hold a fixed non-zero pattern

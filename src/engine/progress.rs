@@ -45,6 +45,15 @@ impl Finished {
     }
 }
 
+/// A worker counted as finished when this drops: when it returns, fails or
+/// panics.
+pub struct FinishOnDrop<'a>(pub &'a Finished);
+
+impl Drop for FinishOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.one();
+    }
+}
 
 /// Every thread's progress counters read every [`SAMPLE_NS`] until every
 /// worker has finished, per thread. The workers only store their
@@ -136,6 +145,21 @@ pub fn status_loop(spec: &JobSpec, progress: &[Progress], finished: &Finished) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A worker that panics is still counted as finished, so the sampler
+    /// does not wait for it forever (the run then reports the panic).
+    #[test]
+    fn a_worker_that_panics_is_counted_as_finished() {
+        let f = Finished::default();
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                let _done = FinishOnDrop(&f);
+                panic!("a worker's bug");
+            });
+            assert!(f.wait(1, Duration::from_secs(10)), "the panicking worker was not counted");
+            assert!(h.join().is_err());
+        });
+    }
 
     #[test]
     fn the_sampler_wakes_when_the_last_worker_finishes() {

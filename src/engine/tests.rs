@@ -190,7 +190,7 @@ fn spec(rw: Rw, ios: u64) -> JobSpec {
         cpus: vec![],
         continue_on_error: false,
         seed: 1,
-        random_map: false, distribution: Default::default(),
+        random_map: false, distribution: Default::default(), files: 1,
         reliability: Reliability::default(),
         stop: Stop::new(),
     }

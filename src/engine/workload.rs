@@ -301,8 +301,12 @@ enum Draw {
     Uniform,
     /// From fio's random map: every unit once per pass.
     Map(RandomOrder),
-    /// From a skewed distribution (fio's `random_distribution`).
-    Skewed(Box<Sampler>),
+    /// From a skewed distribution (fio's `random_distribution`), drawn
+    /// over each of `files` interleaved files of one size in turn, as fio
+    /// draws from each file's own distribution and takes the files round
+    /// robin: unit `u` of the region is unit `u / files` of file
+    /// `u % files`.
+    Skewed { sampler: Box<Sampler>, files: u64, turn: u64 },
 }
 
 impl Workload {
@@ -323,12 +327,18 @@ impl Workload {
 
     /// Random units drawn from `dist` (fio's `random_distribution`), each
     /// on its own; the uniform one leaves the workload as it is. `bs` is
-    /// the bytes of a unit. An error when the distribution does not fit
-    /// the region (zoned_abs).
-    pub fn with_distribution(mut self, dist: &Distribution, bs: u64, seed: u64) -> Result<Self, String> {
+    /// the bytes of a unit; the region interleaves `files` files of one
+    /// size (1: one file), each with the distribution over its own units,
+    /// as fio's. An error when the distribution does not fit a file
+    /// (zoned_abs).
+    pub fn with_distribution(mut self, dist: &Distribution, bs: u64, seed: u64, files: u64) -> Result<Self, String> {
+        let files = files.max(1);
         let mut rng = Rng::new(seed ^ 0x6469_7374);
-        if let Some(sampler) = Sampler::new(dist, self.units, bs, &mut rng)? {
-            self.order = Draw::Skewed(Box::new(sampler));
+        if let Some(sampler) = Sampler::new(dist, self.units / files, bs, &mut rng)? {
+            if self.units % files != 0 {
+                return Err(format!("random_distribution over {files} files needs files of one size (the region's {} units do not divide between them)", self.units));
+            }
+            self.order = Draw::Skewed { sampler: Box::new(sampler), files, turn: 0 };
         }
         Ok(self)
     }
@@ -405,10 +415,18 @@ impl Workload {
     fn mapped_or_random_unit(&mut self, op: Op) -> u64 {
         match &mut self.order {
             Draw::Map(o) => o.next(self.units),
-            Draw::Skewed(s) => match s.draw(&mut self.rng, op) {
+            Draw::Skewed { sampler, files: 1, .. } => match sampler.draw(&mut self.rng, op) {
                 u64::MAX => self.random_unit(),
                 u => u,
             },
+            Draw::Skewed { sampler, files, turn } => {
+                let file = *turn;
+                *turn = (file + 1) % *files;
+                match sampler.draw(&mut self.rng, op) {
+                    u64::MAX => self.rng.below(self.units / *files) * *files + file,
+                    u => u * *files + file,
+                }
+            }
             Draw::Uniform => self.random_unit(),
         }
     }
@@ -477,7 +495,7 @@ mod tests {
     /// Distinct units and the hottest 1% and 10% units' share of 20,480
     /// random reads of 16,384 units.
     fn skew(dist: &Distribution, rw: Rw, seed: u64) -> (usize, f64, f64, Vec<u64>) {
-        let mut w = Workload::new(rw, 0, 8, 16_384, 50, seed, 0).with_random_map(seed).with_distribution(dist, 4096, seed).unwrap();
+        let mut w = Workload::new(rw, 0, 8, 16_384, 50, seed, 0).with_random_map(seed).with_distribution(dist, 4096, seed, 1).unwrap();
         assert!(w.single_random_op().is_none(), "a skewed draw is not the uniform fast path");
         let units: Vec<u64> = (0..20_480).map(|_| w.next().1).collect();
         let mut hits = std::collections::HashMap::<u64, u64>::new();
@@ -521,7 +539,7 @@ mod tests {
         // 60% of reads to the first 10%, 30% to the next 20%, 10% to the
         // rest (fio 3.33 gave 0.57, 0.31, 0.12); writes all to the last half.
         let dist = Distribution::Zoned { zones: [vec![(60, 10), (30, 20), (10, 70)], vec![(100, 50), (0, 50)]], absolute: false };
-        let mut w = Workload::new(Rw::Randrw, 0, 8, 16_384, 50, 3, 0).with_distribution(&dist, 4096, 3).unwrap();
+        let mut w = Workload::new(Rw::Randrw, 0, 8, 16_384, 50, 3, 0).with_distribution(&dist, 4096, 3, 1).unwrap();
         let (mut reads, mut zone) = (0u64, [0u64; 3]);
         for _ in 0..40_000 {
             match w.next() {
@@ -537,7 +555,7 @@ mod tests {
         // zoned_abs: 50% to the first 4 MiB, 50% to the next 60 MiB; a
         // zone past the region is refused, as fio refuses it.
         let abs = Distribution::Zoned { zones: [vec![(50, 4 << 20), (50, 60 << 20)], vec![]], absolute: true };
-        let mut w = Workload::new(Rw::Randread, 0, 8, 16_384, 100, 3, 0).with_distribution(&abs, 4096, 3).unwrap();
+        let mut w = Workload::new(Rw::Randread, 0, 8, 16_384, 100, 3, 0).with_distribution(&abs, 4096, 3, 1).unwrap();
         let first = (0..10_000).filter(|_| w.next().1 < 1024).count();
         assert!((4_800..5_200).contains(&first), "{first}");
         let over = Distribution::Zoned { zones: [vec![(50, 4 << 20), (50, 61 << 20)], vec![]], absolute: true };
@@ -545,6 +563,36 @@ mod tests {
         // A direction without zones is uniform.
         let (distinct, ..) = skew(&abs, Rw::Randwrite, 1);
         assert!(distinct > 11_000, "{distinct}");
+    }
+
+    /// Over several files, each file has the distribution over its own
+    /// units and the files take turns, as fio's per-file draws: zoned_abs
+    /// zones sit at the start of every file (fio 3.33, two files of
+    /// 32 MiB, zoned_abs:50/2m:50/30m: 25% of reads in each file's first
+    /// 2 MiB; ours 25%).
+    #[test]
+    fn several_files_each_draw_their_own_distribution_in_turn() {
+        let abs = Distribution::Zoned { zones: [vec![(50, 2 << 20), (50, 30 << 20)], vec![]], absolute: true };
+        // 2 files of 8,192 units: unit u is unit u / 2 of file u % 2.
+        let mut w = Workload::new(Rw::Randread, 0, 8, 16_384, 100, 3, 0).with_distribution(&abs, 4096, 3, 2).unwrap();
+        let mut hits = [[0u32; 2]; 2];
+        for i in 0..10_000 {
+            let u = w.next().1;
+            assert_eq!(u % 2, i % 2, "the files take turns");
+            hits[(u % 2) as usize][(u / 2 >= 512) as usize] += 1;
+        }
+        for file in hits {
+            assert_eq!(file[0] + file[1], 5_000);
+            assert!((2_350..2_650).contains(&file[0]), "{hits:?}: half of each file's reads in its first 2 MiB");
+        }
+        // The zones must fit each file: 2 MiB + 31 MiB does not fit 32 MiB.
+        let over = Distribution::Zoned { zones: [vec![(50, 2 << 20), (50, 31 << 20)], vec![]], absolute: true };
+        assert!(Workload::new(Rw::Randread, 0, 8, 16_384, 100, 3, 0).with_distribution(&over, 4096, 3, 2).is_err());
+        // A skewed draw per file: each file's hot unit is hit in turn.
+        let zipf = Distribution::Zipf { theta: 1.2, center: Some(0.0) };
+        let mut w = Workload::new(Rw::Randread, 0, 8, 16_384, 100, 3, 0).with_distribution(&zipf, 4096, 3, 2).unwrap();
+        let hot = (0..10_000).map(|_| w.next().1).filter(|&u| u / 2 == 0).count();
+        assert!(hot > 2_000, "rank 0 of each file: {hot}");
     }
 
     #[test]

@@ -124,8 +124,10 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     }
     // zoned_abs zones past a region of a known size: refused before any
     // file is laid out (one of a device's size is checked once it is open).
+    // With several files, each holds its share of size= and the zones.
     if let (Some(size), true) = (o.size, o.rw.random()) {
-        o.distribution.check(size / o.bs.max(1), o.bs).map_err(|e| Error::usage(format!("job {}: {e}", o.name)))?;
+        let files = o.filename.as_deref().map_or(1, |f| options::split_filenames(f).len().max(1)) as u64;
+        o.distribution.check(size / files / o.bs.max(1), o.bs).map_err(|e| Error::usage(format!("job {}: {e}", o.name)))?;
     }
     // fio's fixup_options: a latency not recorded has no percentiles.
     if o.disable_slat {
@@ -655,6 +657,15 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         for (i, _) in files.iter().enumerate().filter(|(_, b)| **b == 0) {
             eprintln!("nvme-bypass fio: file {} may be ignored: offset={} leaves less than one bs={} of it (fio ignores it too)", name(i), starts[i], o.bs);
         }
+        // fio draws a skewed distribution over each file's own blocks;
+        // here that needs files of one size (size= shares them out so).
+        if o.rw.random() && o.distribution != engine::workload::Distribution::Uniform && files.iter().any(|b| *b != files[0]) {
+            let sizes: Vec<String> = files.iter().map(|b| b.to_string()).collect();
+            return Err(Error::usage(format!(
+                "random_distribution over {n} files of different sizes ({} bytes) is not supported (fio draws it over each file's own blocks); give size= to share one size between them, or run a job per file",
+                sizes.join(", ")
+            )));
+        }
         Box::new(multi.interleaved(&starts, &files, o.bs)?)
     } else {
         p.paths[0].open(queues)?
@@ -719,6 +730,7 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         verify: o.verify.then_some(VerifySpec { seed: 0x6e76_6d65, only: !o.rw.writes() }),
         random_map: !o.norandommap,
         distribution: o.distribution.clone(),
+        files: p.paths.len() as u64,
         batch: o.batch,
         batch_complete: p.batch_complete,
         reap_max: o.reap_max(),
