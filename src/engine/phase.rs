@@ -845,20 +845,16 @@ impl<'c> Phase<'c> {
                     }
                 }
             };
-            let unit = match verifier.as_deref_mut() {
-                Some(v) if VERIFY => match v.on_submit(q, wl, slot, op, drawn) {
-                    Some(u) => u,
-                    None => {
-                        // Try again after some completions (it counts as taken
-                        // from the source already: --ios counts what ran).
-                        self.retry.push((op, drawn));
-                        break;
-                    }
-                },
-                _ => drawn,
-            };
+            if let (true, Some(v)) = (VERIFY, verifier.as_deref_mut()) {
+                if !v.on_submit(q, wl, slot, op, drawn) {
+                    // Try again after some completions (it counts as taken
+                    // from the source already: --ios counts what ran).
+                    self.retry.push((op, drawn));
+                    break;
+                }
+            }
             self.slots.free.pop();
-            self.ios.push(fill_one(&mut self.slots.io, slot, op, unit, t, wl, blocks));
+            self.ios.push(fill_one(&mut self.slots.io, slot, op, drawn, t, wl, blocks));
         }
         let submitted = if self.ios.is_empty() { 0 } else { q.submit(&self.ios)? };
         if self.ctx.spec.split_lat && submitted > 0 {

@@ -141,15 +141,15 @@ impl Verifier {
         (0..self.gens.len() as u64).filter(|&u| self.gens[u as usize] > 0).collect()
     }
 
-    /// Submit side: `op` on `unit` is about to go out in `slot`. Returns
-    /// the unit, or None when it has an I/O in flight: the expected content
-    /// of a read must not depend on completion order, so the I/O waits for
-    /// that one to complete (fio's `serialize_overlap`), keeping the
-    /// pattern's offsets as drawn. A write's buffer is stamped with the
-    /// unit's next generation.
-    pub fn on_submit(&mut self, q: &mut dyn IoQueue, wl: &Workload, slot: u32, op: Op, unit: u64) -> Option<u64> {
+    /// Submit side: `op` on `unit` is about to go out in `slot`. False
+    /// when the unit has an I/O in flight: the expected content of a read
+    /// must not depend on completion order, so the I/O waits for that one
+    /// to complete (fio's `serialize_overlap`), keeping the pattern's
+    /// offsets as drawn. A write's buffer is stamped with the unit's next
+    /// generation.
+    pub fn on_submit(&mut self, q: &mut dyn IoQueue, wl: &Workload, slot: u32, op: Op, unit: u64) -> bool {
         if self.busy[unit as usize] {
-            return None;
+            return false;
         }
         self.busy[unit as usize] = true;
         if op == Op::Write {
@@ -161,7 +161,7 @@ impl Verifier {
             }
             q.buf_write(slot, 0, &self.scratch);
         }
-        Some(unit)
+        true
     }
 
     /// The I/O on `unit` will not run (not accepted, or lost for good).

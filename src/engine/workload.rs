@@ -415,10 +415,6 @@ impl Workload {
     fn mapped_or_random_unit(&mut self, op: Op) -> u64 {
         match &mut self.order {
             Draw::Map(o) => o.next(self.units),
-            Draw::Skewed { sampler, files: 1, .. } => match sampler.draw(&mut self.rng, op) {
-                u64::MAX => self.random_unit(),
-                u => u,
-            },
             Draw::Skewed { sampler, files, turn } => {
                 let file = *turn;
                 *turn = (file + 1) % *files;

@@ -504,20 +504,11 @@ pub fn random_distribution(s: &str) -> Result<Distribution, String> {
             if rest.contains(',') {
                 return Err(format!("'{t}': fio 3.33 cannot read zones per direction (it stops at the ','); give one list for reads and writes"));
             }
-            let dirs: Vec<&str> = rest.split(',').collect();
-            let list = |d: &str| zone_list(t, d, absolute);
-            let zones = match dirs.as_slice() {
-                [one] => {
-                    let z = list(one)?;
-                    [z.clone(), z]
-                }
-                [r, w, ..] => [list(r)?, list(w)?],
-                [] => unreachable!("split gives one at least"),
-            };
-            if zones.iter().all(|z| z.is_empty()) {
+            let list = zone_list(t, rest, absolute)?;
+            if list.is_empty() {
                 return Err(format!("'{t}': give the zones as access%/size pairs, e.g. {kind}:60/10:30/20:10/70"));
             }
-            Distribution::Zoned { zones, absolute }
+            Distribution::Zoned { zones: [list.clone(), list], absolute }
         }
         _ => return Err(format!("'{t}': use random, zipf[:theta], pareto[:h], normal[:dev], zoned:... or zoned_abs:...")),
     })
