@@ -183,3 +183,18 @@ pub fn drop_page_cache(f: &std::fs::File) -> std::io::Result<()> {
         Err(std::io::Error::from_raw_os_error(rc))
     }
 }
+
+/// fallocate(2) mode 0 of `len` bytes at `offset`: the blocks are
+/// allocated (unwritten: they read as zeros) and the file grows to cover
+/// them, as fio's default `fallocate=native` lays out a write job's file.
+pub fn fallocate(file: &std::fs::File, offset: u64, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fallocate takes a descriptor and three integers; `file` keeps
+    // the descriptor open for the call.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset as libc::off_t, len as libc::off_t) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}

@@ -779,6 +779,44 @@ fn fsync_flushes_as_fios() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// `sync=`: the block path's files opened O_SYNC/O_DSYNC, as fio opens
+/// them, and refused where the writes would go out without it. A job that
+/// only writes has a new file allocated, not written, as fio's extend_file
+/// lays it out: the blocks it did not write read as zeros; a read job's
+/// file is written.
+#[test]
+fn sync_opens_and_a_write_jobs_layout_as_fios() {
+    let Some(d) = workdir("sync") else { return };
+    for (v, access) in [("1", "O_DIRECT | O_SYNC"), ("sync", "O_DIRECT | O_SYNC"), ("dsync", "O_DIRECT | O_DSYNC"), ("none", "O_DIRECT")] {
+        let (code, out, err) = fio_in(&d, &["--name=t", "--filename=w", "--size=1m", "--rw=randwrite", "--direct=1", "--ioengine=libaio", "--number_ios=4", "--output-format=json", &format!("--sync={v}")]);
+        assert_eq!(code, 0, "{v}: {err}");
+        assert!(out.contains(&format!("\"{access}\"")), "sync={v}: {out}");
+    }
+    // Fresh files: 4 writes of 4 KiB into 1 MiB leave 252 blocks unwritten.
+    let (code, _, err) = fio_in(&d, &["--name=t", "--filename=z", "--size=1m", "--rw=randwrite", "--direct=1", "--number_ios=4", "--fallocate=native"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = fio_in(&d, &["--name=t", "--filename=r", "--size=1m", "--rw=randread", "--direct=1", "--number_ios=4"]);
+    assert_eq!(code, 0, "{err}");
+    let zero_blocks = |f: &str| std::fs::read(d.join(f)).unwrap().chunks(4096).filter(|b| b.iter().all(|&x| x == 0)).count();
+    assert_eq!(std::fs::metadata(d.join("z")).unwrap().len(), 1 << 20);
+    assert_eq!(zero_blocks("z"), 252, "a write job's file is allocated, not written");
+    assert_eq!(zero_blocks("r"), 0, "a read job's file is written");
+    for (args, want) in [
+        (&["--rw=randwrite", "--sync=2"][..], "sync=2: use none or 0"),
+        (&["--rw=randwrite", "--sync=1", "--ioengine=nvme-bypass-sim"][..], "only the block path's engines (io_uring, libaio, psync) act on"),
+        (&["--rw=randwrite", "--fallocate=posix"][..], "fallocate=posix is not supported"),
+    ] {
+        let args: Vec<&str> = ["--name=t", "--filename=w", "--size=1m"].into_iter().chain(args.iter().copied()).collect();
+        let (code, _, err) = fio_in(&d, &args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    // A read job on the simulator takes sync= as fio does: no effect.
+    let (code, _, err) = fio_in(&d, &["--name=t", "--ioengine=nvme-bypass-sim", "--size=1m", "--rw=randread", "--sync=1", "--number_ios=4"]);
+    assert_eq!(code, 0, "{err}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
 /// `rate_iops` and `rate`: I/Os spaced as fio's rate_process=linear
 /// spaces them (I/O k due k / rate s in), per direction as fio reads the
 /// values; refused where fio's rate is not ours to follow.

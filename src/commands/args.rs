@@ -142,6 +142,8 @@ impl KernelArgs {
             // bench's buffered rows keep what the page cache holds (the
             // compare figures' rule); the fio drop-in drops it per pass.
             invalidate: false,
+            // bench has no O_SYNC rows (the fio drop-in's sync=).
+            sync_open: 0,
             defer_taskrun: self.defer_taskrun,
             register_ring: self.register_ring,
             // bench sets the ring up as its options say, nothing more.

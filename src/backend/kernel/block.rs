@@ -95,7 +95,7 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
             "the io_uring engine needs Linux 5.6 or newer: use --ioengine libaio",
         )?;
     }
-    let flags = if o.buffered { 0 } else { libc::O_DIRECT };
+    let flags = (if o.buffered { 0 } else { libc::O_DIRECT }) | o.sync_open;
     let file = open_rw(&o.device, kind, flags, !o.read_only)?;
     let mut facts = vec![];
     let geometry = match kind {
@@ -160,7 +160,12 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
     };
     facts.push(("capacity".into(), format!("{} blocks of {} bytes = {} bytes", geometry.blocks, geometry.lba_size, geometry.bytes())));
     facts.push(("max transfer".into(), format!("{} KiB", geometry.max_transfer >> 10)));
-    facts.push(("access".into(), if o.buffered { "buffered (page cache)".into() } else { "O_DIRECT".to_string() }));
+    let sync = match o.sync_open {
+        libc::O_SYNC => " | O_SYNC",
+        libc::O_DSYNC => " | O_DSYNC",
+        _ => "",
+    };
+    facts.push(("access".into(), format!("{}{sync}", if o.buffered { "buffered (page cache)" } else { "O_DIRECT" })));
     facts.push((
         "ioengine".into(),
         match o.ioengine {

@@ -84,6 +84,11 @@ pub struct KernelOptions {
     /// With `buffered`: drop the file's page cache at each pass over the
     /// region (fio's `invalidate=1`; `Target::new_pass`).
     pub invalidate: bool,
+    /// Extra open flags of the block path: `O_SYNC` or `O_DSYNC` (fio's
+    /// `sync=`), so that each write completes only once it is on stable
+    /// media (the kernel sends it with FUA, or follows it with a flush);
+    /// 0 for none.
+    pub sync_open: i32,
     /// IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN.
     pub defer_taskrun: bool,
     /// The ring as fio's io_uring and io_uring_cmd engines set it up

@@ -249,6 +249,9 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         // fio's invalidate=1: the page cache dropped at each pass too
         // (Target::new_pass), not only before the job.
         invalidate: o.invalidate,
+        // fio's sync=: the block path's files opened O_SYNC/O_DSYNC, as
+        // fio opens them (passthru's commands are not touched by it).
+        sync_open: if passthru { 0 } else { o.sync_open },
         // fio's io_uring engines' ring flags (libaio and psync have no ring).
         fio_ring: engine == IoEngine::IoUring,
         // fio opens a read job's file O_RDONLY (a read-only file serves it).
@@ -293,6 +296,16 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         }
         Ok(())
     };
+    // sync= is an open flag: the block path's kernel turns each write into
+    // a FUA write (or a write and a flush). A command sent past the block
+    // layer carries no such flag (fio's io_uring_cmd ignores sync=), so its
+    // writes would not be what the job asks for.
+    if o.sync_open != 0 && o.rw.writes() && !matches!(o.ioengine.as_str(), "io_uring" | "libaio" | "psync") {
+        return Err(Error::usage(format!(
+            "job {job}: sync= opens the file O_SYNC/O_DSYNC, which only the block path's engines (io_uring, libaio, psync) act on; with ioengine={} the writes would go out without it (fio's io_uring_cmd ignores it too): use fdatasync=1 for a flush after every write, or a block path engine",
+            o.ioengine
+        )));
+    }
     let paths: Vec<PathSpec> = match o.ioengine.as_str() {
         "io_uring" | "libaio" | "psync" => {
             let engine = match o.ioengine.as_str() {
@@ -500,13 +513,21 @@ fn in_fio_words(msg: &str) -> String {
 /// over what is there: only past its end), so reads hit real blocks.
 /// A signal stops it with what was written kept: `Ok(false)`, the run then
 /// ends as after any signal (no job starts, exit 128).
-fn lay_out(path: &Path, size: u64, stop: &Stop) -> Result<bool, Error> {
+fn lay_out(path: &Path, size: u64, allocate_only: bool, stop: &Stop) -> Result<bool, Error> {
     // fio makes the directories a file name leads through.
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("cannot create the directory {}", dir.display()), e))?;
     }
     let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path).map_err(|e| Error::io(format!("cannot create {}", path.display()), e))?;
     let mut at = f.metadata().map_err(|e| Error::io(format!("stat {}", path.display()), e))?.len();
+    // A job that only writes gets its blocks allocated, not written, as
+    // fio's extend_file lays such a job's file out (fallocate, no data):
+    // its writes then land in unwritten extents, as fio's do. Where the
+    // filesystem cannot allocate, the file is written as for a read job.
+    if allocate_only && at < size && crate::sys::fallocate(&f, at, size - at).is_ok() {
+        f.sync_all().map_err(|e| Error::io(format!("fsync {}", path.display()), e))?;
+        return Ok(true);
+    }
     let mut buf = vec![0u8; 1 << 20];
     let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ at;
     while at < size {
@@ -1013,7 +1034,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             if stop.requested() {
                 break 'layout;
             }
-            if !lay_out(f, *size, stop)? {
+            if !lay_out(f, *size, !p.opts.rw.reads(), stop)? {
                 break 'layout;
             }
         }

@@ -49,6 +49,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("startdelay", Kind::Value),
     ("direct", Kind::Bool),
     ("buffered", Kind::Bool),
+    ("sync", Kind::Value),
     ("group_reporting", Kind::Bool),
     ("gtod_reduce", Kind::Bool),
     ("iodepth_batch_submit", Kind::Value),
@@ -113,7 +114,6 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("end_fsync", Kind::Bool),
     ("fsync_on_close", Kind::Refused("no fsync when a file is closed; end_fsync=1 flushes once at the job's end")),
     ("sync_file_range", Kind::Refused("no sync_file_range every N writes; fsync=N flushes instead")),
-    ("sync", Kind::Refused("no O_SYNC/O_DSYNC opens")),
     ("zonemode", Kind::Refused("zoned devices are not supported")),
     ("nrfiles", Kind::Refused("one file per job (or one per filename)")),
     ("openfiles", Kind::Refused("one file per job (or one per filename)")),
@@ -123,7 +123,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("refill_buffers", Kind::Refused("write buffers are filled once")),
     ("buffer_compress_percentage", Kind::Refused("write buffers are not compressible on request")),
     ("dedupe_percentage", Kind::Refused("write buffers are not dedupable on request")),
-    ("fallocate", Kind::Refused("files are laid out by writing them, as fio's default on most filesystems")),
+    ("fallocate", Kind::Value),
     ("create_on_open", Kind::Refused("files are laid out before the job starts")),
     ("unlink", Kind::Refused("files are kept after the job")),
     ("do_verify", Kind::Refused("verify always checks what it wrote")),
@@ -271,6 +271,9 @@ pub struct JobOpts {
     /// fio's `invalidate` (default 1): drop the file's page cache before
     /// the job, so a buffered job reads the device, not memory.
     pub invalidate: bool,
+    /// fio's `sync`: the flag a writing job's files are opened with on the
+    /// block path (0, `O_SYNC` or `O_DSYNC`).
+    pub sync_open: i32,
     pub group_reporting: bool,
     pub gtod_reduce: bool,
     pub batch: usize,
@@ -373,6 +376,7 @@ impl Default for JobOpts {
             number_ios: 0,
             direct: false,
             invalidate: true,
+            sync_open: 0,
             group_reporting: false,
             gtod_reduce: false,
             iodepth_low: 0,
@@ -946,6 +950,21 @@ impl JobOpts {
             "number_ios" => self.number_ios = fio_size(need()?).map_err(bad)?,
             "direct" => self.direct = boolean(name, v)?,
             "invalidate" => self.invalidate = boolean(name, v)?,
+            // fio's default: a write job's file allocated, a read job's
+            // written (lay_out). The other modes are refused.
+            "fallocate" => match need()?.trim() {
+                "native" => {}
+                x => return Err(Error::usage(format!("fallocate={x} is not supported: files are laid out as fio's default fallocate=native lays them out (a job that only writes gets its blocks allocated, any other its file written); drop fallocate= or give native"))),
+            },
+            // fio's values, matched as fio matches them (whole, case kept).
+            "sync" => {
+                self.sync_open = match need()?.trim() {
+                    "none" | "0" => 0,
+                    "sync" | "1" => libc::O_SYNC,
+                    "dsync" => libc::O_DSYNC,
+                    x => return Err(Error::usage(format!("sync={x}: use none or 0 (fio's default), sync or 1 (O_SYNC opens) or dsync (O_DSYNC opens)"))),
+                }
+            }
             "buffered" => self.direct = !boolean(name, v)?,
             "group_reporting" => self.group_reporting = boolean(name, v)?,
             "gtod_reduce" => self.gtod_reduce = boolean(name, v)?,
