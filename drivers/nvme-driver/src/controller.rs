@@ -70,9 +70,11 @@ pub const HOST_MEMORY_MAX: usize = 128 << 20;
 /// CSTS.RDY, by PCI vendor and device id: those Linux's `nvme_id_table`
 /// marks `NVME_QUIRK_DELAY_BEFORE_CHK_RDY` (HGST adapters, Samsung
 /// PM1725/PM1725a, Memblaze Pblaze4, Seagate Nytro), 2.3 s as its
-/// `NVME_QUIRK_DELAY_AMOUNT`; zero for every other controller. Linux
-/// waits only once the controller has been brought up (a reset, the
-/// shutdown), not at its first bring-up; so does [`Controller`].
+/// `NVME_QUIRK_DELAY_AMOUNT`; zero for every other controller. Linux's
+/// `nvme_disable_ctrl` waits after every CC.EN = 0 it writes, the one at
+/// probe for a controller handed over enabled included; so does
+/// [`Controller`] (bring-up, a reset, the hand-back). A controller found
+/// disabled costs no wait.
 pub fn ready_check_delay(vendor: u16, device: u16) -> Duration {
     const DELAY_BEFORE_CHK_RDY: [(u16, u16); 6] =
         [(0x1c58, 0x0003), (0x1c58, 0x0023), (0x1c5f, 0x0540), (0x144d, 0xa821), (0x144d, 0xa822), (0x1bb1, 0x0100)];
@@ -161,6 +163,12 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     /// A reset is in progress: an admin timeout now fails the reset
     /// instead of starting another.
     resetting: bool,
+    /// Inside [`Controller::new`]: a command that times out fails the
+    /// bring-up and disables the controller instead of resetting it (as
+    /// Linux's probe gives up), since bring-up would fail with it either
+    /// way, and a reset would check the controller's identity against one
+    /// not yet read.
+    bringing_up: bool,
     /// The Host Memory Buffer given to the controller, kept for its
     /// lifetime (given back after a reset with MR = 1).
     host_memory: Option<HostMemory>,
@@ -407,8 +415,9 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         let (enable_to, disable_to) = (enable_timeout(&*regs, cap, &cfg), disable_timeout(cap, &cfg));
 
         // Step 1: reset. Clear CC.EN and wait for CSTS.RDY to follow; a
-        // controller the previous owner left enabling is let finish first.
-        disable(&*regs, enable_to, disable_to, Duration::ZERO)?;
+        // controller the previous owner left enabling is let finish first,
+        // and a quirky model is given its settle time before CSTS is read.
+        disable(&*regs, enable_to, disable_to, cfg.ready_check_delay)?;
 
         // Steps 2-4: admin queues (AQA, ASQ, ACQ), CC, CC.EN = 1, then wait
         // for CSTS.RDY = 1 (bounded by the enable timeout); CFS means it failed.
@@ -423,7 +432,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             // The controller knows the admin queue's addresses. Reset it if
             // that is defined now (ready after all, or fatal); else it is
             // still enabling and keeps them: keep the memory too.
-            if disable(&*regs, Duration::ZERO, disable_to, Duration::ZERO).is_err() {
+            if disable(&*regs, Duration::ZERO, disable_to, cfg.ready_check_delay).is_err() {
                 keep_mapped([asq, acq]);
             }
             return Err(e);
@@ -453,6 +462,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             quarantine: vec![],
             stops: 0,
             resetting: false,
+            bringing_up: true,
             host_memory: None,
             host_memory_refused: None,
         };
@@ -492,6 +502,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
                 Err(e) => return Err(e),
             }
         }
+        c.bringing_up = false;
         Ok(c)
     }
 
@@ -858,6 +869,12 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         if self.resetting {
             // The reset that issued this command fails, and says so.
             return Error::CommandTimeout { opcode, timeout_ms, action: crate::TimeoutAction::DuringReset };
+        }
+        if self.bringing_up {
+            // Bring-up fails with it: the controller is given up and
+            // disabled, which makes it forget the command if it stops.
+            let stopped = self.fail_and_disable();
+            return Error::CommandTimeout { opcode, timeout_ms, action: crate::TimeoutAction::DuringBringUp { stopped } };
         }
         match self.reset(timeout) {
             Ok(()) => Error::CommandTimeout { opcode, timeout_ms, action: crate::TimeoutAction::ControllerReset },

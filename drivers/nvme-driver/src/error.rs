@@ -20,6 +20,11 @@ pub enum TimeoutAction {
     /// It timed out during a controller reset, which fails with it
     /// ([`Error::ResetFailed`] follows).
     DuringReset,
+    /// It timed out while the controller was being brought up, which fails
+    /// with it: the controller was given up and disabled (CC.EN = 0), as
+    /// Linux's probe gives a controller up; `stopped`: it was seen to stop
+    /// (CSTS.RDY = 0), so it forgot the command.
+    DuringBringUp { stopped: bool },
 }
 
 impl std::fmt::Display for TimeoutAction {
@@ -29,6 +34,12 @@ impl std::fmt::Display for TimeoutAction {
                 "; the controller was reset to get the command back, as Linux does for an admin command: its I/O queue pairs are gone (re-create them)",
             ),
             TimeoutAction::DuringReset => f.write_str(" (during a controller reset)"),
+            TimeoutAction::DuringBringUp { stopped: true } => f.write_str(
+                " while the controller was brought up, which fails with it: the controller was disabled (CC.EN = 0), as Linux's probe gives up; one still starting (firmware loading) may answer in time on another attempt",
+            ),
+            TimeoutAction::DuringBringUp { stopped: false } => f.write_str(
+                " while the controller was brought up, which fails with it; the controller did not stop after CC.EN = 0, so the memory it was given stays allocated: reset the function (its sysfs `reset` file) or power-cycle it",
+            ),
         }
     }
 }

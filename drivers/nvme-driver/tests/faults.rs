@@ -207,22 +207,43 @@ fn a_controller_that_is_not_an_io_controller_or_takes_other_entry_sizes_is_refus
 }
 
 #[test]
-fn the_wait_a_quirky_model_needs_after_cc_en_0_is_kept_at_a_reset_and_the_hand_back_not_at_bring_up() {
+fn the_wait_a_quirky_model_needs_after_cc_en_0_is_kept_at_every_reset_and_costs_nothing_when_found_disabled() {
     use nvme_driver::controller::ready_check_delay;
+    use nvme_spec::regs::{Aqa, Cc};
     assert_eq!(ready_check_delay(0x144d, 0xa822), Duration::from_millis(2300), "Samsung PM1725a");
     assert_eq!(ready_check_delay(0x1b36, 0x0010), Duration::ZERO, "QEMU's controller");
     let delay = Duration::from_millis(1500);
-    let s = sim(SimConfig::default());
     let cfg = ControllerConfig { ready_check_delay: delay, admin_timeout: Duration::from_secs(5), ..Default::default() };
+    // Found disabled (as after a function reset): nothing to wait for.
+    let s = sim(SimConfig::default());
     let t = Instant::now();
-    let mut ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
-    assert!(t.elapsed() < delay, "no wait at the first bring-up, as Linux's probe: {:?}", t.elapsed());
+    let mut ctrl = Controller::new(s.registers(), s.allocator(), cfg.clone()).unwrap();
+    assert!(t.elapsed() < delay, "CC.EN was already 0: no wait: {:?}", t.elapsed());
     let t = Instant::now();
     ctrl.reset(Duration::from_secs(5)).unwrap();
     assert!(t.elapsed() >= delay, "a reset waits: {:?}", t.elapsed());
     let t = Instant::now();
     ctrl.shutdown().unwrap();
     assert!(t.elapsed() >= delay, "the hand-back waits: {:?}", t.elapsed());
+    // Found enabled (the previous owner left it so, as after a function
+    // that could not be reset): bring-up clears CC.EN and waits, as
+    // Linux's nvme_disable_ctrl at probe.
+    let s = sim(SimConfig::default());
+    let regs = s.registers();
+    let (asq, acq) = (s.allocator().alloc(4096, 4096).unwrap(), s.allocator().alloc(4096, 4096).unwrap());
+    regs.write32(offset::AQA, Aqa::new().with_asqs(7).with_acqs(7).into_bits());
+    regs.write64(offset::ASQ, asq.iova());
+    regs.write64(offset::ACQ, acq.iova());
+    regs.write32(offset::CC, Cc::new().with_iosqes(6).with_iocqes(4).with_en(true).into_bits());
+    let t = Instant::now();
+    while regs.read32(offset::CSTS) & 1 == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "the simulator became ready");
+        std::thread::yield_now();
+    }
+    let t = Instant::now();
+    let ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
+    assert!(t.elapsed() >= delay, "bring-up of an enabled controller waits: {:?}", t.elapsed());
+    ctrl.shutdown().unwrap();
 }
 
 #[test]
@@ -595,6 +616,27 @@ fn the_data_page_of_a_timed_out_identify_is_not_reused() {
     assert!(matches!(ctrl.identify_controller(), Err(Error::GivenUp)));
     s.faults().ignore_disable.store(false, Ordering::Relaxed);
     s.faults().hang.store(false, Ordering::Relaxed);
+}
+
+#[test]
+fn an_admin_timeout_during_bring_up_fails_it_and_hands_the_controller_back_usable() {
+    // A controller still starting answers its first Identify after the
+    // admin timeout. Bring-up fails with the timeout (no reset, whose
+    // identity check would compare against an Identify never read), the
+    // controller is shut down, and a second bring-up works.
+    let s = sim(SimConfig { timeout_500ms: 1, ..Default::default() });
+    let cfg = ControllerConfig { admin_timeout: Duration::from_millis(300), ..Default::default() };
+    s.faults().admin_delay_us.store(1_000_000, Ordering::Relaxed);
+    let e = Controller::new(s.registers(), s.allocator(), cfg.clone()).err().expect("bring-up fails");
+    assert!(matches!(e, Error::CommandTimeout { opcode: "Identify", action: TimeoutAction::DuringBringUp { stopped: true }, .. }), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("while the controller was brought up") && text.contains("disabled (CC.EN = 0)") && !text.contains("another controller"), "{text}");
+    assert_eq!(s.registers().read32(offset::CC) & 1, 0, "handed back: CC.EN cleared");
+    assert_eq!(s.stats().resets.load(Ordering::Relaxed), 1, "found disabled: the one CC.EN = 0 is after the timeout");
+    s.faults().admin_delay_us.store(0, Ordering::Relaxed);
+    let ctrl = Controller::new(s.registers(), s.allocator(), cfg).expect("a second bring-up");
+    assert_eq!(ctrl.identify().sn, "NVBSIM0001");
+    ctrl.shutdown().unwrap();
 }
 
 #[test]

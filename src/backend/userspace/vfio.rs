@@ -146,7 +146,8 @@ pub fn open_controller(bdf: &str) -> Result<VfioController, BackendError> {
     let dma = dev.dma(true);
     dev.enable_bus_master().map_err(|e| vfio_err(bdf, e))?;
     let mem: Arc<dyn DmaAllocator> = dma.clone();
-    let ctrl = Controller::new(bar, mem, ControllerConfig { io_queues: 1, shadow_doorbells: false, ..Default::default() })?;
+    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells: false, ready_check_delay: ready_check_delay(&b), ..Default::default() };
+    let ctrl = Controller::new(bar, mem, cfg)?;
     Ok(VfioController { ctrl, _dma: dma, _dev: dev })
 }
 

@@ -57,7 +57,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// stop. Only a controller seen to stop lets its memory go back; else
     /// it stays with `live` and quarantine, and is kept for good at the
     /// shutdown.
-    fn fail_and_disable(&mut self) -> bool {
+    pub(super) fn fail_and_disable(&mut self) -> bool {
         self.failed = true;
         let disabled = disable(&*self.regs, Duration::ZERO, self.disable_timeout(), self.cfg.ready_check_delay).is_ok();
         if disabled {
