@@ -319,6 +319,9 @@ fn disable_timeout(cap: Cap, cfg: &ControllerConfig) -> Duration {
     cfg.ready_timeout.unwrap_or(Duration::from_millis(cap.timeout_ms()))
 }
 
+/// What the wait after CC.EN = 0 waits for (its [`Error::Timeout`]'s `what`).
+const RDY_AFTER_DISABLE: &str = "clear CSTS.RDY after CC.EN=0";
+
 /// Controller reset by CC.EN = 0, then wait for CSTS.RDY = 0 (within
 /// `disable_timeout`): NVMe 1.4c §3.1.5, §7.3.2. A controller found still
 /// enabling (CC.EN = 1, CSTS.RDY = 0) is first let finish, for at most
@@ -343,7 +346,7 @@ fn disable<R: RegisterWindow + ?Sized>(regs: &R, enable_wait: Duration, disable_
             std::thread::sleep(settle);
         }
     }
-    wait_until(regs, disable_timeout, "clear CSTS.RDY after CC.EN=0", |s| !s.rdy())?;
+    wait_until(regs, disable_timeout, RDY_AFTER_DISABLE, |s| !s.rdy())?;
     Ok(())
 }
 
@@ -388,6 +391,35 @@ fn wait_until<R: RegisterWindow + ?Sized>(
 }
 
 impl<R: RegisterWindow + ?Sized> Controller<R> {
+    /// [`new`](Self::new), with the escalation of Linux's
+    /// `nvme_pci_configure_admin_queue`: a controller that does not clear
+    /// CSTS.RDY after CC.EN = 0 at bring-up (firmware stuck since an
+    /// unclean hand-over) is given the bigger hammer, a function-level
+    /// reset by `function_reset` (vfio-pci's VFIO_DEVICE_RESET, which saves
+    /// and restores the configuration space around it), and brought up
+    /// once more. Nothing was given to the controller before that wait, so
+    /// no memory is at stake.
+    pub fn new_with_function_reset(
+        regs: Arc<R>,
+        mem: Arc<dyn DmaAllocator>,
+        cfg: ControllerConfig,
+        function_reset: impl FnOnce() -> Result<(), String>,
+    ) -> Result<Self, Error> {
+        match Self::new(regs.clone(), mem.clone(), cfg.clone()) {
+            Err(Error::Timeout { what: RDY_AFTER_DISABLE, timeout_ms, csts }) => {
+                let failed = |why: String| Error::FunctionResetFailed { timeout_ms, csts, why };
+                function_reset().map_err(failed)?;
+                match Self::new(regs, mem, cfg) {
+                    Err(Error::Timeout { what: RDY_AFTER_DISABLE, csts, .. }) => {
+                        Err(failed(format!("after it the controller still did not clear CSTS.RDY (CSTS={csts:#x}); the function may have no reset method")))
+                    }
+                    r => r,
+                }
+            }
+            r => r,
+        }
+    }
+
     /// Reset and initialize the controller behind `regs`, using `mem` for
     /// queues and buffers: NVMe 1.4c §7.6.1 steps 1-7, then Identify
     /// Controller and Set Features Number of Queues.

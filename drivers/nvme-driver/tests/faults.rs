@@ -639,6 +639,55 @@ fn an_admin_timeout_during_bring_up_fails_it_and_hands_the_controller_back_usabl
     ctrl.shutdown().unwrap();
 }
 
+/// A controller handed over enabled that does not clear CSTS.RDY after
+/// CC.EN = 0: bring-up gives it a function-level reset and comes up, as
+/// Linux's probe does; a reset that does not help is said so.
+#[test]
+fn a_controller_that_does_not_stop_at_bring_up_gets_a_function_reset() {
+    use nvme_spec::regs::{Aqa, Cc};
+    let enabled_and_deaf = || {
+        let s = sim(SimConfig { timeout_500ms: 1, ..Default::default() });
+        let regs = s.registers();
+        let (asq, acq) = (s.allocator().alloc(4096, 4096).unwrap(), s.allocator().alloc(4096, 4096).unwrap());
+        regs.write32(offset::AQA, Aqa::new().with_asqs(7).with_acqs(7).into_bits());
+        regs.write64(offset::ASQ, asq.iova());
+        regs.write64(offset::ACQ, acq.iova());
+        regs.write32(offset::CC, Cc::new().with_iosqes(6).with_iocqes(4).with_en(true).into_bits());
+        let t = Instant::now();
+        while regs.read32(offset::CSTS) & 1 == 0 {
+            assert!(t.elapsed() < Duration::from_secs(5), "the simulator became ready");
+            std::thread::yield_now();
+        }
+        s.faults().ignore_disable.store(true, Ordering::Relaxed);
+        std::mem::forget((asq, acq)); // the previous owner's: never ours to free
+        s
+    };
+    // The function reset brings the controller to its reset state (here:
+    // the simulator acts on CC.EN = 0 again).
+    let s = enabled_and_deaf();
+    let faults = s.faults().clone();
+    let mut resets = 0;
+    let ctrl = Controller::new_with_function_reset(s.registers(), s.allocator(), ControllerConfig::default(), || {
+        resets += 1;
+        faults.ignore_disable.store(false, Ordering::Relaxed);
+        Ok(())
+    })
+    .expect("up after the function reset");
+    assert_eq!(resets, 1);
+    assert_eq!(ctrl.identify().sn, "NVBSIM0001");
+    ctrl.shutdown().unwrap();
+    // A function without a reset method: still stuck, said so.
+    let s = enabled_and_deaf();
+    let e = Controller::new_with_function_reset(s.registers(), s.allocator(), ControllerConfig::default(), || Ok(())).err().expect("still stuck");
+    assert!(matches!(e, Error::FunctionResetFailed { .. }), "{e}");
+    assert!(e.to_string().contains("still did not clear CSTS.RDY") && e.to_string().contains("Power-cycle"), "{e}");
+    s.faults().ignore_disable.store(false, Ordering::Relaxed);
+    // A controller that stops needs no function reset.
+    let s = sim(SimConfig::default());
+    let ctrl = Controller::new_with_function_reset(s.registers(), s.allocator(), ControllerConfig::default(), || panic!("not needed")).unwrap();
+    ctrl.shutdown().unwrap();
+}
+
 #[test]
 fn memory_of_a_controller_that_does_not_stop_is_never_freed() {
     // The controller ignores CC.EN = 0: after the shutdown it may still

@@ -339,6 +339,15 @@ impl VfioPci {
         Ok(old)
     }
 
+    /// A function-level reset through vfio-pci (VFIO_DEVICE_RESET: FLR, or
+    /// the reset method the function has), which saves and restores the
+    /// configuration space around it, bus mastering included. A function
+    /// without a reset method is left as it is (vfio-ioctls then issues
+    /// nothing); the caller sees that in the device's state.
+    pub fn reset_function(&self) {
+        self.open.device.reset();
+    }
+
     /// Map BAR0 (the NVMe registers and doorbells) into this process.
     pub fn map_bar0(&self) -> Result<Arc<Bar>, VfioError> {
         let err = |why: String| VfioError::Bar0 { bdf: self.bdf, why };
