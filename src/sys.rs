@@ -173,10 +173,17 @@ pub fn on_stop_signal(
 /// pages go, dirty ones are written back first by the kernel only if
 /// already under writeback (so `fsync` first when it matters).
 pub fn drop_page_cache(f: &std::fs::File) -> std::io::Result<()> {
+    fadvise(f, libc::POSIX_FADV_DONTNEED)
+}
+
+/// posix_fadvise over `f`'s whole range: `advice` is one of libc's
+/// `POSIX_FADV_*` (RANDOM turns the page cache's readahead off for the
+/// open file, SEQUENTIAL doubles it).
+pub fn fadvise(f: &std::fs::File, advice: i32) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: posix_fadvise only advises the kernel about a descriptor we
     // hold open; it touches no memory of ours.
-    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, advice) };
     if rc == 0 {
         Ok(())
     } else {

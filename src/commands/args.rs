@@ -144,6 +144,9 @@ impl KernelArgs {
             invalidate: false,
             // bench has no O_SYNC rows (the fio drop-in's sync=).
             sync_open: 0,
+            // bench gives the page cache no hint (its buffered rows keep
+            // the kernel's default readahead).
+            fadvise: None,
             defer_taskrun: self.defer_taskrun,
             register_ring: self.register_ring,
             // bench sets the ring up as its options say, nothing more.

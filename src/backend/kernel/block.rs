@@ -97,6 +97,12 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
     }
     let flags = (if o.buffered { 0 } else { libc::O_DIRECT }) | o.sync_open;
     let file = open_rw(&o.device, kind, flags, !o.read_only)?;
+    if let Some(advice) = o.fadvise {
+        // A hint: the run goes on without it, as fio's does.
+        if let Err(e) = crate::sys::fadvise(&file, advice) {
+            eprintln!("nvme-bypass: warning: posix_fadvise on {} failed: {e}", o.device);
+        }
+    }
     let mut facts = vec![];
     let geometry = match kind {
         FileKind::Block => {

@@ -89,6 +89,10 @@ pub struct KernelOptions {
     /// media (the kernel sends it with FUA, or follows it with a flush);
     /// 0 for none.
     pub sync_open: i32,
+    /// posix_fadvise advice given to the device or file once it is open
+    /// (fio's `fadvise_hint`: `POSIX_FADV_RANDOM` for a random job,
+    /// `POSIX_FADV_SEQUENTIAL` for a sequential one), or none.
+    pub fadvise: Option<i32>,
     /// IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN.
     pub defer_taskrun: bool,
     /// The ring as fio's io_uring and io_uring_cmd engines set it up

@@ -252,6 +252,15 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         // fio's sync=: the block path's files opened O_SYNC/O_DSYNC, as
         // fio opens them (passthru's commands are not touched by it).
         sync_open: if passthru { 0 } else { o.sync_open },
+        // fio's fadvise_hint (td_io_open_file): by default RANDOM for a
+        // random job and SEQUENTIAL for another, so a buffered random job
+        // reads without readahead, as fio's does.
+        fadvise: match o.fadvise_hint {
+            _ if passthru => None,
+            None => None,
+            Some(Some(advice)) => Some(advice),
+            Some(None) => Some(if o.rw.random() { libc::POSIX_FADV_RANDOM } else { libc::POSIX_FADV_SEQUENTIAL }),
+        },
         // fio's io_uring engines' ring flags (libaio and psync have no ring).
         fio_ring: engine == IoEngine::IoUring,
         // fio opens a read job's file O_RDONLY (a read-only file serves it).

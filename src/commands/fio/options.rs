@@ -50,6 +50,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("direct", Kind::Bool),
     ("buffered", Kind::Bool),
     ("sync", Kind::Value),
+    ("fadvise_hint", Kind::Value),
     ("group_reporting", Kind::Bool),
     ("gtod_reduce", Kind::Bool),
     ("iodepth_batch_submit", Kind::Value),
@@ -274,6 +275,10 @@ pub struct JobOpts {
     /// fio's `sync`: the flag a writing job's files are opened with on the
     /// block path (0, `O_SYNC` or `O_DSYNC`).
     pub sync_open: i32,
+    /// fio's `fadvise_hint` (default 1): the advice for the block path's
+    /// files, `None` for `0`; `Some(None)` for `1`, which picks by the
+    /// pattern (random or sequential).
+    pub fadvise_hint: Option<Option<i32>>,
     pub group_reporting: bool,
     pub gtod_reduce: bool,
     pub batch: usize,
@@ -377,6 +382,7 @@ impl Default for JobOpts {
             direct: false,
             invalidate: true,
             sync_open: 0,
+            fadvise_hint: Some(None),
             group_reporting: false,
             gtod_reduce: false,
             iodepth_low: 0,
@@ -956,6 +962,15 @@ impl JobOpts {
                 "native" => {}
                 x => return Err(Error::usage(format!("fallocate={x} is not supported: files are laid out as fio's default fallocate=native lays them out (a job that only writes gets its blocks allocated, any other its file written); drop fallocate= or give native"))),
             },
+            "fadvise_hint" => {
+                self.fadvise_hint = match need()?.trim() {
+                    "0" => None,
+                    "1" => Some(None),
+                    "random" => Some(Some(libc::POSIX_FADV_RANDOM)),
+                    "sequential" => Some(Some(libc::POSIX_FADV_SEQUENTIAL)),
+                    x => return Err(Error::usage(format!("fadvise_hint={x}: use 0 (no hint), 1 (fio's default: random or sequential as the job is), random or sequential"))),
+                }
+            }
             // fio's values, matched as fio matches them (whole, case kept).
             "sync" => {
                 self.sync_open = match need()?.trim() {
@@ -1198,6 +1213,26 @@ mod tests {
         assert!(spdk_trid("traddr=0000.01.00").unwrap_err().contains("not a PCI address"));
         assert!(spdk_trid("traddr=0000.01.00.0 ns=0").unwrap_err().contains("ns=0"));
         assert!(spdk_trid("traddr=0000.01.00.0 subnqn=x").unwrap_err().contains("'subnqn'"));
+    }
+
+    #[test]
+    fn sync_and_fadvise_hint_as_fio_reads_them() {
+        let with = |k: &str, v: &str| {
+            let mut o = JobOpts::default();
+            o.set(k, Some(v)).map(|_| o)
+        };
+        assert_eq!(JobOpts::default().sync_open, 0);
+        assert_eq!(JobOpts::default().fadvise_hint, Some(None), "fio's default 1: by the pattern");
+        for (v, flag) in [("0", 0), ("none", 0), ("1", libc::O_SYNC), ("sync", libc::O_SYNC), ("dsync", libc::O_DSYNC)] {
+            assert_eq!(with("sync", v).unwrap().sync_open, flag, "sync={v}");
+        }
+        for (v, hint) in [("0", None), ("1", Some(None)), ("random", Some(Some(libc::POSIX_FADV_RANDOM))), ("sequential", Some(Some(libc::POSIX_FADV_SEQUENTIAL)))] {
+            assert_eq!(with("fadvise_hint", v).unwrap().fadvise_hint, hint, "fadvise_hint={v}");
+        }
+        assert!(with("sync", "Sync").is_err(), "matched whole, case kept, as fio matches it");
+        assert!(with("fadvise_hint", "2").is_err());
+        assert!(with("fallocate", "native").is_ok());
+        assert!(with("fallocate", "posix").is_err());
     }
 
     #[test]
