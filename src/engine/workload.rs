@@ -287,7 +287,10 @@ pub struct Workload {
     /// I/O units in the region.
     pub units: u64,
     rwmixread: u8,
-    next_unit: u64,
+    /// The next sequential unit of reads and of writes: each direction
+    /// keeps its own position, as fio's `last_pos[ddir]` (a sequential mix
+    /// reads 0, 1, 2... and writes 0, 1, 2... beside it).
+    next_unit: [u64; 2],
     rng: Rng,
     /// Random units: from fio's random map (each once per pass), a skewed
     /// distribution, or drawn independently, as `norandommap`.
@@ -312,10 +315,10 @@ enum Draw {
 impl Workload {
     /// A workload over `units` units of `blocks` blocks starting at
     /// `first_lba`. Sequential patterns start at `start_unit` (threads
-    /// spread out).
+    /// spread out), both directions of a sequential mix there.
     pub fn new(rw: Rw, first_lba: u64, blocks: u32, units: u64, rwmixread: u8, seed: u64, start_unit: u64) -> Self {
         assert!(units > 0 && blocks > 0);
-        Workload { rw, first_lba, blocks, units, rwmixread, next_unit: start_unit % units, rng: Rng::new(seed), order: Draw::Uniform }
+        Workload { rw, first_lba, blocks, units, rwmixread, next_unit: [start_unit % units; 2], rng: Rng::new(seed), order: Draw::Uniform }
     }
 
     /// Random units as fio's random map gives them: every unit once per
@@ -371,8 +374,9 @@ impl Workload {
         let unit = if self.rw.random() {
             self.mapped_or_random_unit(op)
         } else {
-            let u = self.next_unit;
-            self.next_unit = if u + 1 == self.units { 0 } else { u + 1 };
+            let pos = &mut self.next_unit[(op == Op::Write) as usize];
+            let u = *pos;
+            *pos = if u + 1 == self.units { 0 } else { u + 1 };
             u
         };
         (op, unit)
@@ -442,6 +446,23 @@ mod tests {
         for _ in 0..10_000 {
             assert!(r.next().1 < 1000);
         }
+    }
+
+    #[test]
+    fn a_sequential_mix_keeps_a_position_per_direction_as_fio() {
+        // fio's rw=rw: reads go 0, 1, 2... and writes 0, 1, 2... each from
+        // the start, every direction wrapping at the region's end.
+        let mut w = Workload::new(Rw::Rw, 0, 8, 16, 50, 3, 0);
+        let (mut reads, mut writes) = (vec![], vec![]);
+        for _ in 0..48 {
+            match w.next() {
+                (Op::Read, u) => reads.push(u),
+                (_, u) => writes.push(u),
+            }
+        }
+        assert!(reads.len() > 8 && writes.len() > 8, "{} reads, {} writes", reads.len(), writes.len());
+        assert!(reads.iter().enumerate().all(|(i, &u)| u == i as u64 % 16), "{reads:?}");
+        assert!(writes.iter().enumerate().all(|(i, &u)| u == i as u64 % 16), "{writes:?}");
     }
 
     #[test]
