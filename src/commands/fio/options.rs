@@ -151,6 +151,45 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("exec_prerun", Kind::RefusedNoEffect("no command would be run before the job")),
     ("exec_postrun", Kind::RefusedNoEffect("no command would be run after the job")),
     ("trigger", Kind::RefusedNoEffect("no triggers")),
+    ("offset_increment", Kind::Refused("the clones of a job are not given regions offset from each other")),
+    ("random_generator", Kind::Refused("random offsets come from nvme-bypass's own generator")),
+    ("percentage_random", Kind::Refused("a job is wholly random or wholly sequential")),
+    ("fill_device", Kind::Refused("a job's region is its size")),
+    ("significant_figures", Kind::RefusedNoEffect("figures are printed with fio's default 4 significant figures")),
+    ("log_offset", Kind::RefusedNoEffect("log entries carry no offset")),
+];
+
+/// Options refused above, at the value that is fio's own default: given
+/// so, they change nothing in fio either, and are taken (and listed in the
+/// JSON's job options, as fio lists what was given). A job file written
+/// out in full runs unchanged.
+const AT_FIOS_DEFAULT: &[(&str, &[&str])] = &[
+    ("unified_rw_reporting", &["none", "0"]),
+    ("rate_min", &["0"]),
+    ("rate_iops_min", &["0"]),
+    ("fsync_on_close", &["0"]),
+    ("zonemode", &["none"]),
+    ("nrfiles", &["1"]),
+    ("openfiles", &["1"]),
+    ("file_service_type", &["roundrobin"]),
+    ("rw_sequencer", &["sequential"]),
+    ("zero_buffers", &["0"]),
+    ("refill_buffers", &["0"]),
+    ("buffer_compress_percentage", &["0"]),
+    ("dedupe_percentage", &["0"]),
+    ("create_on_open", &["0"]),
+    ("unlink", &["0"]),
+    ("do_verify", &["1"]),
+    ("verify_only", &["0"]),
+    ("verify_backlog", &["0"]),
+    ("nice", &["0"]),
+    ("trim_percentage", &["0"]),
+    ("offset_increment", &["0"]),
+    ("random_generator", &["tausworthe"]),
+    ("percentage_random", &["100"]),
+    ("fill_device", &["0"]),
+    ("significant_figures", &["4"]),
+    ("log_offset", &["0"]),
 ];
 
 /// fio's aliases, and the names we map onto another.
@@ -797,6 +836,15 @@ impl JobOpts {
         let (name, kind) = lookup(key)?;
         let need = || v.ok_or_else(|| Error::usage(format!("fio option '{name}' needs a value ({name}=...)")));
         let bad = |e: String| Error::usage(format!("{name}: {e}"));
+        let at_default = || {
+            let given = v.map(str::trim);
+            AT_FIOS_DEFAULT.iter().any(|(n, vals)| *n == name && given.is_some_and(|g| vals.contains(&g)))
+        };
+        if matches!(kind, Kind::Refused(_) | Kind::RefusedNoEffect(_)) && at_default() {
+            self.given.retain(|(k, _)| k != name);
+            self.given.push((name.into(), v.unwrap_or("").into()));
+            return Ok(());
+        }
         match kind {
             Kind::Refused(why) => {
                 return Err(Error::usage(format!(
@@ -1233,6 +1281,22 @@ mod tests {
         assert!(with("fadvise_hint", "2").is_err());
         assert!(with("fallocate", "native").is_ok());
         assert!(with("fallocate", "posix").is_err());
+    }
+
+    #[test]
+    fn refused_options_at_fios_own_default_are_taken() {
+        let with = |k: &str, v: Option<&str>| {
+            let mut o = JobOpts::default();
+            o.set(k, v).map(|_| o)
+        };
+        for (k, v) in AT_FIOS_DEFAULT.iter().flat_map(|(k, vs)| vs.iter().map(move |v| (*k, *v))) {
+            assert!(matches!(lookup(k), Ok((_, Kind::Refused(_) | Kind::RefusedNoEffect(_)))), "{k} is refused at other values");
+            let o = with(k, Some(v)).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+            assert!(o.given.contains(&(k.to_string(), v.to_string())), "{k}={v} listed as given");
+        }
+        for (k, v) in [("unlink", Some("1")), ("nrfiles", Some("2")), ("do_verify", Some("0")), ("unified_rw_reporting", Some("mixed")), ("unlink", None)] {
+            assert!(with(k, v).is_err(), "{k}={v:?} still refused");
+        }
     }
 
     #[test]
