@@ -1159,10 +1159,21 @@ fn fractional_times_are_read_as_fio_reads_them() {
     // Run as fio runs it, and said aloud, with what to write instead.
     assert!(err.contains("warning: job f: runtime=1.9: fio reads only the whole number before the '.', so this is 1 s; write 1900ms"), "{err}");
     assert!(err.contains("warning: job f: ramp_time=0.9:") && err.contains("write 900ms"), "{err}");
-    // A runtime fio reads as none, with time_based, is refused, saying why.
-    let (code, _, err) = fio_in(&d, &["--name=z", "--ioengine=nvme-bypass-sim", "--rw=randread", "--size=16M", "--runtime=0.5", "--time_based"]);
-    assert_ne!(code, 0);
-    assert!(err.contains("time_based needs runtime=") && err.contains("runtime=0.5: fio reads only the whole number") && err.contains("write 500ms"), "{err}");
+    // A runtime fio reads as none, with time_based: fio drops time_based
+    // and runs the size once; so does this, saying why.
+    let (code, out, err) = fio_in(&d, &["--name=z", "--ioengine=nvme-bypass-sim", "--rw=randread", "--size=16M", "--runtime=0.5", "--time_based", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("time_based requires a runtime") && err.contains("runtime=0.5: fio reads only the whole number") && err.contains("write 500ms"), "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["jobs"][0]["read"]["total_ios"].as_u64(), Some(4096), "16 MiB once");
+    // A write job that runs for its time never reaches its verify read-back,
+    // as in fio: it writes only, and says so.
+    let (code, out, err) = fio_in(&d, &["--name=v", "--ioengine=nvme-bypass-sim", "--rw=randwrite", "--size=16M", "--runtime=1", "--time_based", "--verify=crc32c", "--output-format=json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("verification read phase will never start"), "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["jobs"][0]["read"]["total_ios"].as_u64(), Some(0), "no read-back");
+    assert!(j["jobs"][0]["write"]["total_ios"].as_u64().unwrap() > 0);
     // A unit fio does not know is microseconds in fio: run so, and said.
     let (code, _, err) = fio_in(&d, &["--name=u", "--ioengine=nvme-bypass-sim", "--rw=randread", "--size=16M", "--runtime=5min", "--time_based", "--output-format=json"]);
     assert_eq!(code, 0, "{err}");

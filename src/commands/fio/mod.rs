@@ -167,6 +167,18 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         }
         o.offset_percent = None;
     }
+    // fio's fixup_options: time_based without a runtime is dropped, with
+    // its warning, and the job runs its size; a job that only writes,
+    // runs for its time and verifies never reaches its read-back, which
+    // fio says and skips.
+    if o.time_based && o.runtime.is_none() {
+        eprintln!("nvme-bypass: warning: job {}: time_based requires a runtime (fio: \"time_based requires a runtime/timeout setting\"): it runs its size once, as fio's does", o.name);
+        o.time_based = false;
+    }
+    if o.verify && o.time_based && o.rw.writes() && !o.rw.reads() {
+        eprintln!("nvme-bypass: warning: job {}: verify: the read-back will never start, because the writes use all of the runtime (fio: \"verification read phase will never start because write phase uses all of runtime\"); the job writes only, as fio's does", o.name);
+        o.verify = false;
+    }
     let o = o;
     let job = &o.name;
     if readonly && o.rw.writes() {
@@ -184,10 +196,6 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     // Times read as fio reads them, said aloud where that is probably not
     // what was meant (runtime=0.5 is no runtime in fio, runtime=5min 5 us).
     let note = |key: &str| o.given.iter().find(|(k, _)| k == key).and_then(|(_, v)| options::fio_time_note(v).map(|n| format!("{key}={v}: {n}")));
-    if o.time_based && o.runtime.is_none() {
-        let why = note("runtime").map(|n| format!("; {n}")).unwrap_or_default();
-        return Err(Error::usage(format!("job {job}: time_based needs runtime= (how long to run){why}")));
-    }
     for n in ["runtime", "ramp_time", "startdelay"].into_iter().filter_map(note) {
         eprintln!("nvme-bypass: warning: job {job}: {n}");
     }
