@@ -779,6 +779,40 @@ fn fsync_flushes_as_fios() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// `description=` under the job's line and as the JSON's `desc`; the JSON's
+/// job options under fio's own names, the last value winning; bs in the
+/// header as fio's num2str writes it; a reader that goes away ends the run
+/// quietly with SIGPIPE's status.
+#[test]
+fn description_job_options_and_header_as_fio_gives_them() {
+    let Some(d) = workdir("desc") else { return };
+    let args = ["--name=t", "--ioengine=nvme-bypass-sim", "--size=4m", "--readwrite=randwrite", "--rw=randread", "--blocksize=64k", "--description=my job", "--io_size=128k", "--output-format=json,normal"];
+    let (code, out, err) = fio_in(&d, &args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\n  Description  : [my job]\n"), "{out}");
+    assert!(out.contains("t: (g=0): rw=randread, bs=(R) 64.0KiB-64.0KiB, (W) 64.0KiB-64.0KiB, (T) 64.0KiB-64.0KiB,"), "{out}");
+    let j: serde_json::Value = serde_json::Deserializer::from_str(&out[out.find('{').unwrap()..]).into_iter().next().unwrap().unwrap();
+    let job = &j["jobs"][0];
+    assert_eq!(job["desc"], "my job");
+    let opts = job["job options"].as_object().unwrap();
+    assert_eq!(opts.get("rw").and_then(|v| v.as_str()), Some("randread"), "{opts:?}");
+    assert_eq!(opts.get("bs").and_then(|v| v.as_str()), Some("64k"), "{opts:?}");
+    assert!(!opts.contains_key("readwrite") && !opts.contains_key("blocksize"), "{opts:?}");
+    // `| head -1`: the pipe closes after the first line.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nvme-bypass"))
+        .current_dir(&d)
+        .args(["fio", "--name=t", "--ioengine=nvme-bypass-sim", "--size=4m", "--rw=randread", "--io_size=64k"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(141), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    let _ = std::fs::remove_dir_all(d);
+}
+
 /// `sync=`: the block path's files opened O_SYNC/O_DSYNC, as fio opens
 /// them, and refused where the writes would go out without it. A job that
 /// only writes has a new file allocated, not written, as fio's extend_file

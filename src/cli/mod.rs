@@ -78,6 +78,10 @@ pub fn main() -> i32 {
     };
     match r {
         Ok(code) => code,
+        // The reader went away (`| head`): quietly, with the status of a
+        // process SIGPIPE ended (128 + 13), as fio and other tools end;
+        // the run was already wound down (devices handed back) on the way.
+        Err(crate::error::Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => 141,
         Err(e) => {
             eprintln!("nvme-bypass: error: {}", chain(&e));
             e.exit_code()

@@ -824,10 +824,10 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
 
 /// fio 3.33's order of a job entry's keys (its `show_thread_status_json`);
 /// those fio does not have (`job_start`, fio 3.35 on) go after them.
-const JOB_ORDER: [&str; 26] = [
+const JOB_ORDER: [&str; 27] = [
     "jobname", "groupid", "error", "eta", "elapsed", "job options", "read", "write", "trim", "sync", "job_runtime", "usr_cpu", "sys_cpu", "ctx", "majf", "minf",
     "iodepth_level", "iodepth_submit", "iodepth_complete", "latency_ns", "latency_us", "latency_ms", "latency_depth", "latency_target", "latency_percentile",
-    "latency_window",
+    "latency_window", "desc",
 ];
 
 /// An object's keys in `order`, the others after them as they were (ours,
@@ -974,7 +974,10 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         p.wave = wave;
         // fio lists the options given with a value (a bare `stonewall` or
         // `norandommap` is not listed).
-        let as_json = |o: &[jobfile::Opt]| o.iter().filter_map(|(k, v)| Some((k.clone(), serde_json::Value::from(v.clone()?)))).collect::<serde_json::Map<_, _>>();
+        // Under fio's own names (an alias, `readwrite=`, listed as `rw`),
+        // the last value given winning, as fio lists them.
+        let canonical = |k: &str| options::lookup(k).map(|(n, _)| n.to_string()).unwrap_or_else(|_| k.to_string());
+        let as_json = |o: &[jobfile::Opt]| o.iter().filter_map(|(k, v)| Some((canonical(k), serde_json::Value::from(v.clone()?)))).collect::<serde_json::Map<_, _>>();
         p.global_options = as_json(&d.opts[..d.inherited]);
         p.job_options = as_json(&d.opts[d.inherited..]);
         plans.push(p);
@@ -1360,11 +1363,15 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     // (its name too), apart from the inherited globals; an
                     // entry of several jobs lists its last job's, as fio's.
                     j["job options"] = last.job_options.clone().into();
+                    // fio's `desc`, after latency_window, when given.
+                    if let Some(d) = p.opts.description().filter(|d| !d.is_empty()) {
+                        j["desc"] = d.into();
+                    }
                     j["nvme_bypass"]["figures"] = e.context.clone().into();
                     in_order(j, &JOB_ORDER);
                     if terse {
                         let terse_list = last.opts.percentiles.reported();
-                        let description = p.opts.given.iter().find(|(k, _)| k == "description").map(|(_, d)| d.as_str());
+                        let description = p.opts.description();
                         terse_text.push_str(&terse::line(&terse::Line {
                             job: j,
                             version: run.terse_version.unwrap_or(3),

@@ -831,6 +831,12 @@ fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, Error> {
 }
 
 impl JobOpts {
+    /// The job's `description=` (a comment fio prints under the job's
+    /// line and in the JSON's `desc`).
+    pub fn description(&self) -> Option<&str> {
+        self.given.iter().find(|(k, _)| k == "description").map(|(_, d)| d.as_str())
+    }
+
     /// Apply one option as fio would. `v` is None for a bare key.
     pub fn set(&mut self, key: &str, v: Option<&str>) -> Result<(), Error> {
         let (name, kind) = lookup(key)?;

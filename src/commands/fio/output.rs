@@ -73,9 +73,11 @@ pub fn num2str(num: u64, maxlen: usize, base: u64, pow2: bool, unit: Unit) -> St
 /// fio's job header: `test: (g=0): rw=randrw, bs=(R) 4096B-4096B, (W)
 /// 4096B-4096B, (T) 4096B-4096B, ioengine=libaio, iodepth=64`.
 pub fn header_line(o: &JobOpts, group: usize) -> String {
-    let b = o.bs;
+    // num2str with fio's 4 significant figures and kb_base 1024: 4096B,
+    // 64.0KiB, 128KiB, 1024KiB.
+    let b = num2str(o.bs as u64, 4, 1, true, Unit::Byte);
     format!(
-        "{}: (g={group}): rw={}, bs=(R) {b}B-{b}B, (W) {b}B-{b}B, (T) {b}B-{b}B, ioengine={}, iodepth={}\n",
+        "{}: (g={group}): rw={}, bs=(R) {b}-{b}, (W) {b}-{b}, (T) {b}-{b}, ioengine={}, iodepth={}\n",
         o.name,
         o.rw.as_str(),
         o.ioengine,
@@ -410,6 +412,9 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
         b.threads.first().map_or(std::process::id(), |t| t.tid),
         crate::report::fmt::fio_date(b.started)
     );
+    if let Some(d) = b.opts.description().filter(|d| !d.is_empty()) {
+        o.push_str(&format!("  Description  : [{d}]\n"));
+    }
     let read_back = b.read_back;
     // The clones of a group_reporting block as one (their sample
     // statistics summed as fio sums them: `dir_sample_stats`).
@@ -690,6 +695,16 @@ mod tests {
         assert_eq!(num2str(8 << 20, 4, 1, true, Unit::Byte), "8192KiB");
         assert_eq!(num2str(8 << 20, 4, 1, false, Unit::Byte), "8389kB");
         assert!(dir_line("write", 1, 4096, 10, 0).ends_with("; 0 zone resets\n"));
+    }
+
+    #[test]
+    fn the_job_header_gives_bs_as_fio_does() {
+        // fio 3.33's lines for bs 4k, 64k, 128k and 1m.
+        for (bs, shown) in [(4096, "4096B"), (65536, "64.0KiB"), (131072, "128KiB"), (1 << 20, "1024KiB"), (3072, "3072B")] {
+            let o = super::JobOpts { name: "t".into(), bs, ..Default::default() };
+            let want = format!("t: (g=0): rw=read, bs=(R) {shown}-{shown}, (W) {shown}-{shown}, (T) {shown}-{shown}, ioengine=psync, iodepth=1\n");
+            assert_eq!(super::header_line(&o, 0), want);
+        }
     }
 
     #[test]
