@@ -216,7 +216,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         ios: a.ios,
         ramp: a.ramp_time,
         verify: a.verify.then_some(VerifySpec { seed: a.verify_seed, only: a.verify_only }),
-        random_map: false, distribution: Default::default(), files: 1,
+        random_map: false, distribution: Default::default(), files: 1, spread_threads: true,
         batch: a.batch,
         batch_complete: a.batch_complete,
         reap_max: 0,

@@ -493,7 +493,7 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         cpus: a.cpus.clone().unwrap_or_default(),
         continue_on_error: false,
         seed: 1,
-        random_map: false, distribution: Default::default(), files: 1,
+        random_map: false, distribution: Default::default(), files: 1, spread_threads: true,
         reliability: Default::default(),
         stop: stop.clone(),
     };

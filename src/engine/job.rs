@@ -157,6 +157,10 @@ pub struct JobSpec {
     /// filenames; 1: one file or device): a skewed distribution is drawn
     /// over each file's own units, as fio draws it per file.
     pub files: u64,
+    /// A sequential job's threads start spread over the region (thread k
+    /// at k/numjobs of it: `bench`, the sweeps), or all at its start, as
+    /// fio's clones do (`offset_increment=0`; the fio drop-in).
+    pub spread_threads: bool,
     /// The watchdog's I/O timeout and retry limit.
     pub reliability: Reliability,
     /// Stop early when this is requested (Ctrl-C).

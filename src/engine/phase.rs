@@ -58,7 +58,7 @@ pub(crate) fn worker(ctx: &Ctx, q: &mut dyn IoQueue, thread: usize) -> Result<Th
     } else {
         (first_lba, units_total)
     };
-    let start_unit = if spec.verify.is_some() { 0 } else { units / spec.numjobs as u64 * thread as u64 };
+    let start_unit = if spec.verify.is_some() || !spec.spread_threads { 0 } else { units / spec.numjobs as u64 * thread as u64 };
     let mut wl = Workload::new(spec.rw, first_lba, blocks, units, spec.rwmixread, spec.seed.wrapping_add(thread as u64), start_unit);
     if spec.random_map && spec.rw.random() {
         wl = wl.with_random_map(spec.seed.wrapping_add(thread as u64));

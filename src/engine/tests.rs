@@ -190,7 +190,7 @@ fn spec(rw: Rw, ios: u64) -> JobSpec {
         cpus: vec![],
         continue_on_error: false,
         seed: 1,
-        random_map: false, distribution: Default::default(), files: 1,
+        random_map: false, distribution: Default::default(), files: 1, spread_threads: true,
         reliability: Reliability::default(),
         stop: Stop::new(),
     }
@@ -598,4 +598,20 @@ fn fsync_flushes_after_every_n_writes_before_the_next_io_and_end_fsync_once_more
     // A job that does not write does not flush (fio's should_fsync).
     let r = run(&JobSpec { sync_every: 10, end_sync: true, ..spec(Rw::Randread, 100) }, &mut FakeQueue::new(4, 4096));
     assert_eq!((r.flushes, r.sync_lat.is_none()), (0, true));
+}
+
+#[test]
+fn a_sequential_jobs_threads_start_spread_or_all_at_the_start_as_fios_clones() {
+    // Two threads of a sequential read over 256 units: spread (bench),
+    // thread 1 starts half-way; as fio's clones (offset_increment=0), at 0.
+    let geo = Geometry { nsid: 1, lba_size: LBA as u32, blocks: 1 << 20, max_transfer: 1 << 20 };
+    for (spread, first) in [(true, 128 * 8), (false, 0)] {
+        let s = JobSpec { numjobs: 2, spread_threads: spread, ..spec(Rw::Read, 16) };
+        crate::engine::validate(&s, &geo).unwrap();
+        let progress = Progress::default();
+        let ctx = Ctx { spec: &s, clock: clock(), geo, progress: &progress, polled: true, new_pass: None };
+        let mut q = FakeQueue::new(s.iodepth, s.bs);
+        worker(&ctx, &mut q, 1).unwrap();
+        assert_eq!(q.lbas[0].0, first, "spread_threads {spread}: thread 1's first I/O");
+    }
 }

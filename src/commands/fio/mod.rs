@@ -769,6 +769,8 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         random_map: !o.norandommap,
         distribution: o.distribution.clone(),
         files: p.paths.len() as u64,
+        // fio's clones each start at the job's offset (offset_increment=0).
+        spread_threads: false,
         batch: o.batch,
         batch_complete: p.batch_complete,
         reap_max: o.reap_max(),

@@ -290,7 +290,7 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop)
         cpus,
         continue_on_error: false,
         seed: 1,
-        random_map: false, distribution: Default::default(), files: 1,
+        random_map: false, distribution: Default::default(), files: 1, spread_threads: true,
         reliability: Default::default(),
         stop: stop.clone(),
     }
