@@ -286,6 +286,13 @@ fn files_as_fio_finds_them_read_only_sized_by_themselves_in_new_directories() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("w: Laying out IO file (1 file / 4MiB)"), "{out}");
     assert_eq!(std::fs::metadata(d.join("a/b/data")).unwrap().len(), 4 << 20);
+    // directory= holds an absolute file name too, as fio's add_file joins
+    // them: /nvb-abs/data under directory=sub is sub/nvb-abs/data.
+    std::fs::create_dir_all(d.join("sub")).unwrap();
+    let (code, _, err) = fio_in(&d, &["--name=a", "--directory=sub", "--filename=/nvb-abs/data", "--size=1M", "--rw=write", "--io_size=4k"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::metadata(d.join("sub/nvb-abs/data")).unwrap().len(), 1 << 20);
+    assert!(!Path::new("/nvb-abs").exists());
     // size=0 is fio's default: the file's own size. A read job opens its
     // file read-only, so a file nobody may write serves it.
     // (Root writes past a mode of 0444; an immutable file it cannot.)

@@ -587,9 +587,12 @@ fn share_of(pct: u64, bytes: u64, offset: u64) -> u64 {
 
 /// A job's file name in its `directory`, as fio joins them.
 fn in_directory(directory: Option<&str>, f: &str) -> String {
+    // fio's add_file puts every name under directory=, an absolute one
+    // too (directory=/d filename=/x is /d/x): a write job must not land on
+    // a file fio would not touch.
     match directory {
-        Some(d) if !f.starts_with('/') => format!("{d}/{f}"),
-        _ => f.to_string(),
+        Some(d) => format!("{}/{}", d.trim_end_matches('/'), f.trim_start_matches('/')),
+        None => f.to_string(),
     }
 }
 
