@@ -214,7 +214,7 @@ fn unsupported_options_are_refused_by_name() {
         // Out of range or unusable here: refused before anything is laid out.
         (&["--name=x", "--filename=f", "--size=8M", "--rw=randrw", "--rwmixread=150"][..], "rwmixread=150: a percentage from 0 to 100"),
         (&["--name=x", "--filename=f", "--size=8M", "--cpus_allowed=1023"][..], "cpus_allowed names CPU 1023, which this process may not run on"),
-        (&["--name=x", "--filename=f", "--size=8M", "--bs=1000"][..], "bs=1000 is not a multiple of"),
+        (&["--name=x", "--filename=f", "--size=8M", "--bs=1000", "--direct=1"][..], "bs=1000 is not a multiple of"),
     ] {
         let (code, _, err) = fio_in(&d, args);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -817,6 +817,39 @@ fn description_job_options_and_header_as_fio_gives_them() {
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(141), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// etcd's disk check, `fio --rw=write --ioengine=sync --fdatasync=1
+/// --directory=... --size=22m --bs=2300`, runs as written: fio's sync
+/// engine (read/write at the file position, an lseek only when the I/O
+/// starts elsewhere) and buffered I/O to a file in any bs.
+#[test]
+fn etcds_disk_check_runs_unchanged_with_the_sync_engine_and_any_buffered_bs() {
+    let Some(d) = workdir("etcd") else { return };
+    std::fs::create_dir_all(d.join("data")).unwrap();
+    let syscalls = |args: &[&str]| {
+        let mut all = vec!["--name=mytest", "--directory=data", "--bs=2300", "--output-format=json"];
+        all.extend_from_slice(args);
+        let (code, out, err) = fio_in(&d, &all);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let job = &j["jobs"][0];
+        (job["write"]["total_ios"].as_u64().unwrap(), job["sync"]["total_ios"].as_u64().unwrap(), job["nvme_bypass"]["counters"]["syscalls"].as_u64().unwrap())
+    };
+    // 10 writes of 2300 bytes, fdatasync after each but the last (as fio
+    // 3.33: 9 fdatasync calls, strace), one lseek at the start.
+    assert_eq!(syscalls(&["--rw=write", "--ioengine=sync", "--fdatasync=1", "--size=23000"]), (10, 9, 1 + 10 + 9));
+    assert_eq!(std::fs::metadata(d.join("data/mytest.0.0")).unwrap().len(), 23000);
+    // psync: no lseek.
+    assert_eq!(syscalls(&["--rw=write", "--ioengine=psync", "--size=23000"]), (10, 0, 10));
+    // Random offsets: an lseek before most writes.
+    let (ios, _, calls) = syscalls(&["--rw=randwrite", "--ioengine=sync", "--size=230000"]);
+    assert!(ios == 100 && calls > 150 && calls <= 200, "{ios} writes, {calls} system calls");
+    // O_DIRECT still wants whole blocks.
+    let (code, _, err) = fio_in(&d, &["--name=mytest", "--directory=data", "--bs=2300", "--size=23000", "--rw=write", "--direct=1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bs=2300 is not a multiple of"), "{err}");
     let _ = std::fs::remove_dir_all(d);
 }
 
@@ -1831,11 +1864,11 @@ fn group_reporting_adds_the_jobs_of_a_group_into_one_entry_as_fio_does() {
     let _ = std::fs::remove_dir_all(d);
 }
 
-/// fio's synchronous engines other than psync are refused, pointing to it.
+/// fio's vectored synchronous engines are refused, pointing to psync.
 #[test]
-fn sync_engines_point_to_psync() {
+fn vectored_sync_engines_point_to_psync() {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    for engine in ["sync", "pvsync2"] {
+    for engine in ["vsync", "pvsync", "pvsync2"] {
         let (code, _, err) = fio_in(&d, &["--name=s", &format!("--ioengine={engine}"), "--filename=sync-engine-file", "--size=1M", "--rw=read"]);
         assert_eq!(code, 2, "{err}");
         assert!(err.contains(&format!("ioengine={engine} is not supported")) && err.contains("use ioengine=psync"), "{err}");

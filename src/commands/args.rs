@@ -147,6 +147,8 @@ impl KernelArgs {
             // bench gives the page cache no hint (its buffered rows keep
             // the kernel's default readahead).
             fadvise: None,
+            // bench's buffered rows keep the file's block size.
+            byte_granular: false,
             defer_taskrun: self.defer_taskrun,
             register_ring: self.register_ring,
             // bench sets the ring up as its options say, nothing more.

@@ -21,7 +21,7 @@
 
 use super::aio::{AioContext, IoEvent, Iocb, IOCB_CMD_FSYNC, IOCB_CMD_PREAD, IOCB_CMD_PWRITE};
 use super::nvme_ioctl;
-use super::sys::{fdatasync, pread_pwrite, Dir};
+use super::sys::{fdatasync, pread_pwrite, read_write, seek, Dir};
 use super::uring::{self, Codec, FileRef, Ring, RingConfig, UringQueue};
 use super::{
     byte_count_status, check_io, file_name, open_rw, read_sys, read_sys_u64, require_poll_queues, stat_device, sysfs_block_dir,
@@ -145,7 +145,11 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
             Geometry { nsid: nsid.unwrap_or(o.nsid), lba_size, blocks: bytes / lba_size as u64, max_transfer: max }
         }
         FileKind::Regular => {
-            let (lba_size, from) = file_block_size(std::path::Path::new(&o.device), &md);
+            let (lba_size, from) = if o.buffered && o.byte_granular {
+                (1, "buffered, addressed in bytes")
+            } else {
+                file_block_size(std::path::Path::new(&o.device), &md)
+            };
             let blocks = md.len() / lba_size as u64;
             if blocks == 0 {
                 return Err(BackendError::Invalid(format!(
@@ -183,6 +187,7 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
                     .into()
             }
             IoEngine::Psync => "psync: pread / pwrite, one I/O at a time per thread".into(),
+            IoEngine::Sync => "sync: read / write at the file position, lseek when it is elsewhere, one I/O at a time per thread".into(),
         },
     ));
     facts.push(("kernel".into(), uring::kernel_release()));
@@ -230,11 +235,13 @@ impl Target for BlockTarget {
                 Ok(Box::new(UringQueue::new(ring, codec, bufs, o.fixedbufs, lba, p.batch, self.file.clone())?))
             }
             IoEngine::Libaio => Ok(Box::new(AioQueue::new(self.file.clone(), bufs, lba, p.batch, o.aio_reap)?)),
-            IoEngine::Psync if p.depth > 1 => Err(BackendError::Invalid(format!(
-                "--ioengine psync does one I/O at a time per thread (pread/pwrite block until done), so --iodepth {} cannot be honoured: use --iodepth 1, and --numjobs for parallel I/O",
+            IoEngine::Psync | IoEngine::Sync if p.depth > 1 => Err(BackendError::Invalid(format!(
+                "--ioengine {} does one I/O at a time per thread (each system call blocks until done), so --iodepth {} cannot be honoured: use --iodepth 1, and --numjobs for parallel I/O",
+                o.ioengine.name(),
                 p.depth
             ))),
-            IoEngine::Psync => Ok(Box::new(PsyncQueue::new(self.file.clone(), bufs, lba))),
+            IoEngine::Psync => Ok(Box::new(PsyncQueue::new(self.file.clone(), bufs, lba, false))),
+            IoEngine::Sync => Ok(Box::new(PsyncQueue::new(self.file.clone(), bufs, lba, true))),
         }
     }
 }
@@ -526,7 +533,8 @@ impl IoQueue for AioQueue {
     }
 }
 
-/// pread/pwrite: the I/O happens inside `submit`.
+/// pread/pwrite (psync), or read/write at the file position (sync): the
+/// I/O happens inside `submit`.
 struct PsyncQueue {
     file: Arc<File>,
     bufs: Buffers,
@@ -534,12 +542,41 @@ struct PsyncQueue {
     /// Completions done but not yet reaped (capacity: depth; never grows).
     done: VecDeque<IoDone>,
     syscalls: u64,
+    /// fio's sync engine: read/write at the file position, which is
+    /// `position` when known; an I/O that starts elsewhere seeks first
+    /// (fio_syncio_prep), so a sequential job seeks once.
+    positional: bool,
+    position: Option<u64>,
 }
 
 impl PsyncQueue {
-    fn new(file: Arc<File>, bufs: Buffers, lba_size: u32) -> Self {
+    fn new(file: Arc<File>, bufs: Buffers, lba_size: u32, positional: bool) -> Self {
         let depth = bufs.count();
-        PsyncQueue { file, bufs, lba_size, done: VecDeque::with_capacity(depth), syscalls: 0 }
+        PsyncQueue { file, bufs, lba_size, done: VecDeque::with_capacity(depth), syscalls: 0, positional, position: None }
+    }
+
+    /// One read or write of `len` bytes at `off` into or from buffer `buf`.
+    ///
+    /// # Safety
+    /// The buffer is one of ours, `len` bytes fit in it, and nothing else
+    /// touches it during the call.
+    unsafe fn transfer(&mut self, dir: Dir, buf: u32, len: u32, off: u64) -> i64 {
+        let fd = self.file.as_fd();
+        if !self.positional {
+            // SAFETY: forwarded from the caller.
+            return unsafe { pread_pwrite(fd, dir, self.bufs.addr(buf), len, off, &mut self.syscalls) };
+        }
+        if self.position != Some(off) {
+            let r = seek(fd, off, &mut self.syscalls);
+            if r < 0 {
+                self.position = None;
+                return r;
+            }
+        }
+        // SAFETY: forwarded from the caller.
+        let r = unsafe { read_write(fd, dir, self.bufs.addr(buf), len, &mut self.syscalls) };
+        self.position = (r >= 0).then(|| off + r as u64);
+        r
     }
 }
 
@@ -556,15 +593,14 @@ impl IoQueue for PsyncQueue {
             return Ok(0);
         }
         let len = check_io(io, self.lba_size, &self.bufs)?;
-        let fd = self.file.as_fd();
         let off = io.lba * self.lba_size as u64;
         let res = match io.op {
             // SAFETY: the buffer is one of ours, `len` bytes fit (check_io),
             // and nothing else touches it during the call.
-            Op::Read => unsafe { pread_pwrite(fd, Dir::Read, self.bufs.addr(io.buf), len, off, &mut self.syscalls) },
+            Op::Read => unsafe { self.transfer(Dir::Read, io.buf, len, off) },
             // SAFETY: as for the read.
-            Op::Write => unsafe { pread_pwrite(fd, Dir::Write, self.bufs.addr(io.buf), len, off, &mut self.syscalls) },
-            Op::Flush => fdatasync(fd, &mut self.syscalls),
+            Op::Write => unsafe { self.transfer(Dir::Write, io.buf, len, off) },
+            Op::Flush => fdatasync(self.file.as_fd(), &mut self.syscalls),
         };
         self.done.push_back(IoDone { tag: io.tag, status: byte_count_status(res, len) });
         Ok(1)

@@ -33,6 +33,10 @@ pub enum IoEngine {
     Libaio,
     /// pread / pwrite, one I/O at a time per thread.
     Psync,
+    /// read / write at the file's position, after an lseek when the
+    /// position is not where the I/O starts (fio's `sync` engine), one I/O
+    /// at a time per thread.
+    Sync,
 }
 
 impl IoEngine {
@@ -42,6 +46,7 @@ impl IoEngine {
             IoEngine::IoUring => "io_uring",
             IoEngine::Libaio => "libaio",
             IoEngine::Psync => "psync",
+            IoEngine::Sync => "sync",
         }
     }
 }
@@ -93,6 +98,11 @@ pub struct KernelOptions {
     /// (fio's `fadvise_hint`: `POSIX_FADV_RANDOM` for a random job,
     /// `POSIX_FADV_SEQUENTIAL` for a sequential one), or none.
     pub fadvise: Option<i32>,
+    /// A regular file read and written through the page cache (`buffered`)
+    /// is addressed in bytes (blocks of 1 byte), so any size and offset
+    /// go, as fio's buffered I/O to a file takes them (`bs=2300`). Without
+    /// it, in blocks of the file's O_DIRECT alignment.
+    pub byte_granular: bool,
     /// IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN.
     pub defer_taskrun: bool,
     /// The ring as fio's io_uring and io_uring_cmd engines set it up

@@ -72,7 +72,7 @@ struct Planned {
     starts: Vec<u64>,
 }
 
-const ENGINES: &str = "io_uring, libaio, psync (block path), io_uring_cmd (passthru, cmd_type=nvme), nvme-bypass-vfio (our userspace driver), nvme-bypass-sim (simulated controller)";
+const ENGINES: &str = "io_uring, libaio, psync, sync (block path), io_uring_cmd (passthru, cmd_type=nvme), nvme-bypass-vfio (our userspace driver), nvme-bypass-sim (simulated controller)";
 
 /// Where a block device is mounted (itself or a partition of it), if it is.
 fn mounted_at(dev: &Path) -> Option<String> {
@@ -96,6 +96,10 @@ fn mounted_at(dev: &Path) -> Option<String> {
 /// (or to the directory a missing one will be laid out in), checked before
 /// anything is laid out or opened.
 fn file_blocks_fit(o: &JobOpts, at: &Path, md: &std::fs::Metadata) -> Result<(), Error> {
+    // Buffered without verify: addressed in bytes, any bs and offset.
+    if !o.direct && !o.verify {
+        return Ok(());
+    }
     let (blk, from) = crate::backend::kernel::block::file_block_size(at, md);
     let blk = u64::from(blk);
     let what = if md.is_dir() { format!("files in {}", at.display()) } else { at.display().to_string() };
@@ -141,7 +145,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     }
     // fio runs a synchronous engine at depth 1 whatever iodepth says, and
     // says so.
-    if o.ioengine == "psync" && o.iodepth > 1 {
+    if matches!(o.ioengine.as_str(), "psync" | "sync") && o.iodepth > 1 {
         eprintln!("note: both iodepth >= 1 and synchronous I/O engine are selected, queue depth will be capped at 1");
         o.iodepth_shown = o.iodepth;
         o.iodepth = 1;
@@ -152,7 +156,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     // other paths' when they are opened (run_one). One file: the job's
     // offset; several: each its own (`starts`).
     let mut starts = vec![];
-    if let Some(pct) = o.offset_percent.filter(|_| matches!(o.ioengine.as_str(), "io_uring" | "libaio" | "psync")) {
+    if let Some(pct) = o.offset_percent.filter(|_| matches!(o.ioengine.as_str(), "io_uring" | "libaio" | "psync" | "sync")) {
         let files = o.filename.as_deref().map(options::split_filenames).unwrap_or_else(|| vec![format!("{}.0.0", o.name)]);
         for f in files.iter().map(|f| in_directory(o.directory.as_deref(), f)) {
             let have = match std::fs::File::open(&f) {
@@ -263,6 +267,9 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         // fio's fadvise_hint (td_io_open_file): by default RANDOM for a
         // random job and SEQUENTIAL for another, so a buffered random job
         // reads without readahead, as fio's does.
+        // fio's buffered I/O to a file takes any bs and offset (the etcd
+        // check's bs=2300); verify stamps whole blocks, so it keeps them.
+        byte_granular: !passthru && !o.direct && !o.verify,
         fadvise: match o.fadvise_hint {
             _ if passthru => None,
             None => None,
@@ -317,17 +324,18 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     // a FUA write (or a write and a flush). A command sent past the block
     // layer carries no such flag (fio's io_uring_cmd ignores sync=), so its
     // writes would not be what the job asks for.
-    if o.sync_open != 0 && o.rw.writes() && !matches!(o.ioengine.as_str(), "io_uring" | "libaio" | "psync") {
+    if o.sync_open != 0 && o.rw.writes() && !matches!(o.ioengine.as_str(), "io_uring" | "libaio" | "psync" | "sync") {
         return Err(Error::usage(format!(
             "job {job}: sync= opens the file O_SYNC/O_DSYNC, which only the block path's engines (io_uring, libaio, psync) act on; with ioengine={} the writes would go out without it (fio's io_uring_cmd ignores it too): use fdatasync=1 for a flush after every write, or a block path engine",
             o.ioengine
         )));
     }
     let paths: Vec<PathSpec> = match o.ioengine.as_str() {
-        "io_uring" | "libaio" | "psync" => {
+        "io_uring" | "libaio" | "psync" | "sync" => {
             let engine = match o.ioengine.as_str() {
                 "io_uring" => IoEngine::IoUring,
                 "libaio" => IoEngine::Libaio,
+                "sync" => IoEngine::Sync,
                 _ => IoEngine::Psync,
             };
             let files = if files.is_empty() {
@@ -431,10 +439,10 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
             context = format!("measured, simulated: {}", crate::experiment::session::SIM_NOTE);
             vec![PathSpec::Sim(sim_options(&sim, &DriverArgs::default(), 1, sim_cpu)?)]
         }
-        // fio's sync and vsync/pvsync: the same I/O as psync, by other
-        // system calls (lseek then read/write; readv/writev): their
-        // system calls per I/O would not be fio's.
-        "sync" | "vsync" | "pvsync" | "pvsync2" => {
+        // fio's vsync/pvsync: the same I/O as psync, by other system
+        // calls (readv/writev, preadv/pwritev): their system calls per I/O
+        // would not be fio's.
+        "vsync" | "pvsync" | "pvsync2" => {
             return Err(Error::usage(format!(
                 "job {job}: ioengine={} is not supported: ioengine=psync does the same I/O, one pread/pwrite per I/O, and is what nvme-bypass runs for a synchronous job (its system calls per I/O would differ from {}'s); use ioengine=psync",
                 o.ioengine, o.ioengine
@@ -508,7 +516,7 @@ fn in_fio_words(msg: &str) -> String {
             // for" -> "numjobs for"; a bare "--verify" -> "verify=", as fio
             // users write it.
             let paren = rest.strip_prefix(" (").and_then(|r| r.split_once(')')).filter(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
-            let value = rest.strip_prefix(' ').filter(|r| r.starts_with(|c: char| c.is_ascii_digit()) || ["io_uring", "libaio", "psync"].iter().any(|e| r.starts_with(e)));
+            let value = rest.strip_prefix(' ').filter(|r| r.starts_with(|c: char| c.is_ascii_digit()) || ["io_uring", "libaio", "psync", "sync"].iter().any(|e| r.starts_with(e)));
             if let Some((n, after)) = paren {
                 out.push('=');
                 out.push_str(n);
