@@ -436,6 +436,10 @@ fn a_signal_ends_the_run_as_fios_does() {
     assert_eq!(o.status.code(), Some(128), "fio's exit status after a signal: {err}");
     assert!(out.contains("nvme-bypass fio: terminating on signal 2") && out.contains("not run: b"), "{out}");
     assert!(out.contains("a: (groupid=0") && out.contains("read: IOPS="), "the figures of what ran: {out}");
+    // Every group's line, the one that did not run with nothing under it.
+    assert!(out.contains("Run status group 0 (all jobs):\n   READ:"), "{out}");
+    let after = out.split_once("Run status group 1 (all jobs):\n").map(|(_, a)| a).unwrap_or_else(|| panic!("no line for group 1: {out}"));
+    assert!(!after.starts_with("   READ") && !after.starts_with("  WRITE"), "group 1 did not run: nothing under its line, as fio: {out}");
     let _ = std::fs::remove_dir_all(d);
 }
 

@@ -22,6 +22,26 @@ fn sim(cfg: SimConfig) -> SimController {
     SimController::start(SimConfig { idle_spins: 2000, ..cfg }).unwrap()
 }
 
+/// A simulated controller as a previous owner left it: enabled and ready
+/// with an admin queue of its own (whose memory is never ours to free).
+fn left_enabled(cfg: SimConfig) -> SimController {
+    use nvme_spec::regs::{Aqa, Cc};
+    let s = sim(cfg);
+    let regs = s.registers();
+    let (asq, acq) = (s.allocator().alloc(4096, 4096).unwrap(), s.allocator().alloc(4096, 4096).unwrap());
+    regs.write32(offset::AQA, Aqa::new().with_asqs(7).with_acqs(7).into_bits());
+    regs.write64(offset::ASQ, asq.iova());
+    regs.write64(offset::ACQ, acq.iova());
+    regs.write32(offset::CC, Cc::new().with_iosqes(6).with_iocqes(4).with_en(true).into_bits());
+    let t = Instant::now();
+    while regs.read32(offset::CSTS) & 1 == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "the simulator became ready");
+        std::thread::yield_now();
+    }
+    std::mem::forget((asq, acq));
+    s
+}
+
 fn bring_up_with(sim: &SimController, io_queues: u16, shadow: bool) -> Controller<SimRegisters> {
     let cfg = ControllerConfig {
         io_queues,
@@ -209,7 +229,6 @@ fn a_controller_that_is_not_an_io_controller_or_takes_other_entry_sizes_is_refus
 #[test]
 fn the_wait_a_quirky_model_needs_after_cc_en_0_is_kept_at_every_reset_and_costs_nothing_when_found_disabled() {
     use nvme_driver::controller::ready_check_delay;
-    use nvme_spec::regs::{Aqa, Cc};
     assert_eq!(ready_check_delay(0x144d, 0xa822), Duration::from_millis(2300), "Samsung PM1725a");
     assert_eq!(ready_check_delay(0x1b36, 0x0010), Duration::ZERO, "QEMU's controller");
     let delay = Duration::from_millis(1500);
@@ -228,18 +247,7 @@ fn the_wait_a_quirky_model_needs_after_cc_en_0_is_kept_at_every_reset_and_costs_
     // Found enabled (the previous owner left it so, as after a function
     // that could not be reset): bring-up clears CC.EN and waits, as
     // Linux's nvme_disable_ctrl at probe.
-    let s = sim(SimConfig::default());
-    let regs = s.registers();
-    let (asq, acq) = (s.allocator().alloc(4096, 4096).unwrap(), s.allocator().alloc(4096, 4096).unwrap());
-    regs.write32(offset::AQA, Aqa::new().with_asqs(7).with_acqs(7).into_bits());
-    regs.write64(offset::ASQ, asq.iova());
-    regs.write64(offset::ACQ, acq.iova());
-    regs.write32(offset::CC, Cc::new().with_iosqes(6).with_iocqes(4).with_en(true).into_bits());
-    let t = Instant::now();
-    while regs.read32(offset::CSTS) & 1 == 0 {
-        assert!(t.elapsed() < Duration::from_secs(5), "the simulator became ready");
-        std::thread::yield_now();
-    }
+    let s = left_enabled(SimConfig::default());
     let t = Instant::now();
     let ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
     assert!(t.elapsed() >= delay, "bring-up of an enabled controller waits: {:?}", t.elapsed());
@@ -644,22 +652,9 @@ fn an_admin_timeout_during_bring_up_fails_it_and_hands_the_controller_back_usabl
 /// Linux's probe does; a reset that does not help is said so.
 #[test]
 fn a_controller_that_does_not_stop_at_bring_up_gets_a_function_reset() {
-    use nvme_spec::regs::{Aqa, Cc};
     let enabled_and_deaf = || {
-        let s = sim(SimConfig { timeout_500ms: 1, ..Default::default() });
-        let regs = s.registers();
-        let (asq, acq) = (s.allocator().alloc(4096, 4096).unwrap(), s.allocator().alloc(4096, 4096).unwrap());
-        regs.write32(offset::AQA, Aqa::new().with_asqs(7).with_acqs(7).into_bits());
-        regs.write64(offset::ASQ, asq.iova());
-        regs.write64(offset::ACQ, acq.iova());
-        regs.write32(offset::CC, Cc::new().with_iosqes(6).with_iocqes(4).with_en(true).into_bits());
-        let t = Instant::now();
-        while regs.read32(offset::CSTS) & 1 == 0 {
-            assert!(t.elapsed() < Duration::from_secs(5), "the simulator became ready");
-            std::thread::yield_now();
-        }
+        let s = left_enabled(SimConfig { timeout_500ms: 1, ..Default::default() });
         s.faults().ignore_disable.store(true, Ordering::Relaxed);
-        std::mem::forget((asq, acq)); // the previous owner's: never ours to free
         s
     };
     // The function reset brings the controller to its reset state (here:

@@ -1232,11 +1232,12 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         for b in &blocks {
             text.push_str(&output::job_block(b, group_aggs[b.group]));
         }
+        // Every group's line, one whose jobs did not run (a stop before
+        // it) with no figures under it, as fio's show_run_stats prints
+        // groups 0 to the last.
         for g in 0..=group {
             let gb: Vec<Block> = blocks.iter().filter(|b| b.group == g).map(|b| Block { ..*b }).collect();
-            if !gb.is_empty() {
-                text.push_str(&output::group_block(g, &gb));
-            }
+            text.push_str(&output::group_block(g, &gb));
         }
         if !disk_util.is_empty() {
             text.push_str("\nDisk stats (read/write):\n");
