@@ -854,6 +854,19 @@ fn etcds_disk_check_runs_unchanged_with_the_sync_engine_and_any_buffered_bs() {
     let (code, _, err) = fio_in(&d, &["--name=mytest", "--directory=data", "--bs=2300", "--size=23000", "--rw=write", "--direct=1"]);
     assert_eq!(code, 2);
     assert!(err.contains("bs=2300 is not a multiple of"), "{err}");
+    // Buffered sizes beyond a command's 65536 blocks of the granule still
+    // go when a power of two divides them (bs=128k in 4 KiB blocks); one
+    // that none does is refused before anything is laid out.
+    let (code, _, err) = fio_in(&d, &["--name=big", "--directory=data", "--bs=128k", "--size=1m", "--rw=read"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = fio_in(&d, &["--name=odd", "--directory=data", "--bs=1000001", "--size=4m", "--rw=read"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("one I/O is at most 65536 of them") && !d.join("data/odd.0.0").exists(), "{err}");
+    // Each thread of the sync engine has its own file position: two
+    // clones writing and verifying one file put every block where it goes.
+    let (code, out, err) = fio_in(&d, &["--name=two", "--filename=data/two", "--size=4m", "--bs=4k", "--rw=write", "--ioengine=sync", "--numjobs=2", "--verify=crc32c", "--direct=1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.matches("err= 0:").count() == 2 && out.contains(" 0 mismatching"), "{out}");
     let _ = std::fs::remove_dir_all(d);
 }
 
@@ -870,6 +883,33 @@ fn sync_opens_and_a_write_jobs_layout_as_fios() {
         assert_eq!(code, 0, "{v}: {err}");
         assert!(out.contains(&format!("\"{access}\"")), "sync={v}: {out}");
     }
+    // The flag is on the open file itself (/proc/PID/fdinfo, while the job runs).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nvme-bypass"))
+        .current_dir(&d)
+        .args(["fio", "--name=t", "--filename=w", "--size=1m", "--rw=randwrite", "--direct=1", "--sync=dsync", "--time_based", "--runtime=3", "--rate_iops=100"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let target = d.join("w").canonicalize().unwrap();
+    let mut flags = None;
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let fds = std::fs::read_dir(format!("/proc/{}/fd", child.id())).unwrap();
+        flags = fds.flatten().find(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == target)).and_then(|e| {
+            let info = std::fs::read_to_string(format!("/proc/{}/fdinfo/{}", child.id(), e.file_name().to_string_lossy())).ok()?;
+            let f = info.lines().find_map(|l| l.strip_prefix("flags:"))?.trim().to_string();
+            u32::from_str_radix(&f, 8).ok()
+        });
+        if flags.is_some() {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    child.wait().unwrap();
+    let flags = flags.expect("the job's file open in /proc");
+    assert!(flags & libc::O_DSYNC as u32 != 0 && flags & libc::O_DIRECT as u32 != 0, "flags {flags:o}");
     // Fresh files: 4 writes of 4 KiB into 1 MiB leave 252 blocks unwritten.
     let (code, _, err) = fio_in(&d, &["--name=t", "--filename=z", "--size=1m", "--rw=randwrite", "--direct=1", "--number_ios=4", "--fallocate=native"]);
     assert_eq!(code, 0, "{err}");
@@ -878,10 +918,15 @@ fn sync_opens_and_a_write_jobs_layout_as_fios() {
     let zero_blocks = |f: &str| std::fs::read(d.join(f)).unwrap().chunks(4096).filter(|b| b.iter().all(|&x| x == 0)).count();
     assert_eq!(std::fs::metadata(d.join("z")).unwrap().len(), 1 << 20);
     assert_eq!(zero_blocks("z"), 252, "a write job's file is allocated, not written");
+    {
+        use std::os::unix::fs::MetadataExt;
+        let blocks = std::fs::metadata(d.join("z")).unwrap().blocks();
+        assert!(blocks * 512 >= 1 << 20, "allocated (fallocate), not a sparse file: {blocks} blocks of 512");
+    }
     assert_eq!(zero_blocks("r"), 0, "a read job's file is written");
     for (args, want) in [
         (&["--rw=randwrite", "--sync=2"][..], "sync=2: use none or 0"),
-        (&["--rw=randwrite", "--sync=1", "--ioengine=nvme-bypass-sim"][..], "only the block path's engines (io_uring, libaio, psync) act on"),
+        (&["--rw=randwrite", "--sync=1", "--ioengine=nvme-bypass-sim"][..], "only the block path's engines (io_uring, libaio, psync, sync) act on"),
         (&["--rw=randwrite", "--fallocate=posix"][..], "fallocate=posix is not supported"),
     ] {
         let args: Vec<&str> = ["--name=t", "--filename=w", "--size=1m"].into_iter().chain(args.iter().copied()).collect();

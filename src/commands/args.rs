@@ -148,7 +148,7 @@ impl KernelArgs {
             // the kernel's default readahead).
             fadvise: None,
             // bench's buffered rows keep the file's block size.
-            byte_granular: false,
+            granule: 0,
             defer_taskrun: self.defer_taskrun,
             register_ring: self.register_ring,
             // bench sets the ring up as its options say, nothing more.

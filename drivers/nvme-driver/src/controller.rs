@@ -411,7 +411,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
                 function_reset().map_err(failed)?;
                 match Self::new(regs, mem, cfg) {
                     Err(Error::Timeout { what: RDY_AFTER_DISABLE, csts, .. }) => {
-                        Err(failed(format!("after it the controller still did not clear CSTS.RDY (CSTS={csts:#x}); the function may have no reset method")))
+                        Err(failed(format!("after it the controller still did not clear CSTS.RDY (CSTS={csts:#x})")))
                     }
                     r => r,
                 }

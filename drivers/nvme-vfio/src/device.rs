@@ -159,7 +159,9 @@ pub fn parse_iommu_info(buf: &[u8]) -> IommuInfo {
 const fn vfio_ioctl(nr: u32) -> libc::c_ulong {
     ((sys::VFIO_TYPE as libc::c_ulong) << 8) | (sys::VFIO_BASE + nr) as libc::c_ulong
 }
+const VFIO_DEVICE_GET_INFO: libc::c_ulong = vfio_ioctl(7);
 const VFIO_DEVICE_GET_REGION_INFO: libc::c_ulong = vfio_ioctl(8);
+const VFIO_DEVICE_RESET: libc::c_ulong = vfio_ioctl(11);
 const VFIO_IOMMU_GET_INFO: libc::c_ulong = vfio_ioctl(12);
 
 /// PCI config space: the Command register and its bits (PCI Local Bus 3.0 §6.2.2).
@@ -341,11 +343,31 @@ impl VfioPci {
 
     /// A function-level reset through vfio-pci (VFIO_DEVICE_RESET: FLR, or
     /// the reset method the function has), which saves and restores the
-    /// configuration space around it, bus mastering included. A function
-    /// without a reset method is left as it is (vfio-ioctls then issues
-    /// nothing); the caller sees that in the device's state.
-    pub fn reset_function(&self) {
-        self.open.device.reset();
+    /// configuration space around it, bus mastering included. Raw ioctls
+    /// (vfio-ioctls' `reset` drops the outcome): an error says whether the
+    /// function has no reset method (VFIO_DEVICE_FLAGS_RESET clear) or the
+    /// reset failed (e.g. EAGAIN: the kernel could not lock the device).
+    pub fn reset_function(&self) -> Result<(), VfioError> {
+        let fd = self.open.device.as_raw_fd();
+        let sys_err = |what| VfioError::Sys { what, bdf: self.bdf, source: io::Error::last_os_error() };
+        let mut info = sys::vfio_device_info { argsz: std::mem::size_of::<sys::vfio_device_info>() as u32, ..Default::default() };
+        // SAFETY: the device fd is open; the kernel writes at most `argsz`
+        // bytes into `info`, a properly sized vfio_device_info we own.
+        if unsafe { libc::ioctl(fd, VFIO_DEVICE_GET_INFO, &mut info as *mut sys::vfio_device_info) } != 0 {
+            return Err(sys_err("VFIO_DEVICE_GET_INFO"));
+        }
+        if info.flags & sys::VFIO_DEVICE_FLAGS_RESET == 0 {
+            return Err(VfioError::Sys {
+                what: "a function reset (VFIO_DEVICE_FLAGS_RESET clear: the function has no reset method vfio-pci can use)",
+                bdf: self.bdf,
+                source: io::Error::from_raw_os_error(libc::ENOTTY),
+            });
+        }
+        // SAFETY: VFIO_DEVICE_RESET takes no argument; the device fd is open.
+        if unsafe { libc::ioctl(fd, VFIO_DEVICE_RESET) } != 0 {
+            return Err(sys_err("VFIO_DEVICE_RESET"));
+        }
+        Ok(())
     }
 
     /// Map BAR0 (the NVMe registers and doorbells) into this process.

@@ -42,6 +42,7 @@ const FILE_MAX_TRANSFER: usize = 64 << 20;
 /// A block device or file opened for the block path.
 pub struct BlockTarget {
     file: Arc<File>,
+    kind: FileKind,
     opts: KernelOptions,
     geometry: Geometry,
     facts: Vec<(String, String)>,
@@ -95,14 +96,7 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
             "the io_uring engine needs Linux 5.6 or newer: use --ioengine libaio",
         )?;
     }
-    let flags = (if o.buffered { 0 } else { libc::O_DIRECT }) | o.sync_open;
-    let file = open_rw(&o.device, kind, flags, !o.read_only)?;
-    if let Some(advice) = o.fadvise {
-        // A hint: the run goes on without it, as fio's does.
-        if let Err(e) = crate::sys::fadvise(&file, advice) {
-            eprintln!("nvme-bypass: warning: posix_fadvise on {} failed: {e}", o.device);
-        }
-    }
+    let file = open_file(o, kind)?;
     let mut facts = vec![];
     let geometry = match kind {
         FileKind::Block => {
@@ -145,10 +139,9 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
             Geometry { nsid: nsid.unwrap_or(o.nsid), lba_size, blocks: bytes / lba_size as u64, max_transfer: max }
         }
         FileKind::Regular => {
-            let (lba_size, from) = if o.buffered && o.byte_granular {
-                (1, "buffered, addressed in bytes")
-            } else {
-                file_block_size(std::path::Path::new(&o.device), &md)
+            let (lba_size, from) = match file_block_size(std::path::Path::new(&o.device), &md) {
+                (b, _) if o.buffered && o.granule > 0 && o.granule < b => (o.granule, "buffered: the largest power of two dividing the I/O sizes and offsets"),
+                found => found,
             };
             let blocks = md.len() / lba_size as u64;
             if blocks == 0 {
@@ -191,7 +184,22 @@ pub fn open(o: &KernelOptions) -> Result<Box<dyn Target>, BackendError> {
         },
     ));
     facts.push(("kernel".into(), uring::kernel_release()));
-    Ok(Box::new(BlockTarget { file: Arc::new(file), opts: o.clone(), geometry, facts }))
+    Ok(Box::new(BlockTarget { file: Arc::new(file), kind, opts: o.clone(), geometry, facts }))
+}
+
+/// Open `o.device` as the block path does: O_DIRECT unless buffered, with
+/// fio's `sync=` flag, read-only for a job that only reads, and the page
+/// cache advice given.
+fn open_file(o: &KernelOptions, kind: FileKind) -> Result<File, BackendError> {
+    let flags = (if o.buffered { 0 } else { libc::O_DIRECT }) | o.sync_open;
+    let file = open_rw(&o.device, kind, flags, !o.read_only)?;
+    if let Some(advice) = o.fadvise {
+        // A hint: the run goes on without it, as fio's does.
+        if let Err(e) = crate::sys::fadvise(&file, advice) {
+            eprintln!("nvme-bypass: warning: posix_fadvise on {} failed: {e}", o.device);
+        }
+    }
+    Ok(file)
 }
 
 impl Target for BlockTarget {
@@ -241,7 +249,10 @@ impl Target for BlockTarget {
                 p.depth
             ))),
             IoEngine::Psync => Ok(Box::new(PsyncQueue::new(self.file.clone(), bufs, lba, false))),
-            IoEngine::Sync => Ok(Box::new(PsyncQueue::new(self.file.clone(), bufs, lba, true))),
+            // The file position is the open file's: each thread opens the
+            // file again, as each of fio's clones has its own descriptor,
+            // so one thread's lseek never moves another's reads and writes.
+            IoEngine::Sync => Ok(Box::new(PsyncQueue::new(Arc::new(open_file(o, self.kind)?), bufs, lba, true))),
         }
     }
 }

@@ -99,10 +99,12 @@ pub struct KernelOptions {
     /// `POSIX_FADV_SEQUENTIAL` for a sequential one), or none.
     pub fadvise: Option<i32>,
     /// A regular file read and written through the page cache (`buffered`)
-    /// is addressed in bytes (blocks of 1 byte), so any size and offset
-    /// go, as fio's buffered I/O to a file takes them (`bs=2300`). Without
-    /// it, in blocks of the file's O_DIRECT alignment.
-    pub byte_granular: bool,
+    /// is addressed in blocks of at most this many bytes (a power of two)
+    /// rather than of its O_DIRECT alignment, when that is smaller, so
+    /// sizes and offsets the alignment does not divide go, as fio's
+    /// buffered I/O to a file takes them (`bs=2300`: 4-byte blocks). 0:
+    /// the alignment.
+    pub granule: u32,
     /// IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN.
     pub defer_taskrun: bool,
     /// The ring as fio's io_uring and io_uring_cmd engines set it up

@@ -107,10 +107,7 @@ impl VfioTarget {
             host_memory_max: o.host_memory_max,
             ..Default::default()
         };
-        let ctrl = Controller::new_with_function_reset(bar, mem, cfg, || {
-            dev.reset_function();
-            Ok(())
-        })?;
+        let ctrl = Controller::new_with_function_reset(bar, mem, cfg, || dev.reset_function().map_err(|e| crate::error::chain(&e)))?;
         let mut target = UserspaceTarget::new(if o.interrupts { "vfio interrupts" } else { "vfio" }, ctrl, o.nsid)?;
         if !ready_check_delay.is_zero() {
             target.add_fact("reset quirk", "this model needs 2.3 s between CC.EN = 0 and reading CSTS.RDY (Linux's NVME_QUIRK_DELAY_BEFORE_CHK_RDY): a reset and the hand-back wait that long");
@@ -150,10 +147,7 @@ pub fn open_controller(bdf: &str) -> Result<VfioController, BackendError> {
     dev.enable_bus_master().map_err(|e| vfio_err(bdf, e))?;
     let mem: Arc<dyn DmaAllocator> = dma.clone();
     let cfg = ControllerConfig { io_queues: 1, shadow_doorbells: false, ready_check_delay: ready_check_delay(&b), ..Default::default() };
-    let ctrl = Controller::new_with_function_reset(bar, mem, cfg, || {
-        dev.reset_function();
-        Ok(())
-    })?;
+    let ctrl = Controller::new_with_function_reset(bar, mem, cfg, || dev.reset_function().map_err(|e| crate::error::chain(&e)))?;
     Ok(VfioController { ctrl, _dma: dma, _dev: dev })
 }
 

@@ -95,9 +95,30 @@ fn mounted_at(dev: &Path) -> Option<String> {
 /// A job's bs and offset against the block size of I/O to a regular file
 /// (or to the directory a missing one will be laid out in), checked before
 /// anything is laid out or opened.
+/// The block of a buffered job's regular files (`KernelOptions::granule`):
+/// the largest power of two dividing its bs and offset, at most 4 KiB; 0
+/// (the file's O_DIRECT alignment) for a direct job or one that verifies,
+/// whose stamps fill whole blocks of the file's own size.
+fn buffered_granule(o: &JobOpts) -> u32 {
+    if o.direct || o.verify {
+        0
+    } else {
+        1 << (o.bs | o.offset).trailing_zeros().min(12)
+    }
+}
+
 fn file_blocks_fit(o: &JobOpts, at: &Path, md: &std::fs::Metadata) -> Result<(), Error> {
-    // Buffered without verify: addressed in bytes, any bs and offset.
-    if !o.direct && !o.verify {
+    // Buffered without verify: any bs and offset, within a command's
+    // blocks of the granule (checked before anything is laid out).
+    let g = u64::from(buffered_granule(o));
+    if g > 0 {
+        let max = nvme_spec::cmd::MAX_BLOCKS_PER_COMMAND as u64 * g;
+        if o.bs > max {
+            return Err(Error::usage(format!(
+                "job {}: bs={} with offset={} is read and written in {g}-byte blocks (the largest power of two dividing both), and one I/O is at most 65536 of them ({max} bytes); give a bs with a larger power-of-two factor (a multiple of 4096)",
+                o.name, o.bs, o.offset
+            )));
+        }
         return Ok(());
     }
     let (blk, from) = crate::backend::kernel::block::file_block_size(at, md);
@@ -268,8 +289,10 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         // random job and SEQUENTIAL for another, so a buffered random job
         // reads without readahead, as fio's does.
         // fio's buffered I/O to a file takes any bs and offset (the etcd
-        // check's bs=2300); verify stamps whole blocks, so it keeps them.
-        byte_granular: !passthru && !o.direct && !o.verify,
+        // check's bs=2300): blocks of the largest power of two dividing
+        // both (at most 4 KiB, so that bs stays within a command's
+        // blocks); verify stamps whole blocks of the file's own size.
+        granule: if passthru { 0 } else { buffered_granule(&o) },
         fadvise: match o.fadvise_hint {
             _ if passthru => None,
             None => None,
@@ -326,7 +349,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     // writes would not be what the job asks for.
     if o.sync_open != 0 && o.rw.writes() && !matches!(o.ioengine.as_str(), "io_uring" | "libaio" | "psync" | "sync") {
         return Err(Error::usage(format!(
-            "job {job}: sync= opens the file O_SYNC/O_DSYNC, which only the block path's engines (io_uring, libaio, psync) act on; with ioengine={} the writes would go out without it (fio's io_uring_cmd ignores it too): use fdatasync=1 for a flush after every write, or a block path engine",
+            "job {job}: sync= opens the file O_SYNC/O_DSYNC, which only the block path's engines (io_uring, libaio, psync, sync) act on; with ioengine={} the writes would go out without it (fio's io_uring_cmd ignores it too): use fdatasync=1 for a flush after every write, or a block path engine",
             o.ioengine
         )));
     }

@@ -170,7 +170,6 @@ const AT_FIOS_DEFAULT: &[(&str, &[&str])] = &[
     ("fsync_on_close", &["0"]),
     ("zonemode", &["none"]),
     ("nrfiles", &["1"]),
-    ("openfiles", &["1"]),
     ("file_service_type", &["roundrobin"]),
     ("rw_sequencer", &["sequential"]),
     ("zero_buffers", &["0"]),
