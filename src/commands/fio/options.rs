@@ -1168,11 +1168,12 @@ impl JobOpts {
     pub fn batch_complete(&self) -> Result<usize, Error> {
         match (self.batch_complete_min.unwrap_or(1), self.batch_complete_max) {
             (min, _) if min <= 1 => Ok(0),
-            (min, Some(max)) if min == max => Ok(min),
-            (min, max) => Err(Error::usage(format!(
-                "iodepth_batch_complete_min={min} with _max={}: nvme-bypass reaps either 1 to _max at a time (min 0 or 1; fio's default _max is 1) or exactly N at a time (min = max = N); set min to 1, or set both to the same N",
-                max.map(|m| m.to_string()).unwrap_or("unset".into())
+            (min, Some(max)) if max > min => Err(Error::usage(format!(
+                "iodepth_batch_complete_min={min} with _max={max}: nvme-bypass reaps either 1 to _max at a time (min 0 or 1; fio's default _max is 1) or exactly N at a time (min = max = N); set min to 1, or set both to the same N"
             ))),
+            // A _max under _min (fio's default 1 included) is raised to it,
+            // as fio's fixup_options raises it: exactly min at a time.
+            (min, _) => Ok(min),
         }
     }
 }
@@ -1418,6 +1419,13 @@ mod tests {
         assert_eq!((j.batch, j.batch_complete().unwrap(), j.cpus.clone(), j.verify, j.runtime), (8, 8, vec![0, 1], true, Some(Duration::from_secs(120))));
         j.set("iodepth_batch_complete_max", Some("16")).unwrap();
         assert!(j.batch_complete().unwrap_err().to_string().contains("set both to the same N"));
+        // A _max under _min, or none (fio's default 1), is raised to it, as
+        // fio's fixup_options raises it: exactly _min at a time.
+        j.set("iodepth_batch_complete_max", Some("4")).unwrap();
+        assert_eq!((j.batch_complete().unwrap(), j.reap_max()), (8, 8));
+        let mut k = JobOpts::default();
+        k.set("iodepth_batch_complete", Some("4")).unwrap();
+        assert_eq!((k.batch_complete().unwrap(), k.reap_max()), (4, 4));
         j.set("iodepth_batch_complete_min", Some("1")).unwrap();
         assert_eq!(j.batch_complete().unwrap(), 0);
     }
