@@ -157,6 +157,19 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("fill_device", Kind::Refused("a job's region is its size")),
     ("significant_figures", Kind::RefusedNoEffect("figures are printed with fio's default 4 significant figures")),
     ("log_offset", Kind::RefusedNoEffect("log entries carry no offset")),
+    ("allrandrepeat", Kind::Ignored("every random draw is from a fixed seed, so every run repeats")),
+    ("scramble_buffers", Kind::Refused("write buffers are not scrambled per write")),
+    ("overwrite", Kind::Refused("a write job's new file is allocated, not written first")),
+    ("create_serialize", Kind::RefusedNoEffect("files are laid out one after another before the jobs")),
+    ("disk_util", Kind::RefusedNoEffect("the disk statistics are always gathered and printed")),
+    ("exitall_on_error", Kind::Refused("a failed I/O does not end the other jobs")),
+    ("verify_fatal", Kind::Refused("a mismatch is counted and the job goes on")),
+    ("serialize_overlap", Kind::Refused("overlapping I/Os go out together, unless verify holds them")),
+    ("file_append", Kind::Refused("I/O starts at offset, not at the file's end")),
+    ("pre_read", Kind::Refused("files are not read into the page cache first")),
+    ("error_dump", Kind::RefusedNoEffect("errors are not dumped")),
+    ("write_barrier", Kind::Refused("no barrier writes")),
+    ("atomic", Kind::Refused("no atomic (O_ATOMIC) writes")),
 ];
 
 /// Options refused above, at the value that is fio's own default: given
@@ -189,6 +202,18 @@ const AT_FIOS_DEFAULT: &[(&str, &[&str])] = &[
     ("fill_device", &["0"]),
     ("significant_figures", &["4"]),
     ("log_offset", &["0"]),
+    ("scramble_buffers", &["1"]),
+    ("overwrite", &["0"]),
+    ("create_serialize", &["1"]),
+    ("disk_util", &["1"]),
+    ("exitall_on_error", &["0"]),
+    ("verify_fatal", &["0"]),
+    ("serialize_overlap", &["0"]),
+    ("file_append", &["0"]),
+    ("pre_read", &["0"]),
+    ("error_dump", &["0"]),
+    ("write_barrier", &["0"]),
+    ("atomic", &["0"]),
 ];
 
 /// fio's aliases, and the names we map onto another.
