@@ -496,9 +496,15 @@ pub fn fio_size(s: &str) -> Result<u64, String> {
     if t.ends_with('%') {
         return Err(format!("'{s}': sizes as a percentage of the device are not supported; give bytes (e.g. 4G)"));
     }
-    let i = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    // fio's str_to_decimal takes hexadecimal after 0x (bs=0x1000), a
+    // suffix after it as after decimal digits.
+    let (t, radix) = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None => (t, 10),
+    };
+    let i = t.find(|c: char| !c.is_digit(radix)).unwrap_or(t.len());
     let (num, suf) = t.split_at(i);
-    let n: u64 = num.parse().map_err(|_| format!("'{s}' is not a size; write e.g. 4k, 8M, 4G"))?;
+    let n: u64 = u64::from_str_radix(num, radix).map_err(|_| format!("'{s}' is not a size; write e.g. 4k, 8M, 4G"))?;
     let m: u64 = match suf.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" => 1 << 10,
@@ -1368,6 +1374,9 @@ mod tests {
     #[test]
     fn sizes_and_times_as_fio_reads_them() {
         assert_eq!(fio_size("4k"), Ok(4096));
+        assert_eq!(fio_size("0x1000"), Ok(4096), "hexadecimal, as fio's str_to_decimal");
+        assert_eq!(fio_size("0x10k"), Ok(16 << 10));
+        assert!(fio_size("0x").is_err() && fio_size("0xg").is_err());
         assert_eq!(fio_size("4K"), Ok(4096));
         assert_eq!(fio_size("4KB"), Ok(4096));
         // fio's default kb_base=1024 reads the IEC units as powers of 1000.
