@@ -95,6 +95,18 @@ fn mounted_at(dev: &Path) -> Option<String> {
 /// A job's bs and offset against the block size of I/O to a regular file
 /// (or to the directory a missing one will be laid out in), checked before
 /// anything is laid out or opened.
+/// The block path's engines, under fio's names (io_uring, libaio, psync,
+/// sync): IoEngine's own, so a new one is known here too.
+fn block_engines() -> impl Iterator<Item = IoEngine> {
+    use clap::ValueEnum;
+    IoEngine::value_variants().iter().copied()
+}
+
+/// The block path's engine fio calls `name`, if it is one.
+fn block_engine(name: &str) -> Option<IoEngine> {
+    block_engines().find(|e| e.name() == name)
+}
+
 /// The block of a buffered job's regular files (`KernelOptions::granule`):
 /// the largest power of two dividing its bs and offset, at most 4 KiB; 0
 /// (the file's O_DIRECT alignment) for a direct job or one that verifies,
@@ -177,7 +189,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     // other paths' when they are opened (run_one). One file: the job's
     // offset; several: each its own (`starts`).
     let mut starts = vec![];
-    if let Some(pct) = o.offset_percent.filter(|_| matches!(o.ioengine.as_str(), "io_uring" | "libaio" | "psync" | "sync")) {
+    if let Some(pct) = o.offset_percent.filter(|_| block_engine(&o.ioengine).is_some()) {
         let files = o.filename.as_deref().map(options::split_filenames).unwrap_or_else(|| vec![format!("{}.0.0", o.name)]);
         for f in files.iter().map(|f| in_directory(o.directory.as_deref(), f)) {
             let have = match std::fs::File::open(&f) {
@@ -347,20 +359,14 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
     // a FUA write (or a write and a flush). A command sent past the block
     // layer carries no such flag (fio's io_uring_cmd ignores sync=), so its
     // writes would not be what the job asks for.
-    if o.sync_open != 0 && o.rw.writes() && !matches!(o.ioengine.as_str(), "io_uring" | "libaio" | "psync" | "sync") {
+    if o.sync_open != 0 && o.rw.writes() && block_engine(&o.ioengine).is_none() {
         return Err(Error::usage(format!(
             "job {job}: sync= opens the file O_SYNC/O_DSYNC, which only the block path's engines (io_uring, libaio, psync, sync) act on; with ioengine={} the writes would go out without it (fio's io_uring_cmd ignores it too): use fdatasync=1 for a flush after every write, or a block path engine",
             o.ioengine
         )));
     }
-    let paths: Vec<PathSpec> = match o.ioengine.as_str() {
-        "io_uring" | "libaio" | "psync" | "sync" => {
-            let engine = match o.ioengine.as_str() {
-                "io_uring" => IoEngine::IoUring,
-                "libaio" => IoEngine::Libaio,
-                "sync" => IoEngine::Sync,
-                _ => IoEngine::Psync,
-            };
+    let paths: Vec<PathSpec> = match (block_engine(&o.ioengine), o.ioengine.as_str()) {
+        (Some(engine), _) => {
             let files = if files.is_empty() {
                 if o.numjobs > 1 {
                     return Err(Error::usage(format!(
@@ -419,7 +425,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
             }
             v
         }
-        "io_uring_cmd" => {
+        (None, "io_uring_cmd") => {
             if o.cmd_type != "nvme" {
                 return Err(Error::usage(format!("job {job}: cmd_type={} is not supported; io_uring_cmd here is NVMe passthrough (cmd_type=nvme)", o.cmd_type)));
             }
@@ -429,7 +435,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
             context = crate::measure::topology::emulation_of(&files[0]).map(|n| format!("measured, emulated: {n}")).unwrap_or("measured on the device as it is (not emulated, not simulated)".into());
             files.into_iter().map(|f| PathSpec::Passthru(kernel(f, IoEngine::IoUring, true))).collect()
         }
-        "nvme-bypass-vfio" => {
+        (None, "nvme-bypass-vfio") => {
             if files.is_empty() {
                 return Err(Error::usage(format!(r"job {job}: ioengine=nvme-bypass-vfio needs filename= a PCI address bound to vfio-pci, colons escaped (filename=0000\:01\:00.0), or as SPDK's fio plugin names it (filename=trtype=PCIe traddr=0000.01.00.0 ns=1)")));
             }
@@ -445,7 +451,7 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
             context = crate::measure::topology::emulation_of(&v[0].bdf).map(|n| format!("measured, emulated: {n}")).unwrap_or("measured on the device as it is (not emulated, not simulated)".into());
             v.into_iter().map(PathSpec::Vfio).collect()
         }
-        "nvme-bypass-sim" => {
+        (None, "nvme-bypass-sim") => {
             let (c, sim_cpu) = sim_placement(o.numjobs, (!o.cpus.is_empty()).then_some(&o.cpus[..]), None);
             cpus = c;
             let sim = SimArgs {
@@ -465,13 +471,13 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         // fio's vsync/pvsync: the same I/O as psync, by other system
         // calls (readv/writev, preadv/pwritev): their system calls per I/O
         // would not be fio's.
-        "vsync" | "pvsync" | "pvsync2" => {
+        (None, "vsync" | "pvsync" | "pvsync2") => {
             return Err(Error::usage(format!(
                 "job {job}: ioengine={} is not supported: ioengine=psync does the same I/O, one pread/pwrite per I/O, and is what nvme-bypass runs for a synchronous job (its system calls per I/O would differ from {}'s); use ioengine=psync",
                 o.ioengine, o.ioengine
             )))
         }
-        other => return Err(Error::usage(format!("job {job}: ioengine={other} is not supported; use one of {ENGINES}"))),
+        (None, other) => return Err(Error::usage(format!("job {job}: ioengine={other} is not supported; use one of {ENGINES}"))),
     };
     if paths.len() > 1 && o.verify {
         return Err(Error::usage(format!("job {job}: verify with several files is not supported (a block's expected content would depend on which device served it); verify each on its own")));
@@ -539,7 +545,7 @@ fn in_fio_words(msg: &str) -> String {
             // for" -> "numjobs for"; a bare "--verify" -> "verify=", as fio
             // users write it.
             let paren = rest.strip_prefix(" (").and_then(|r| r.split_once(')')).filter(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
-            let value = rest.strip_prefix(' ').filter(|r| r.starts_with(|c: char| c.is_ascii_digit()) || ["io_uring", "libaio", "psync", "sync"].iter().any(|e| r.starts_with(e)));
+            let value = rest.strip_prefix(' ').filter(|r| r.starts_with(|c: char| c.is_ascii_digit()) || block_engines().any(|e| r.starts_with(e.name())));
             if let Some((n, after)) = paren {
                 out.push('=');
                 out.push_str(n);
