@@ -354,6 +354,70 @@ fn an_interrupt_on_a_hung_device_ends_within_the_capped_timeout() {
     assert!(out.contains("interrupted  : stopped by a signal"), "{out}");
 }
 
+/// `compare` and `sweep` start a watcher (`hand-back-watch`) before they
+/// change the machine: killed (a second Ctrl-C, SIGKILL), the run gives
+/// nothing back itself, and the watcher does once the run's process has
+/// ended. A stand-in process plays the run here, and a plain file the
+/// scheduler (the controller's hand-back is the test bed's
+/// `interrupt.sh`, steps compare-killed and compare-forced).
+#[test]
+fn what_a_killed_run_changed_is_given_back_by_its_watcher() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = std::env::temp_dir().join(format!("nvb-handback-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("scheduler");
+    for given_back_by_the_run in [false, true] {
+        std::fs::write(&file, "[mq-deadline] none\n").unwrap();
+        let mut run = Command::new("sleep").arg("60").spawn().unwrap();
+        let mut w = Command::new(BIN)
+            .args(["hand-back-watch", "--parent", &run.id().to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        BufReader::new(w.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+        assert_eq!(ready, "ready\n");
+        // The terminal's Ctrl-C and `timeout`'s SIGTERM reach it too.
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+            assert_eq!(unsafe { libc::kill(w.id() as i32, sig) }, 0);
+        }
+        let mut pipe = w.stdin.take().unwrap();
+        write!(pipe, "scheduler\t{}\tnone\n", file.display()).unwrap();
+        if given_back_by_the_run {
+            std::fs::write(&file, "[none] mq-deadline\n").unwrap();
+            write!(pipe, "scheduler-done\t{}\n", file.display()).unwrap();
+        }
+        // The pipe ends as the run's process ends ...
+        drop(pipe);
+        if given_back_by_the_run {
+            // ... and with nothing left to give back the watcher just ends.
+            let o = w.wait_with_output().unwrap();
+            assert_eq!(o.status.code(), Some(0));
+            assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+            assert_eq!(std::fs::read_to_string(&file).unwrap(), "[none] mq-deadline\n");
+            run.kill().unwrap();
+            run.wait().unwrap();
+            continue;
+        }
+        // ... but the watcher waits until the kernel has closed what the
+        // process held (the VFIO device, for a controller).
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(w.try_wait().unwrap().is_none(), "the watcher ended while the run's process was alive");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "[mq-deadline] none\n");
+        run.kill().unwrap();
+        run.wait().unwrap();
+        let o = w.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "none");
+        assert!(err.contains("ended before it gave back what it changed") && err.contains("set the I/O scheduler back to none"), "{err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 // --------------------------------------------------------------- bad input
 
 /// Each case must exit 2 and say `want`.

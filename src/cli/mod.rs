@@ -43,6 +43,13 @@ pub enum Command {
     Idle(commands::idle::IdleArgs),
     /// Run a command inside a counting window of the test bed's instruction counter (fio beside us, counted alike).
     Window(commands::idle::WindowArgs),
+    /// Started by compare and sweep on a device: gives the controller and schedulers back if the run is killed.
+    #[command(hide = true)]
+    HandBackWatch {
+        /// The run's process id.
+        #[arg(long)]
+        parent: u32,
+    },
 }
 
 pub fn main() -> i32 {
@@ -56,6 +63,9 @@ pub fn main() -> i32 {
         Command::Info(a) => a.given = given,
         Command::Sweep(a) => a.given = given,
         _ => {}
+    }
+    if let Command::HandBackWatch { parent } = cli.cmd {
+        return crate::experiment::handback::watch(parent);
     }
     let stop = crate::engine::Stop::new();
     install_signal_handlers(&stop);
@@ -75,6 +85,7 @@ pub fn main() -> i32 {
         Command::CountReport(a) => crate::commands::count_report::count_report(&a),
         Command::Idle(a) => commands::idle::idle(&a),
         Command::Window(a) => commands::idle::window(&a),
+        Command::HandBackWatch { .. } => unreachable!("dispatched above"),
     };
     match r {
         Ok(code) => code,
@@ -97,7 +108,9 @@ pub fn given_options(m: &clap::ArgMatches) -> Vec<String> {
 
 /// Ctrl-C / SIGTERM request `stop`: the runs stop submitting and drain.
 /// Another one at least half a second later ends the process at once (exit 1;
-/// VFIO's release of the device then resets it); one sooner is the same
+/// VFIO's release of the device then resets it, and `compare`'s and
+/// `sweep`'s watcher gives back what they changed: experiment::handback);
+/// one sooner is the same
 /// request again: `timeout` sends its signal to the process and to its
 /// process group, two copies at once.
 fn install_signal_handlers(stop: &crate::engine::Stop) {

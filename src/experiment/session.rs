@@ -1,11 +1,13 @@
 //! What `compare` and `sweep` do around a device: check that it can be
 //! used (root, the controller on nvme), move the controller to vfio-pci for
 //! the vfio rows and give it back afterwards (also after an error or
-//! Ctrl-C: the binding guard restores on drop), set a row's I/O scheduler
-//! and put the old one back, and run one row.
+//! Ctrl-C: the binding guard restores on drop; when the process is killed,
+//! the watcher of [`handback`] does), set a row's I/O scheduler and put the
+//! old one back, and run one row.
 
 use crate::error::Error;
 use crate::engine::{self, JobSpec, ThreadResult};
+use crate::experiment::handback::{self, Change};
 use crate::experiment::plan::Variant;
 use crate::measure::clock::Clock;
 use crate::measure::topology::{self, Topology};
@@ -55,6 +57,8 @@ impl Session {
                 t.bdf.as_deref().unwrap_or("BDF")
             )));
         }
+        // Before anything is changed, and before any row is measured.
+        handback::start();
         Ok(Session { topology: t, device: device.to_string(), binding: None, bind_error: None })
     }
 
@@ -137,7 +141,9 @@ fn settle() {
 /// [`release_guard`] does it with a report.
 fn bind_guard(bdf: &str) -> Result<VfioBinding, Error> {
     let bdf = Bdf::parse(bdf)?;
-    let binding = bind::to_vfio(&Host::system(), &bdf, &BindOptions::default())?;
+    let change = Change::Vfio(bdf.to_string());
+    handback::making(&change);
+    let binding = bind::to_vfio(&Host::system(), &bdf, &BindOptions::default()).inspect_err(|_| handback::undone(&change))?;
     for line in &binding.actions {
         eprintln!("nvme-bypass: {line}");
     }
@@ -146,9 +152,11 @@ fn bind_guard(bdf: &str) -> Result<VfioBinding, Error> {
 
 /// Give back what [`bind_guard`] moved, printing what was done to stderr.
 fn release_guard(b: VfioBinding) -> Result<(), Error> {
+    let change = Change::Vfio(b.bdf.to_string());
     for line in b.restore()? {
         eprintln!("nvme-bypass: {line}");
     }
+    handback::undone(&change);
     Ok(())
 }
 
@@ -168,15 +176,21 @@ impl SchedulerGuard {
             .find(|w| w.starts_with('['))
             .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
             .unwrap_or_else(|| "none".into());
-        std::fs::write(&file, sched).map_err(|e| Error::io(format!("set scheduler {sched} in {}", file.display()), e))?;
+        let change = Change::Scheduler { file: file.clone(), old: old.clone() };
+        handback::making(&change);
+        if let Err(e) = std::fs::write(&file, sched) {
+            handback::undone(&change);
+            return Err(Error::io(format!("set scheduler {sched} in {}", file.display()), e));
+        }
         Ok(SchedulerGuard { file, old })
     }
 }
 
 impl Drop for SchedulerGuard {
     fn drop(&mut self) {
-        if let Err(e) = std::fs::write(&self.file, &self.old) {
-            eprintln!("nvme-bypass: warning: could not restore scheduler {} in {}: {e}", self.old, self.file.display());
+        match std::fs::write(&self.file, &self.old) {
+            Ok(()) => handback::undone(&Change::Scheduler { file: self.file.clone(), old: self.old.clone() }),
+            Err(e) => eprintln!("nvme-bypass: warning: could not restore scheduler {} in {}: {e}", self.old, self.file.display()),
         }
     }
 }

@@ -18,7 +18,8 @@
 #    (nothing outside the benchmark region was touched) and the region's
 #    stamps verify through the kernel block path;
 # 7. `nvme-bypass compare --paths vfio` (which binds and unbinds by itself)
-#    interrupted mid-run gives the controller back to nvme.
+#    interrupted mid-run gives the controller back to nvme; so does its
+#    watcher when compare is killed (SIGKILL).
 # Writes $NVB_RESULTS/interrupt.json.
 set -eu
 # shellcheck source=tests/testbed/lib.sh disable=SC1091
@@ -195,34 +196,59 @@ else
 fi
 
 # ------------------------------------------------------------------ compare interrupted
+# compare_ended NAME HOW: start `compare --paths vfio` (which binds and
+# unbinds by itself), end it HOW while its vfio row runs (int: SIGINT;
+# kill: SIGKILL, as any end that runs no guard of ours, a second Ctrl-C
+# among them), then require the controller back on nvme within 60 s, no
+# state file left, the namespace readable and the sentinels unchanged.
+# After `kill` the run gives nothing back itself: its watcher does.
+compare_ended() {
+  _log="$NVB_RESULTS/compare-$1.log"
+  nvme-bypass compare --device "$BDF" --paths vfio --runtime 60 --ramp-time 0 --offset ${REGION_OFF_MB}M --size ${REGION_MB}M \
+    --out "$NVB_RESULTS/compare-$1" > "$_log" 2>&1 &
+  PID=$!
+  i=0
+  while [ "$(pci_driver "$BDF")" != vfio-pci ] || ! ls -l /proc/"$PID"/fd 2>/dev/null | grep -q '/dev/vfio/[0-9]'; do
+    [ "$i" -lt 300 ] || { kill -9 "$PID"; cat "$_log" >&2; fail "compare ($1) never bound $BDF to vfio-pci"; }
+    kill -0 "$PID" 2>/dev/null || { cat "$_log" >&2; fail "compare ($1) ended before binding"; }
+    sleep 0.1; i=$((i + 1))
+  done
+  sleep 3
+  case "$2" in
+    int) kill -INT "$PID" ;;
+    kill) kill -KILL "$PID" ;;
+  esac
+  i=0
+  while kill -0 "$PID" 2>/dev/null; do
+    [ "$i" -lt 300 ] || { kill -9 "$PID"; fail "compare ($1) still running 30 s after its signal"; }
+    sleep 0.1; i=$((i + 1))
+  done
+  rc=0; wait "$PID" || rc=$?
+  info "compare exited $rc after $2"
+  i=0
+  while [ "$(pci_driver "$BDF")" != nvme ]; do
+    [ "$i" -lt 600 ] || { tail -n 20 "$_log" >&2; fail "60 s after compare ended ($2) $BDF is on '$(pci_driver "$BDF")', not nvme"; }
+    sleep 0.1; i=$((i + 1))
+  done
+  wait_for "$NS" 30 || fail "$NS did not come back after compare ended ($2)"
+  dd if="$NS" of=/dev/null bs=$MB count=16 2>/dev/null || fail "$NS not readable after compare ended ($2)"
+  [ "$(region_sum "$NS" $LO $SENT_MB)" = "$SUM" ] && [ "$(region_sum "$NS" $HI $SENT_MB)" = "$SUM" ] ||
+    fail "a sentinel changed during compare ($2)"
+  [ ! -e "/run/nvme-bypass/$BDF.json" ] || fail "compare ended ($2) and left its state file /run/nvme-bypass/$BDF.json"
+  info "compare ended ($2) gave $BDF back to nvme after $((i / 10)) s; $NS reads; sentinels unchanged"
+}
+
 step compare-interrupted
-nvme-bypass compare --device "$BDF" --paths vfio --runtime 60 --ramp-time 0 --offset ${REGION_OFF_MB}M --size ${REGION_MB}M \
-  --out "$NVB_RESULTS/compare-int" > "$NVB_RESULTS/compare-int.log" 2>&1 &
-PID=$!
-i=0
-while [ "$(pci_driver "$BDF")" != vfio-pci ] || ! ls -l /proc/"$PID"/fd 2>/dev/null | grep -q '/dev/vfio/[0-9]'; do
-  [ "$i" -lt 300 ] || { kill -9 "$PID"; cat "$NVB_RESULTS/compare-int.log" >&2; fail "compare never bound $BDF to vfio-pci"; }
-  kill -0 "$PID" 2>/dev/null || { cat "$NVB_RESULTS/compare-int.log" >&2; fail "compare ended before binding"; }
-  sleep 0.1; i=$((i + 1))
-done
-sleep 3
-kill -INT "$PID"
-i=0
-while kill -0 "$PID" 2>/dev/null; do
-  [ "$i" -lt 300 ] || { kill -9 "$PID"; fail "compare still running 30 s after SIGINT"; }
-  sleep 0.1; i=$((i + 1))
-done
-rc=0; wait "$PID" || rc=$?
-info "compare exited $rc after SIGINT"
-[ "$(pci_driver "$BDF")" = nvme ] || { tail -n 20 "$NVB_RESULTS/compare-int.log" >&2; fail "after an interrupted compare $BDF is on '$(pci_driver "$BDF")', not nvme"; }
-wait_for "$NS" 30 || fail "$NS did not come back after the interrupted compare"
-dd if="$NS" of=/dev/null bs=$MB count=16 2>/dev/null || fail "$NS not readable after the interrupted compare"
-[ "$(region_sum "$NS" $LO $SENT_MB)" = "$SUM" ] && [ "$(region_sum "$NS" $HI $SENT_MB)" = "$SUM" ] ||
-  fail "a sentinel changed during the interrupted compare"
-info "interrupted compare gave $BDF back to nvme; $NS reads; sentinels unchanged"
+compare_ended int int
+
+step compare-killed
+# SIGKILL runs no guard of ours: the watcher gives the controller back.
+compare_ended killed kill
+grep -q "ended before it gave back what it changed" "$NVB_RESULTS/compare-killed.log" ||
+  { cat "$NVB_RESULTS/compare-killed.log" >&2; fail "after SIGKILL the watcher did not say it gave $BDF back"; }
 
 cat > "$NVB_RESULTS/interrupt.json" <<EOF
 {"bdf": $(json_str "$BDF"), "sigint_stop_s": $SIGINT_S, "sigterm_stop_s": $SIGTERM_S, "prefill_sigint_stop_s": $PREFILL_S,
- "busy_refused": true, "nonroot_refused": $(json_str "$NONROOT"), "memlock_refused": $(json_str "$MEMLOCK"), "sentinels_unchanged": true, "kernel_verify": $(json_str "$KERNEL_VERIFY"), "compare_rebound": true}
+ "busy_refused": true, "nonroot_refused": $(json_str "$NONROOT"), "memlock_refused": $(json_str "$MEMLOCK"), "sentinels_unchanged": true, "kernel_verify": $(json_str "$KERNEL_VERIFY"), "compare_rebound": true, "compare_killed_rebound": true}
 EOF
 echo "PASS: interrupt.sh"
