@@ -87,6 +87,33 @@ pub fn geteuid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// A pidfd of process `pid` (pidfd_open(2), Linux 5.3+): it becomes
+/// readable once every thread of the process has exited (so the kernel has
+/// closed its files), and never names a later process that reuses the pid.
+pub fn pidfd_open(pid: u32) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new
+    // descriptor (or -1); it touches no memory of ours.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a descriptor the kernel just gave us and nothing
+    // else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Ignore signal `sig` (SIG_IGN): not even a handler runs, so a terminal
+/// write of a background process is not stopped by SIGTTOU, and SIG_IGN
+/// stays across exec.
+pub fn ignore_signal(sig: i32) -> std::io::Result<()> {
+    // SAFETY: installing SIG_IGN runs no code of ours at delivery.
+    if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Wait up to `timeout_ms` for `fd` to be readable; true when it is.
 pub fn poll_readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> std::io::Result<bool> {
     use std::os::fd::AsRawFd;

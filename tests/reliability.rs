@@ -359,7 +359,7 @@ fn an_interrupt_on_a_hung_device_ends_within_the_capped_timeout() {
 /// nothing back itself, and the watcher does once the run's process has
 /// ended. A stand-in process plays the run here, and a plain file the
 /// scheduler (the controller's hand-back is the test bed's
-/// `interrupt.sh`, steps compare-killed and compare-forced).
+/// `interrupt.sh`, step compare-killed).
 #[test]
 fn what_a_killed_run_changed_is_given_back_by_its_watcher() {
     use std::io::{BufRead, BufReader, Write};

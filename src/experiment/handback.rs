@@ -6,14 +6,16 @@
 //! error and after a Ctrl-C. A second Ctrl-C (which exits at once, so that a
 //! stuck run can always be ended), SIGKILL or a crash runs no guard; so a
 //! device session starts a watcher first: this binary again, as the hidden
-//! command `hand-back-watch`, which ignores the terminal's signals and
-//! reads its standard input, a pipe whose write end only the run holds.
+//! command `hand-back-watch`, in its own process group and ignoring the
+//! terminal's signals, which reads its standard input, a pipe whose write
+//! end only the run holds.
 //!
 //! The run writes each change to the pipe as one line before making it, and
 //! another line once it is undone. When the pipe ends (the run's process
-//! is gone, whichever way it went), the watcher waits until the kernel has
-//! closed everything the run held (its VFIO device and group: vfio-pci
-//! resets the controller as they close), then undoes what is still open,
+//! is gone, whichever way it went), the watcher waits on the run's pidfd
+//! until every thread of it has exited, so the kernel has closed everything
+//! the run held (its VFIO device and group: vfio-pci resets the controller
+//! as they close), then undoes what is still open,
 //! newest first, and says so on stderr:
 //!
 //! * a controller moved to vfio-pci goes back to the driver it had, as
@@ -114,14 +116,21 @@ pub fn start() {
 }
 
 fn spawn() -> std::io::Result<std::process::ChildStdin> {
+    use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
-    // /proc/self/exe runs this very binary, even if its file was replaced
-    // or deleted since it started.
-    let mut child = Command::new("/proc/self/exe")
+    // This very binary: by its path, so that it is named nvme-bypass in ps;
+    // through /proc/self/exe when that file was replaced or deleted since.
+    let exe = std::env::current_exe().ok().filter(|p| p.exists()).unwrap_or_else(|| "/proc/self/exe".into());
+    let mut child = Command::new(exe)
         .args(["hand-back-watch", "--parent", &std::process::id().to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
+        // Its own process group: `kill -9 %1`, `kill -9 -PGID` and
+        // `timeout -k` kill the run's whole group, and the watcher is to
+        // outlive them. (A kill of the whole cgroup, as systemd's stop,
+        // still takes it too.)
+        .process_group(0)
         .spawn()?;
     let mut ready = String::new();
     std::io::BufReader::new(child.stdout.take().expect("piped")).read_line(&mut ready)?;
@@ -151,13 +160,23 @@ pub fn undone(c: &Change) {
     send(c, true)
 }
 
-/// True when process `pid` has ended (a zombie or gone): the kernel has
-/// closed its files by then.
-fn ended(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+/// Wait until process `parent` has ended, every thread of it, so that the
+/// kernel has closed its files (the VFIO device among them): through its
+/// pidfd, opened before the run could end; on a kernel without pidfds
+/// (before 5.3), until /proc shows it a zombie or gone.
+fn wait_ended(parent: u32, pidfd: Option<&std::os::fd::OwnedFd>) {
+    use std::os::fd::AsFd;
+    if let Some(fd) = pidfd {
+        while !matches!(crate::sys::poll_readable(fd.as_fd(), -1), Ok(true) | Err(_)) {}
+        return;
+    }
+    let ended = || match std::fs::read_to_string(format!("/proc/{parent}/stat")) {
         // The state follows the command name in parentheses.
         Ok(s) => s.rsplit_once(')').map(|(_, rest)| rest.trim_start()).is_some_and(|r| r.starts_with('Z') || r.starts_with('X')),
         Err(_) => true,
+    };
+    while !ended() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
@@ -165,11 +184,19 @@ fn ended(pid: u32) -> bool {
 /// module's documentation. Returns the exit status: 0, or 1 when something
 /// could not be given back.
 pub fn watch(parent: u32) -> i32 {
-    // The terminal's Ctrl-C reaches the whole process group, and `timeout`
-    // signals it too: this process outlives them to do its work.
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP, signal_hook::consts::SIGQUIT] {
-        let _ = signal_hook::flag::register(sig, std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)));
+    // Signals meant for the run (a closed terminal, a signal to whatever
+    // group this ends up in) pass this process by: it outlives the run to do
+    // its work. SIGTTOU too: it writes to the terminal from its own group.
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGTTOU] {
+        let _ = crate::sys::ignore_signal(sig);
     }
+    // Opened before "ready": the run cannot have ended yet (it waits for
+    // the line), so the pidfd is the run's. ESRCH: it has ended already.
+    let pidfd = match crate::sys::pidfd_open(parent) {
+        Ok(fd) => Some(fd),
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return 0,
+        Err(_) => None,
+    };
     let mut out = std::io::stdout();
     if writeln!(out, "ready").and_then(|_| out.flush()).is_err() {
         return 1;
@@ -179,9 +206,7 @@ pub fn watch(parent: u32) -> i32 {
     if open.is_empty() {
         return 0;
     }
-    while !ended(parent) {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    wait_ended(parent, pidfd.as_ref());
     let mut err = std::io::stderr();
     let mut rc = 0;
     let mut said = false;

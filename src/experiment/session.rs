@@ -143,7 +143,10 @@ fn bind_guard(bdf: &str) -> Result<VfioBinding, Error> {
     let bdf = Bdf::parse(bdf)?;
     let change = Change::Vfio(bdf.to_string());
     handback::making(&change);
-    let binding = bind::to_vfio(&Host::system(), &bdf, &BindOptions::default()).inspect_err(|_| handback::undone(&change))?;
+    // A failed move is left open for the watcher: to_vfio puts back what it
+    // did, but if that fails too the state file stays, and the watcher
+    // tries again (it does nothing where there is no state file).
+    let binding = bind::to_vfio(&Host::system(), &bdf, &BindOptions::default())?;
     for line in &binding.actions {
         eprintln!("nvme-bypass: {line}");
     }
