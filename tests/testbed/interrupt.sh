@@ -111,11 +111,7 @@ interrupt() {
   kill -0 "$_pid" 2>/dev/null || { cat "$_log" >&2; fail "$_name: the run ended before the signal"; }
   _t0=$(cut -d' ' -f1 /proc/uptime)
   kill -"$_sig" "$_pid"
-  _i=0
-  while kill -0 "$_pid" 2>/dev/null; do
-    [ "$_i" -lt 150 ] || { kill -9 "$_pid"; fail "$_name: still running 15 s after SIG$_sig"; }
-    sleep 0.1; _i=$((_i + 1))
-  done
+  wait_exit "$_pid" 15 || { kill -9 "$_pid"; fail "$_name: still running 15 s after SIG$_sig"; }
   _rc=0; wait "$_pid" || _rc=$?
   _t1=$(cut -d' ' -f1 /proc/uptime)
   STOP_S=$(awk -v a="$_t0" -v b="$_t1" 'BEGIN{printf "%.2f", b-a}')
@@ -221,11 +217,7 @@ compare_ended() {
     int) kill -INT "$PID" ;;
     kill) kill -KILL "-$PID" ;;
   esac
-  i=0
-  while kill -0 "$PID" 2>/dev/null; do
-    [ "$i" -lt 300 ] || { kill -9 "$PID"; fail "compare ($1) still running 30 s after its signal"; }
-    sleep 0.1; i=$((i + 1))
-  done
+  wait_exit "$PID" 30 || { kill -9 "$PID"; fail "compare ($1) still running 30 s after its signal"; }
   rc=0; wait "$PID" || rc=$?
   info "compare exited $rc after $2"
   i=0

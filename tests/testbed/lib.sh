@@ -127,6 +127,16 @@ wait_open() {
   done
 }
 
+# wait_exit PID SECONDS: wait until process PID has ended; 1 if it still
+# runs after SECONDS.
+wait_exit() {
+  _we_i=0
+  while kill -0 "$1" 2>/dev/null; do
+    [ "$_we_i" -lt $(( $2 * 10 )) ] || return 1
+    sleep 0.1; _we_i=$((_we_i + 1))
+  done
+}
+
 # iommu_group BDF: the device's IOMMU group number (status 1 if it has none)
 iommu_group() {
   _g=$(readlink "/sys/bus/pci/devices/$1/iommu_group" 2>/dev/null) || return 1
