@@ -1,7 +1,8 @@
 //! Giving the machine back however a run ends: a watcher process.
 //!
 //! `compare` and `sweep` change the machine for some rows: the controller
-//! moves to vfio-pci, a block device gets another I/O scheduler. Their
+//! moves to vfio-pci, a block device gets another I/O scheduler (as the fio
+//! drop-in's `ioscheduler=` does). Their
 //! guards put each change back when the row or the run ends, after an
 //! error and after a Ctrl-C. A second Ctrl-C (which exits at once, so that a
 //! stuck run can always be ended), SIGKILL or a crash runs no guard; so a
@@ -109,8 +110,8 @@ pub fn start() {
     match spawn() {
         Ok(p) => *pipe = Some(p),
         Err(e) => eprintln!(
-            "nvme-bypass: warning: could not start the process that gives the controller and schedulers back if this run is killed: {e}; \
-             if it is, `nvme-bypass unbind BDF` gives the controller back"
+            "nvme-bypass: warning: could not start the process that gives back what this run changes (a controller moved to vfio-pci, \
+             an I/O scheduler) if the run is killed: {e}; if it is, `nvme-bypass unbind BDF` gives a controller back"
         ),
     }
 }

@@ -12,6 +12,8 @@
 #    cpu, issued rwts, latency, Run status) are there too;
 # 2. passthru: ioengine=io_uring_cmd cmd_type=nvme on /dev/ng0n1, fio and
 #    ours, same shape, with the latency block (no gtod_reduce);
+#    ioscheduler= switches the namespace's scheduler for the job and puts
+#    it back; killed (SIGKILL), the run's hand-back watcher puts it back;
 # 3. a job file with ${DEV}, [global], stonewall and --section;
 # 4. vfio: ioengine=nvme-bypass-vfio with filename=0000\:01\:00.0 (escaped
 #    colons, as xNVMe's fio users write it), then with SPDK's fio plugin's
@@ -57,6 +59,36 @@ case $before in
 esac
 [ "$(cat "$SCHED")" = "$before" ] || fail "ioscheduler=: $SCHED reads '$(cat "$SCHED")' after the run, '$before' before it"
 info "ioscheduler=mq-deadline: switched for the job, '$before' put back"
+
+step ioscheduler-killed
+# Killed (SIGKILL to its process group) while the job runs, the run puts
+# nothing back itself: the hand-back watcher it started does.
+case $before in
+  *"[mq-deadline]"*) info "ioscheduler-killed: skipped, the namespace is on mq-deadline already" ;;
+  *)
+    _log=$NVB_RESULTS/ours-ioscheduler-killed.log
+    : > "$_log"
+    # In its own process group (setsid does not fork here): the kill below
+    # takes the whole group, as a terminal's `kill -9 %1` does.
+    setsid nvme-bypass fio --name=s --ioengine=io_uring --direct=1 --filename="$NS" --rw=randread --bs=4k --iodepth=8 --size=64M \
+      --time_based --runtime=60 --ioscheduler=mq-deadline --output=ours.ioscheduler-killed.txt > "$_log" 2>&1 &
+    _pid=$!
+    _i=0
+    until grep -q 'I/O scheduler .* -> mq-deadline' "$_log" 2>/dev/null; do
+      [ "$_i" -lt 300 ] || { kill -9 "$_pid"; cat "$_log" >&2; fail "ioscheduler-killed: no switch reported in 30 s"; }
+      sleep 0.1; _i=$((_i + 1))
+    done
+    sleep 1
+    kill -KILL "-$_pid"
+    wait "$_pid" || true
+    _i=0
+    until [ "$(cat "$SCHED")" = "$before" ] && grep -q "ended before it gave back what it changed" "$_log"; do
+      [ "$_i" -lt 300 ] || { cat "$_log" >&2; fail "ioscheduler-killed: $SCHED reads '$(cat "$SCHED")' 30 s after the kill, '$before' before it"; }
+      sleep 0.1; _i=$((_i + 1))
+    done
+    info "ioscheduler-killed: the watcher put '$before' back after SIGKILL"
+    ;;
+esac
 
 step passthru
 for tool in fio ours; do

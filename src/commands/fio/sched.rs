@@ -2,9 +2,11 @@
 //! job's files is switched before the job runs, checked as fio's
 //! `set_ioscheduler` checks it (written, read back, `[name]` selected).
 //! fio leaves the disks switched; here each disk's own scheduler is put
-//! back when the run ends, also after Ctrl-C.
+//! back when the run ends, also after Ctrl-C, and by the hand-back watcher
+//! (`crate::experiment::handback`) when the run is killed.
 
 use super::diskutil::disk_dir;
+use crate::experiment::handback::{self, Change};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -52,7 +54,15 @@ impl Schedulers {
             return Ok(None);
         }
         let refused = |why: String| format!("ioscheduler={name}: {disk} did not take it ({why}); its schedulers are: {} (run as root, or give one of them)", before.trim());
-        std::fs::write(file, name).map_err(|e| refused(e.to_string()))?;
+        // A run killed before it puts the scheduler back leaves that to
+        // the watcher (experiment::handback), told before the write.
+        let change = Change::Scheduler { file: file.to_path_buf(), old: old.clone() };
+        handback::start();
+        handback::making(&change);
+        if let Err(e) = std::fs::write(file, name) {
+            handback::undone(&change);
+            return Err(refused(e.to_string()));
+        }
         let after = std::fs::read_to_string(file).map_err(|e| refused(format!("cannot read {} back: {e}", file.display())))?;
         if selected(&after) != Some(name) {
             return Err(refused(format!("{} reads \"{}\" after the write", file.display(), after.trim())));
@@ -71,7 +81,10 @@ impl Drop for Schedulers {
         let saved = std::mem::take(self.saved.get_mut().unwrap_or_else(|p| p.into_inner()));
         for (file, old) in saved.into_iter().rev() {
             match std::fs::write(&file, &old) {
-                Ok(()) => eprintln!("nvme-bypass fio: I/O scheduler {old} put back in {}", file.display()),
+                Ok(()) => {
+                    eprintln!("nvme-bypass fio: I/O scheduler {old} put back in {}", file.display());
+                    handback::undone(&Change::Scheduler { file, old });
+                }
                 Err(e) => eprintln!("nvme-bypass fio: warning: could not put I/O scheduler {old} back in {}: {e}; write it there by hand", file.display()),
             }
         }
