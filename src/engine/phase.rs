@@ -817,7 +817,17 @@ impl<'c> Phase<'c> {
         while !self.stopping {
             let Some(&slot) = self.slots.free.last() else { break };
             let (op, drawn) = match self.retry.pop() {
-                Some(x) => x,
+                // An I/O put back (refused by the path or by the verifier)
+                // was not issued: paced, it takes its turn as a new one,
+                // else thinktime's stall would come one I/O late.
+                Some(x) if due > 0 => {
+                    due -= (due != u64::MAX) as u64;
+                    x
+                }
+                Some(x) => {
+                    self.retry.push(x);
+                    break;
+                }
                 None if self.ran_out || due == 0 => break,
                 None => {
                     if let (false, Source::Workload { left, .. }) = (VERIFY, &mut *next) {
