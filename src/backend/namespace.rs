@@ -53,7 +53,7 @@ pub fn active<R: RegisterWindow>(ctrl: &mut Controller<R>, nsid: Option<u32>) ->
 }
 
 /// Namespace `nsid` is not active: say which are.
-fn inactive<R: RegisterWindow>(ctrl: &mut Controller<R>, nsid: u32) -> BackendError {
+fn inactive<R: RegisterWindow + ?Sized>(ctrl: &mut Controller<R>, nsid: u32) -> BackendError {
     let active = ctrl.active_namespaces().unwrap_or_default();
     BackendError::Invalid(match active.first() {
         None => format!("namespace {nsid} is not active, and this controller has no active namespace: create or attach one (nvme create-ns, nvme attach-ns)"),
@@ -67,7 +67,7 @@ fn inactive<R: RegisterWindow>(ctrl: &mut Controller<R>, nsid: u32) -> BackendEr
 /// Identify namespace `nsid` for a workload: an error naming the active
 /// namespaces when it is not one of them, or naming the feature that stands
 /// in the way (see [`unusable`]); nothing is sent but admin commands.
-pub fn usable<R: RegisterWindow>(ctrl: &mut Controller<R>, nsid: u32) -> Result<IdentifyNamespace, BackendError> {
+pub fn usable<R: RegisterWindow + ?Sized>(ctrl: &mut Controller<R>, nsid: u32) -> Result<IdentifyNamespace, BackendError> {
     let ns = match ctrl.identify_namespace(nsid) {
         Ok(ns) => ns,
         Err(nvme_driver::Error::InactiveNamespace { .. }) => return Err(inactive(ctrl, nsid)),

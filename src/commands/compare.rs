@@ -41,7 +41,8 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 1)]
     pub nsid: u32,
     /// Rows to run, comma separated, from: block, libaio, psync, passthru, vfio, buffered, sched
-    /// (mq-deadline against none), best (each path's best variant). Default: all that apply.
+    /// (mq-deadline against none), best (each path's best variant), interrupts and mmio (vfio's
+    /// variants of those names). Default: all that apply.
     #[arg(long, value_delimiter = ',')]
     pub paths: Option<Vec<String>>,
     /// Access pattern.
@@ -189,6 +190,19 @@ pub struct Comparison {
 /// the controller moves once).
 pub fn plan(args: &CompareArgs, t: &Topology) -> (Vec<Variant>, Vec<String>) {
     plan_paths(args.paths.as_deref(), t)
+}
+
+/// The namespace's block size and capacity as the kernel gives them for
+/// its block device (`/sys/block/NAME/queue/logical_block_size`, `size` in
+/// 512-byte sectors), to check the settings every row shares before any
+/// row runs. The largest transfer is each path's own and is left to the
+/// rows.
+fn block_geometry(block: &std::path::Path, nsid: u32) -> Option<crate::backend::Geometry> {
+    let name = block.file_name()?.to_str()?;
+    let read = |f: &str| std::fs::read_to_string(format!("/sys/block/{name}/{f}")).ok()?.trim().parse::<u64>().ok();
+    let lba = read("queue/logical_block_size")?;
+    let sectors = read("size")?;
+    (lba > 0).then(|| crate::backend::Geometry { nsid, lba_size: lba as u32, blocks: sectors * 512 / lba, max_transfer: usize::MAX })
 }
 
 /// Label of the baseline row.
@@ -378,6 +392,12 @@ pub fn table(c: &Comparison) -> String {
             },
         ));
     }
+    // A row a signal cut short has figures of the time it ran: said, as
+    // sweep and bench say it, so it is not read as a whole row.
+    let cut: Vec<&str> = c.rows.iter().filter(|r| r.runs.iter().any(|x| x.summary.as_ref().is_some_and(|s| s.interrupted))).map(|r| r.variant.label.as_str()).collect();
+    if !cut.is_empty() {
+        o.push_str(&format!("interrupted : stopped by a signal during {}; figures cover the time run, not --runtime\n", cut.join(", ")));
+    }
     o.push_str(
         "\nCPU columns are system-wide (/proc/stat over the measured interval: user; kernel = system + irq + softirq),\n\
          so completion work in interrupt context on other cores counts. cores = busy cores on average.\n\
@@ -457,6 +477,14 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
             "NVB_MARKERS with --repeat: count-report reads one instruction-counting window per row; count one round (drop --repeat), and time the rows in a boot without the counting plugin",
         ));
     }
+    // Settings every row shares are refused here, before the controller is
+    // touched, rather than by each row.
+    if let Some(why) = a.paths.as_deref().and_then(crate::experiment::plan::unknown_path) {
+        return Err(Error::usage(why));
+    }
+    if a.runtime.is_zero() {
+        return Err(Error::usage("--runtime 0 measures nothing; give each row e.g. --runtime 5 (the default)"));
+    }
     let mut session = Session::open(&a.device, a.nsid, "compare", "")?;
     // The results folder exists before any row runs: a folder that cannot
     // be made is bad input, found before anything is done to the device.
@@ -497,6 +525,13 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         reliability: Default::default(),
         stop: stop.clone(),
     };
+    if let Some((block, geo)) = t.block.as_deref().and_then(|b| Some((b, block_geometry(b, t.nsid)?))) {
+        let mut s = spec.clone();
+        if !s.size_given {
+            s.size = geo.bytes().saturating_sub(s.offset);
+        }
+        crate::engine::validate(&s, &geo).map_err(|e| Error::usage(format!("{e} (the namespace as {} gives it; no row was run)", block.display())))?;
+    }
     let clock = Clock::calibrate();
     let status = a.output_format == OutputFormat::Normal && crate::sys::isatty(2);
     let driver_before = t.driver.clone();
@@ -531,7 +566,12 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
             // With NVB_MARKERS=N, the run at position p is the instruction
             // counter's window N + p (one round: row i is window N + i).
             crate::measure::marker::set_offset(run.position as u64);
-            match session::run_variant(v, &t, &spec, clock, status) {
+            // pread/pwrite do one I/O at a time per thread whatever
+            // --iodepth says (fio's sync engines ignore it too): the psync
+            // row runs at depth 1, as its note says.
+            let psync = v.spec.kernel().is_some_and(|k| k.ioengine == crate::backend::kernel::IoEngine::Psync);
+            let row_spec = if psync && spec.iodepth > 1 { JobSpec { iodepth: 1, batch: 0, batch_complete: 0, ..spec.clone() } } else { spec.clone() };
+            match session::run_variant(v, &t, &row_spec, clock, status) {
                 Ok((s, _)) => {
                     run.figures = Some(RunFigures::of(&s));
                     run.summary = Some(s);

@@ -47,7 +47,8 @@ pub struct TraceArgs {
     #[arg(long)]
     pub device: Option<String>,
     /// Allow the story's writes on a real controller (--backend vfio): they
-    /// overwrite the first blocks of namespace 1.
+    /// overwrite --commands blocks from block 0 of namespace 1, and 16 KiB
+    /// from block 64.
     #[arg(long)]
     pub allow_write: bool,
 }
@@ -82,11 +83,13 @@ pub struct Tracer {
     events: Mutex<Vec<Event>>,
     print: bool,
     dstrd: Mutex<u8>,
+    /// I/O completions with an error status.
+    failed: std::sync::atomic::AtomicUsize,
 }
 
 impl Tracer {
     fn new(print: bool) -> Arc<Self> {
-        Arc::new(Tracer { events: Mutex::new(vec![]), print, dstrd: Mutex::new(0) })
+        Arc::new(Tracer { events: Mutex::new(vec![]), print, dstrd: Mutex::new(0), failed: Default::default() })
     }
     fn emit(&self, who: &'static str, kind: &'static str, text: String, detail: Vec<String>, qid: Option<u16>, slot: Option<u16>, value: Option<u64>) {
         let mut ev = self.events.lock().unwrap();
@@ -268,6 +271,9 @@ fn reap_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>
         let phase = qp.cq().phase();
         let Some((cqe, tag)) = qp.reap_raw() else { break };
         n += 1;
+        if !cqe.decoded_status().is_success() {
+            tr.failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         report_cqe(tr, qp.qid(), head, &cqe, tag);
         if qp.cq().phase() != phase {
             tr.emit(
@@ -375,7 +381,7 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             let bdf = &o.bdf;
             if !a.allow_write {
                 return Err(Error::usage(format!(
-                    "the trace story writes {} blocks at the start of namespace 1 of {bdf}; add --allow-write if it holds nothing you need",
+                    "the trace story writes {} blocks from block 0 of namespace 1 of {bdf}, and 16 KiB from block 64; add --allow-write if those hold nothing you need",
                     a.commands
                 )));
             }
@@ -391,7 +397,13 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
         let ev = tr.events.lock().unwrap();
         println!("{}", serde_json::to_string_pretty(&*ev).unwrap());
     }
-    Ok(exit::OK)
+    match tr.failed.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => Ok(exit::OK),
+        n => {
+            eprintln!("nvme-bypass: error: {n} of the story's I/O commands completed with an error status (their completions above say which)");
+            Ok(exit::RUN_FAILED)
+        }
+    }
 }
 
 fn story<R: RegisterWindow + ?Sized + 'static>(
@@ -407,8 +419,19 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
     let cfg = ControllerConfig { io_queues: 1, shadow_doorbells, streaming_sq, batch_cq_doorbells: false, ready_check_delay, ..Default::default() };
     let mut ctrl = Controller::new(regs, mem, cfg)?;
     tr.story("Identify Namespace 1 (admin command, data returned in a 4 KiB page named by PRP1)");
-    let ns = ctrl.identify_namespace(1)?;
+    // As bench: a namespace whose blocks carry metadata or protection
+    // information, or of another command set (zoned), is refused before
+    // any I/O; the story's plain reads and writes do not fit it.
+    let ns = crate::backend::namespace::usable(&mut ctrl, 1)?;
     let lba = ns.lba_size() as usize;
+    // The PRP-list write needs 16 KiB in one command (and the data buffer
+    // holds 64 KiB): refused before any write on a controller that takes less.
+    if ctrl.max_transfer() < 16 << 10 {
+        return Err(Error::usage(format!(
+            "this controller takes at most {} bytes per command (its MDTS), and the story's PRP-list example writes 16 KiB in one; trace a controller that takes 16 KiB or more",
+            ctrl.max_transfer()
+        )));
+    }
     tr.story(&format!(
         "create an I/O queue pair of {} entries (at most {} commands in flight): the CQ first, then the SQ that names it",
         a.queue_entries,

@@ -88,6 +88,16 @@ pub fn sim(null: bool, size: u64, cpu: Option<usize>) -> Variant {
 /// The rows for a list of row names (None: all that apply), in run order
 /// (kernel paths first, vfio last so the controller moves once), and why
 /// any asked for were skipped.
+/// The names `--paths` takes on a device (`interrupts`, `mmio`: vfio's
+/// variants of those names alone).
+pub const PATH_NAMES: [&str; 10] = ["block", "libaio", "psync", "buffered", "sched", "best", "passthru", "vfio", "interrupts", "mmio"];
+
+/// A name in `paths` that is not one of [`PATH_NAMES`], as a message.
+pub fn unknown_path(paths: &[String]) -> Option<String> {
+    let p = paths.iter().find(|p| !PATH_NAMES.contains(&p.as_str()))?;
+    Some(format!("unknown path '{p}' in --paths; use one or more of {}", PATH_NAMES.join(", ")))
+}
+
 pub fn plan_paths(paths: Option<&[String]>, t: &Topology) -> (Vec<Variant>, Vec<String>) {
     let all = ["block", "libaio", "passthru", "vfio", "buffered", "sched", "best"];
     let want: Vec<String> = paths.map(<[String]>::to_vec).unwrap_or_else(|| all.iter().map(|s| s.to_string()).collect());
@@ -102,7 +112,7 @@ pub fn plan_paths(paths: Option<&[String]>, t: &Topology) -> (Vec<Variant>, Vec<
             v.push(Variant::new(PathSpec::Block(kopts(t, b, IoEngine::Libaio)), None, "O_DIRECT, the classic fio engine"));
         }
         if has("psync") {
-            v.push(Variant::new(PathSpec::Block(kopts(t, b, IoEngine::Psync)), None, "pread/pwrite, one I/O per thread"));
+            v.push(Variant::new(PathSpec::Block(kopts(t, b, IoEngine::Psync)), None, "pread/pwrite, one I/O at a time per thread (at depth 1 whatever --iodepth says, as fio's sync engines)"));
         }
         if has("buffered") {
             let k = KernelOptions { buffered: true, ..kopts(t, b, IoEngine::IoUring) };
@@ -127,7 +137,11 @@ pub fn plan_paths(paths: Option<&[String]>, t: &Topology) -> (Vec<Variant>, Vec<
             v.push(Variant::new(PathSpec::Block(k), None, note));
         }
     } else if want.iter().any(|w| matches!(w.as_str(), "block" | "libaio" | "psync" | "buffered" | "sched")) {
-        skipped.push("block rows: no block device for this namespace (is the controller bound to nvme?)".into());
+        skipped.push(format!(
+            "block rows: no block device for namespace {} (not an active namespace of this controller, or the controller not on nvme; `nvme-bypass info --device {}` lists its namespaces)",
+            t.nsid,
+            t.bdf.as_deref().unwrap_or("BDF")
+        ));
     }
     if let Some(g) = &t.generic {
         if has("passthru") {

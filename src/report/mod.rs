@@ -17,6 +17,7 @@ pub use text::text;
 pub enum OutputFormat {
     /// Text for people.
     Normal,
-    /// JSON shaped like fio's --output-format=json.
+    /// JSON: bench's shaped like fio's --output-format=json (fio's tools read it); compare's,
+    /// sweep's and trace's their own (compare and sweep: docs/methodology.md).
     Json,
 }

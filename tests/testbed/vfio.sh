@@ -68,6 +68,17 @@ expect_fail() {
 }
 expect_fail vfio-before-bind "nvme-bypass bind $BDF" nvme-bypass info --backend vfio --device "$BDF"
 expect_fail bad-bdf "0000:01:00.0" nvme-bypass bind 00:01
+# compare refuses settings every row shares before it touches the
+# controller (exit 2, the controller left on nvme).
+expect_fail compare-unknown-path "unknown path 'foo' in --paths" nvme-bypass compare --device "$BDF" --paths block,foo
+expect_fail compare-runtime-0 "runtime 0 measures nothing" nvme-bypass compare --device "$BDF" --runtime 0
+expect_fail compare-bs "is not a multiple of the" nvme-bypass compare --device "$BDF" --bs 100
+expect_fail compare-offset "is beyond the namespace" nvme-bypass compare --device "$BDF" --offset 1t
+[ "$(pci_driver "$BDF")" = nvme ] || fail "a refused compare moved $BDF to '$(pci_driver "$BDF")'"
+# psync does one I/O at a time whatever --iodepth says (fio's sync engines
+# ignore it): its row runs at compare's default depth, not refused.
+check_cmd compare-psync nvme-bypass compare --device "$BDF" --paths psync --runtime 1 --ramp-time 0
+grep -q '^block/psync  *[0-9]' "$NVB_RESULTS/compare-psync.log" || { cat "$NVB_RESULTS/compare-psync.log" >&2; fail "compare --paths psync gave no psync row"; }
 expect_fail not-nvme "not an NVMe controller" nvme-bypass bind 0000:00:00.0
 if command -v mkswap >/dev/null 2>&1 && command -v swapon >/dev/null 2>&1; then
   mkswap "$NS" > /dev/null 2>&1 || fail "mkswap $NS failed"
