@@ -110,7 +110,17 @@ impl Session {
                 eprintln!("nvme-bypass: warning: {}", crate::error::chain(&e));
             }
         }
-        topology::resolve(self.topology.bdf.as_deref().unwrap_or(&self.device), self.topology.nsid).ok().and_then(|x| x.driver)
+        let now = topology::resolve(self.topology.bdf.as_deref().unwrap_or(&self.device), self.topology.nsid).ok();
+        if let Some(n) = now.as_ref().filter(|n| n.controller.is_some() && n.controller != self.topology.controller) {
+            eprintln!(
+                "nvme-bypass: warning: the controller came back as {}, not {}: something still held {} open when it moved to vfio-pci, so the kernel gave it a new name; its namespace is {} now",
+                n.controller.as_deref().unwrap_or("?"),
+                self.topology.controller.as_deref().unwrap_or("?"),
+                self.topology.block.as_ref().map(|b| b.display().to_string()).unwrap_or("its namespace".into()),
+                n.block.as_ref().map(|b| b.display().to_string()).unwrap_or("not found".into())
+            );
+        }
+        now.and_then(|x| x.driver)
     }
 }
 

@@ -158,6 +158,19 @@ pub struct Ring<S: squeue::EntryMarker, C: cqueue::EntryMarker> {
     syscalls: u64,
 }
 
+/// The registered file and buffers are given back before the ring closes:
+/// closing it frees them only later, in the kernel's deferred teardown of
+/// the ring, and until then the device file stays open. A controller moved
+/// from nvme right after (compare's and sweep's vfio rows) then keeps its
+/// namespace's name taken, and comes back from vfio-pci as nvme1.
+impl<S: squeue::EntryMarker, C: cqueue::EntryMarker> Drop for Ring<S, C> {
+    fn drop(&mut self) {
+        // ENXIO when nothing was registered: nothing to give back.
+        let _ = self.ring.submitter().unregister_files();
+        let _ = self.ring.submitter().unregister_buffers();
+    }
+}
+
 impl<S: squeue::EntryMarker, C: cqueue::EntryMarker> Ring<S, C> {
     /// Create a ring. The entry types pick SQE128/CQE32 (the io-uring crate
     /// adds the setup flags for `Entry128`/`Entry32`).
