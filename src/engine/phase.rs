@@ -814,21 +814,14 @@ impl<'c> Phase<'c> {
         let resubmitted = if self.wd.pending.is_empty() { 0 } else { self.wd.resubmit(&mut self.ios, &self.slots, wl, blocks, t) };
         // New I/Os due now (rate_iops, thinktime), or no limit.
         let mut due = if self.paced { self.paced_submit(t, wl, next.exhausted()) } else { u64::MAX };
-        while !self.stopping {
+        // Paced, every I/O takes a turn, one put back before (refused by
+        // the path or by the verifier: it was not issued) as a new one, else
+        // thinktime's stall would come one I/O late.
+        while !self.stopping && due > 0 {
             let Some(&slot) = self.slots.free.last() else { break };
             let (op, drawn) = match self.retry.pop() {
-                // An I/O put back (refused by the path or by the verifier)
-                // was not issued: paced, it takes its turn as a new one,
-                // else thinktime's stall would come one I/O late.
-                Some(x) if due > 0 => {
-                    due -= (due != u64::MAX) as u64;
-                    x
-                }
-                Some(x) => {
-                    self.retry.push(x);
-                    break;
-                }
-                None if self.ran_out || due == 0 => break,
+                Some(x) => x,
+                None if self.ran_out => break,
                 None => {
                     if let (false, Source::Workload { left, .. }) = (VERIFY, &mut *next) {
                         // Nothing to retry, nothing to verify: the workload
@@ -845,7 +838,6 @@ impl<'c> Phase<'c> {
                         }
                         break;
                     }
-                    due -= (due != u64::MAX) as u64;
                     match next.next(wl) {
                         Some(x) => x,
                         None => {
@@ -855,6 +847,7 @@ impl<'c> Phase<'c> {
                     }
                 }
             };
+            due -= (due != u64::MAX) as u64;
             if let (true, Some(v)) = (VERIFY, verifier.as_deref_mut()) {
                 if !v.on_submit(q, wl, slot, op, drawn) {
                     // Try again after some completions (it counts as taken
