@@ -92,9 +92,6 @@ fn mounted_at(dev: &Path) -> Option<String> {
     None
 }
 
-/// A job's bs and offset against the block size of I/O to a regular file
-/// (or to the directory a missing one will be laid out in), checked before
-/// anything is laid out or opened.
 /// The block path's engines, under fio's names (io_uring, libaio, psync,
 /// sync): IoEngine's own, so a new one is known here too.
 fn block_engines() -> impl Iterator<Item = IoEngine> {
@@ -119,6 +116,9 @@ fn buffered_granule(o: &JobOpts) -> u32 {
     }
 }
 
+/// A job's bs and offset against the block size of I/O to a regular file
+/// (or to the directory a missing one will be laid out in), checked before
+/// anything is laid out or opened.
 fn file_blocks_fit(o: &JobOpts, at: &Path, md: &std::fs::Metadata) -> Result<(), Error> {
     // Buffered without verify: any bs and offset, within a command's
     // blocks of the granule (checked before anything is laid out).
