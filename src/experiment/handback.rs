@@ -28,7 +28,7 @@
 //! `scheduler FILE OLD`, `scheduler-done FILE`.
 
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// One change the run makes and the watcher may have to undo.
@@ -159,6 +159,23 @@ pub fn making(c: &Change) {
 /// Tell the watcher that `c` has been undone.
 pub fn undone(c: &Change) {
     send(c, true)
+}
+
+/// Switch the I/O scheduler in `file` (a disk's `queue/scheduler`) from
+/// `old` to `new`, the watcher told before the write (and that it is
+/// undone if the write fails): compare's and sweep's rows and the fio
+/// drop-in's `ioscheduler=` switch through here.
+pub fn switch_scheduler(file: &Path, old: &str, new: &str) -> std::io::Result<()> {
+    let change = Change::Scheduler { file: file.to_path_buf(), old: old.to_string() };
+    making(&change);
+    std::fs::write(file, new).inspect_err(|_| undone(&change))
+}
+
+/// Put scheduler `old` back in `file`, the watcher told once it is.
+pub fn put_back_scheduler(file: &Path, old: &str) -> std::io::Result<()> {
+    std::fs::write(file, old)?;
+    undone(&Change::Scheduler { file: file.to_path_buf(), old: old.to_string() });
+    Ok(())
 }
 
 /// Wait until process `parent` has ended, every thread of it, so that the

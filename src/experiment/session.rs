@@ -189,21 +189,15 @@ impl SchedulerGuard {
             .find(|w| w.starts_with('['))
             .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
             .unwrap_or_else(|| "none".into());
-        let change = Change::Scheduler { file: file.clone(), old: old.clone() };
-        handback::making(&change);
-        if let Err(e) = std::fs::write(&file, sched) {
-            handback::undone(&change);
-            return Err(Error::io(format!("set scheduler {sched} in {}", file.display()), e));
-        }
+        handback::switch_scheduler(&file, &old, sched).map_err(|e| Error::io(format!("set scheduler {sched} in {}", file.display()), e))?;
         Ok(SchedulerGuard { file, old })
     }
 }
 
 impl Drop for SchedulerGuard {
     fn drop(&mut self) {
-        match std::fs::write(&self.file, &self.old) {
-            Ok(()) => handback::undone(&Change::Scheduler { file: self.file.clone(), old: self.old.clone() }),
-            Err(e) => eprintln!("nvme-bypass: warning: could not restore scheduler {} in {}: {e}", self.old, self.file.display()),
+        if let Err(e) = handback::put_back_scheduler(&self.file, &self.old) {
+            eprintln!("nvme-bypass: warning: could not restore scheduler {} in {}: {e}", self.old, self.file.display());
         }
     }
 }

@@ -6,7 +6,7 @@
 //! (`crate::experiment::handback`) when the run is killed.
 
 use super::diskutil::disk_dir;
-use crate::experiment::handback::{self, Change};
+use crate::experiment::handback;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -56,13 +56,8 @@ impl Schedulers {
         let refused = |why: String| format!("ioscheduler={name}: {disk} did not take it ({why}); its schedulers are: {} (run as root, or give one of them)", before.trim());
         // A run killed before it puts the scheduler back leaves that to
         // the watcher (experiment::handback), told before the write.
-        let change = Change::Scheduler { file: file.to_path_buf(), old: old.clone() };
         handback::start();
-        handback::making(&change);
-        if let Err(e) = std::fs::write(file, name) {
-            handback::undone(&change);
-            return Err(refused(e.to_string()));
-        }
+        handback::switch_scheduler(file, &old, name).map_err(|e| refused(e.to_string()))?;
         let after = std::fs::read_to_string(file).map_err(|e| refused(format!("cannot read {} back: {e}", file.display())))?;
         if selected(&after) != Some(name) {
             return Err(refused(format!("{} reads \"{}\" after the write", file.display(), after.trim())));
@@ -80,11 +75,8 @@ impl Drop for Schedulers {
     fn drop(&mut self) {
         let saved = std::mem::take(self.saved.get_mut().unwrap_or_else(|p| p.into_inner()));
         for (file, old) in saved.into_iter().rev() {
-            match std::fs::write(&file, &old) {
-                Ok(()) => {
-                    eprintln!("nvme-bypass fio: I/O scheduler {old} put back in {}", file.display());
-                    handback::undone(&Change::Scheduler { file, old });
-                }
+            match handback::put_back_scheduler(&file, &old) {
+                Ok(()) => eprintln!("nvme-bypass fio: I/O scheduler {old} put back in {}", file.display()),
                 Err(e) => eprintln!("nvme-bypass fio: warning: could not put I/O scheduler {old} back in {}: {e}; write it there by hand", file.display()),
             }
         }
