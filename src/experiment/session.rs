@@ -92,6 +92,7 @@ impl Session {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
             }
+            self.say_if_renamed(self.now().as_ref());
             settle();
         }
         Ok(())
@@ -105,13 +106,28 @@ impl Session {
     /// Give the controller back to its driver if it was moved, and return
     /// that driver as it is now.
     pub fn finish(mut self) -> Option<String> {
-        if let Some(b) = self.binding.take() {
+        let released = self.binding.take().map(|b| {
             if let Err(e) = release_guard(b) {
                 eprintln!("nvme-bypass: warning: {}", crate::error::chain(&e));
             }
+        });
+        let now = self.now();
+        if released.is_some() {
+            self.say_if_renamed(now.as_ref());
         }
-        let now = topology::resolve(self.topology.bdf.as_deref().unwrap_or(&self.device), self.topology.nsid).ok();
-        if let Some(n) = now.as_ref().filter(|n| n.controller.is_some() && n.controller != self.topology.controller) {
+        now.and_then(|x| x.driver)
+    }
+
+    /// The device's names and driver as they are now.
+    fn now(&self) -> Option<Topology> {
+        topology::resolve(self.topology.bdf.as_deref().unwrap_or(&self.device), self.topology.nsid).ok()
+    }
+
+    /// After the controller came back from vfio-pci: a warning when the
+    /// kernel named it anew (`now`), which it does when something still
+    /// held the old names open as it left.
+    fn say_if_renamed(&self, now: Option<&Topology>) {
+        if let Some(n) = now.filter(|n| n.controller.is_some() && n.controller != self.topology.controller) {
             eprintln!(
                 "nvme-bypass: warning: the controller came back as {}, not {}: something still held {} open when it moved to vfio-pci, so the kernel gave it a new name; its namespace is {} now",
                 n.controller.as_deref().unwrap_or("?"),
@@ -120,7 +136,6 @@ impl Session {
                 n.block.as_ref().map(|b| b.display().to_string()).unwrap_or("not found".into())
             );
         }
-        now.and_then(|x| x.driver)
     }
 }
 
