@@ -198,10 +198,10 @@ pub fn plan(args: &CompareArgs, t: &Topology) -> (Vec<Variant>, Vec<String>) {
 /// row runs. The largest transfer is each path's own and is left to the
 /// rows.
 fn block_geometry(block: &std::path::Path, nsid: u32) -> Option<crate::backend::Geometry> {
-    let name = block.file_name()?.to_str()?;
-    let read = |f: &str| std::fs::read_to_string(format!("/sys/block/{name}/{f}")).ok()?.trim().parse::<u64>().ok();
-    let lba = read("queue/logical_block_size")?;
-    let sectors = read("size")?;
+    use crate::backend::kernel::read_sys_u64;
+    let dir = std::path::Path::new("/sys/block").join(block.file_name()?);
+    let lba = read_sys_u64(dir.join("queue/logical_block_size"))?;
+    let sectors = read_sys_u64(dir.join("size"))?;
     (lba > 0).then(|| crate::backend::Geometry { nsid, lba_size: lba as u32, blocks: sectors * 512 / lba, max_transfer: usize::MAX })
 }
 
