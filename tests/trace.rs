@@ -45,7 +45,7 @@ fn story_steps_in_order() {
     // The multi-page write: PRP2 points at a list of three entries.
     assert_eq!(ev[prp]["value"], 3);
     // Every I/O the host posted was fetched and completed successfully.
-    let posted = ev.iter().filter(|e| e["kind"] == "sqe").count();
+    let posted = ev.iter().filter(|e| e["kind"] == "sqe" && e["qid"] == 1).count();
     let reaped: Vec<&Value> = ev.iter().filter(|e| e["kind"] == "cqe" && e["qid"] == 1).collect();
     assert_eq!(posted, reaped.len());
     assert!(reaped.iter().all(|e| text(e).contains("SUCCESS")));
@@ -115,4 +115,70 @@ fn only_our_driver_s_paths_and_their_options_are_offered() {
     assert!(err.contains("--allow-write has no effect on --backend sim"), "{err}");
     let backend = &help[help.find("--backend").unwrap()..help.find("--device").unwrap()];
     assert!(backend.contains("sim") && backend.contains("vfio") && !backend.contains("Possible values"), "{backend}");
+}
+
+/// Admin commands show the host's side as I/O commands do: each is posted
+/// before its doorbell, fetched, completed and then reaped, CID for CID,
+/// before the head doorbell.
+#[test]
+fn admin_commands_show_the_host_s_post_and_reap() {
+    let ev = trace(&[]);
+    let fetches: Vec<usize> = (0..ev.len()).filter(|&i| ev[i]["kind"] == "fetch" && ev[i]["qid"] == 0).collect();
+    assert!(fetches.len() >= 7, "bring-up, Identify Namespace, queue creation and deletion: {}", fetches.len());
+    for f in fetches {
+        let cid = text(&ev[f]).split("cid=").nth(1).unwrap().split(' ').next().unwrap().to_string();
+        let post = (0..f).rev().find(|&i| ev[i]["kind"] == "sqe" && ev[i]["qid"] == 0).expect("a host post before the fetch");
+        assert!(text(&ev[post]).contains(&format!("cid={cid} ")), "{} / {}", text(&ev[post]), text(&ev[f]));
+        let db = (post..f).find(|&i| ev[i]["kind"] == "doorbell" && text(&ev[i]).contains("SQ0TDBL"));
+        assert!(db.is_some(), "the SQ0 doorbell between the post and the fetch of cid {cid}");
+        let reap = (f..ev.len()).find(|&i| ev[i]["kind"] == "cqe" && ev[i]["qid"] == 0).expect("a host reap after the fetch");
+        assert!(text(&ev[reap]).contains(&format!("cid:{cid} ")) && text(&ev[reap]).contains("SUCCESS"), "{}", text(&ev[reap]));
+        assert!(ev[reap + 1]["kind"] == "doorbell" && text(&ev[reap + 1]).contains("CQ0HDBL"), "{}", text(&ev[reap + 1]));
+    }
+}
+
+/// docs/queues.md teaches from the trace: every trace line it quotes is
+/// one the trace prints today, sequence number included (`...` stands for
+/// text left out). When this fails, run the commands below, update the
+/// quoted lines, and check the `[N]` citations in the prose beside them.
+#[test]
+fn the_guide_quotes_the_trace_as_it_is() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).arg("trace").args(args).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let outputs = [run(&[]), run(&["--queue-entries", "2", "--commands", "3"])];
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/queues.md")).unwrap();
+    // A quoted line matches a printed one when its pieces between `...`
+    // appear in order, the first at the start, and nothing follows the
+    // last unless the quote ends in `...`.
+    let matches = |quote: &str, line: &str| {
+        let pieces: Vec<&str> = quote.split("...").map(str::trim).collect();
+        let mut at = 0;
+        for (k, p) in pieces.iter().enumerate() {
+            if p.is_empty() {
+                continue;
+            }
+            match line[at..].find(p) {
+                Some(i) if k > 0 || i == 0 => at += i + p.len(),
+                _ => return false,
+            }
+        }
+        quote.trim_end().ends_with("...") || line[at..].trim().is_empty()
+    };
+    let mut quoted = 0;
+    let mut stale = vec![];
+    for (n, q) in guide.lines().enumerate() {
+        let Some(rest) = q.strip_prefix('[') else { continue };
+        if !rest.split(']').next().is_some_and(|seq| !seq.trim().is_empty() && seq.trim().chars().all(|c| c.is_ascii_digit())) {
+            continue;
+        }
+        quoted += 1;
+        if !outputs.iter().any(|o| o.lines().any(|l| matches(q, l))) {
+            stale.push(format!("docs/queues.md:{}: {q}", n + 1));
+        }
+    }
+    assert!(quoted > 50, "the guide quotes {quoted} trace lines");
+    assert!(stale.is_empty(), "trace lines the guide quotes that `nvme-bypass trace` (or `trace --queue-entries 2 --commands 3`) no longer prints:\n{}", stale.join("\n"));
 }

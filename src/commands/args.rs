@@ -71,6 +71,22 @@ pub fn parse_sim_mqes(s: &str) -> Result<u16, String> {
     }
 }
 
+/// `--nsid`: a namespace ID, 1 to FFFFFFFEh (NVMe 2.0 §3.2.1: 0 names no
+/// namespace and FFFFFFFFh all of them), decimal or 0x-hex as nvme-cli takes it.
+pub fn parse_nsid(s: &str) -> Result<u32, String> {
+    let hint = "namespaces are numbered from 1 (0 is no namespace, 0xffffffff all of them); `nvme-bypass info --device DEV` lists the active ones";
+    let t = s.trim();
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => t.parse::<u64>(),
+    };
+    match v {
+        Ok(n @ 1..=0xffff_fffe) => Ok(n as u32),
+        Ok(_) => Err(format!("{t} is not a namespace ID; {hint}")),
+        Err(_) => Err(format!("'{s}' is not a number; {hint}")),
+    }
+}
+
 /// Options of the kernel paths (passthru, block), named as fio's.
 #[derive(clap::Args, Debug, Clone)]
 pub struct KernelArgs {
@@ -352,6 +368,17 @@ pub fn path_spec(kind: PathKind, device: Option<&str>, nsid: u32, sim: &SimArgs,
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn namespace_ids_are_one_to_fffffffe() {
+        assert_eq!(parse_nsid("1"), Ok(1));
+        assert_eq!(parse_nsid("0x10"), Ok(16));
+        assert_eq!(parse_nsid("4294967294"), Ok(0xffff_fffe));
+        for bad in ["0", "0xffffffff", "4294967295", "-1", "one", ""] {
+            let e = parse_nsid(bad).unwrap_err();
+            assert!(e.contains("numbered from 1") && e.contains("nvme-bypass info"), "{bad}: {e}");
+        }
+    }
+
     use super::*;
     use crate::backend::kernel::IoEngine;
     use clap::Parser;

@@ -23,7 +23,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub device: Vec<String>,
     /// Namespace ID.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::commands::args::parse_nsid)]
     pub nsid: u32,
     /// Access pattern.
     #[arg(long, value_enum, default_value = "randread")]

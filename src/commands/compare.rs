@@ -38,7 +38,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub device: String,
     /// Namespace ID.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::commands::args::parse_nsid)]
     pub nsid: u32,
     /// Rows to run, comma separated, from: block, libaio, psync, passthru, vfio, buffered, sched
     /// (mq-deadline against none), best (each path's best variant), interrupts and mmio (vfio's

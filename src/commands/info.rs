@@ -15,7 +15,7 @@ pub struct InfoArgs {
     #[arg(long)]
     pub device: Option<String>,
     /// Namespace ID (default: every active namespace; on /dev/ngXnY or /dev/nvmeXnY, that one).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::commands::args::parse_nsid)]
     pub nsid: Option<u32>,
     /// Output format.
     #[arg(long, value_enum, default_value = "normal")]

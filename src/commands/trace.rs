@@ -16,11 +16,11 @@ use crate::backend::userspace::sim::SimOptions;
 use crate::backend::userspace::vfio::VfioOptions;
 use crate::error::{exit, Error};
 use crate::report::OutputFormat;
-use nvme_driver::{Controller, ControllerConfig, DataPtr, QueuePair};
+use nvme_driver::{AdminEvent, AdminObserver, Controller, ControllerConfig, DataPtr, QueuePair};
 use nvme_hal::RegisterWindow;
 use nvme_sim::{SimConfig, SimController, SimEvent};
 use nvme_spec::describe;
-use nvme_spec::{Cqe, Sqe};
+use nvme_spec::{Cqe, QueueEntries, Sqe};
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
 
@@ -46,8 +46,12 @@ pub struct TraceArgs {
     /// PCI address for --backend vfio.
     #[arg(long)]
     pub device: Option<String>,
+    /// Namespace the story reads and writes (--backend vfio; the
+    /// simulator has namespace 1 only).
+    #[arg(long, default_value_t = 1, value_parser = crate::commands::args::parse_nsid)]
+    pub nsid: u32,
     /// Allow the story's writes on a real controller (--backend vfio): they
-    /// overwrite --commands blocks from block 0 of namespace 1, and 16 KiB
+    /// overwrite --commands blocks from block 0 of the namespace, and 16 KiB
     /// from block 64.
     #[arg(long)]
     pub allow_write: bool,
@@ -238,9 +242,16 @@ fn controller_event(tr: &Tracer, hex: bool, e: &SimEvent) {
 fn post_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>, sqe: Sqe, data: Option<DataPtr>, tag: u64, hex: bool) -> Result<(), Error> {
     let tail_before = qp.sq().tail();
     qp.submit(sqe, data, tag).map_err(nvme_driver::Error::from)?;
-    let slot = tail_before;
-    let posted = qp.sq().entry(slot);
-    let mut detail = vec![describe::sqe_line(&posted, false)];
+    report_sqe(tr, qp.qid(), tail_before, qp.sq().tail(), &qp.sq().entry(tail_before), hex);
+    Ok(())
+}
+
+/// The host's post of `posted` into SQ`qid`[`slot`], the tail moving on to
+/// `tail`: an I/O command's (`post_and_print`) or an admin command's (the
+/// driver's [`AdminEvent::Posted`]).
+fn report_sqe(tr: &Tracer, qid: u16, slot: u16, tail: u16, posted: &Sqe, hex: bool) {
+    let admin = qid == 0;
+    let mut detail = vec![describe::sqe_line(posted, admin)];
     if hex {
         detail.extend(describe::hex64(&posted.to_bytes()));
     }
@@ -248,20 +259,16 @@ fn post_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>
         "host",
         "sqe",
         format!(
-            "post SQ{}[{slot}] {} cid={} (tail {} -> {}){}",
-            qp.qid(),
-            describe::opcode_name(posted.opcode(), false),
+            "post SQ{qid}[{slot}] {} cid={} (tail {slot} -> {tail}){}",
+            describe::opcode_name(posted.opcode(), admin),
             posted.cid(),
-            tail_before,
-            qp.sq().tail(),
-            if qp.sq().tail() < tail_before { ": SQ tail wrapped to slot 0" } else { "" }
+            if tail < slot { ": SQ tail wrapped to slot 0" } else { "" }
         ),
         detail,
-        Some(qp.qid()),
+        Some(qid),
         Some(slot),
         None,
     );
-    Ok(())
 }
 
 fn reap_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>) -> usize {
@@ -274,7 +281,7 @@ fn reap_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>
         if !cqe.decoded_status().is_success() {
             tr.failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        report_cqe(tr, qp.qid(), head, &cqe, tag);
+        report_cqe(tr, qp.qid(), head, &cqe, tag.is_some());
         if qp.cq().phase() != phase {
             tr.emit(
                 "host",
@@ -297,14 +304,16 @@ fn reap_and_print<R: RegisterWindow + ?Sized>(tr: &Tracer, qp: &mut QueuePair<R>
     n
 }
 
-fn report_cqe(tr: &Tracer, qid: u16, slot: u16, cqe: &Cqe, tag: Option<u64>) {
+/// The host's reap of `cqe` from CQ`qid`[`slot`]; `ours` is false for a
+/// CID that is not outstanding.
+fn report_cqe(tr: &Tracer, qid: u16, slot: u16, cqe: &Cqe, ours: bool) {
     tr.emit(
         "host",
         "cqe",
         format!(
             "reap CQ{qid}[{slot}] phase {} matches: {cqe}{}",
             cqe.phase() as u8,
-            if tag.is_none() { "  (REJECTED: CID not outstanding)" } else { "" }
+            if ours { "" } else { "  (REJECTED: CID not outstanding)" }
         ),
         vec![],
         Some(qid),
@@ -322,10 +331,11 @@ fn report_cqe(tr: &Tracer, qid: u16, slot: u16, cqe: &Cqe, tag: Option<u64>) {
 /// shows.
 fn path(a: &TraceArgs) -> Result<PathSpec, Error> {
     Ok(match a.backend {
+        PathKind::Sim if a.nsid != 1 => return Err(Error::usage(format!("namespace {} is not active on the simulated controller; it has namespace 1", a.nsid))),
         PathKind::Sim => PathSpec::Sim(SimOptions { size: 64 << 20, queues: SimConfig::default().max_io_queues, threaded: false, shadow_doorbells: false, ..SimOptions::default() }),
         PathKind::Vfio => PathSpec::Vfio(VfioOptions {
             shadow_doorbells: false,
-            ..VfioOptions::new(a.device.clone().ok_or_else(|| Error::usage("trace --backend vfio needs --device BDF"))?, 1)
+            ..VfioOptions::new(a.device.clone().ok_or_else(|| Error::usage("trace --backend vfio needs --device BDF"))?, a.nsid)
         }),
         other => return Err(Error::usage(format!("trace runs on --backend sim or vfio (our driver), not {}", other.name()))),
     })
@@ -381,8 +391,8 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             let bdf = &o.bdf;
             if !a.allow_write {
                 return Err(Error::usage(format!(
-                    "the trace story writes {} blocks from block 0 of namespace 1 of {bdf}, and 16 KiB from block 64; add --allow-write if those hold nothing you need",
-                    a.commands
+                    "the trace story writes {} blocks from block 0 of namespace {} of {bdf}, and 16 KiB from block 64; add --allow-write if those hold nothing you need",
+                    a.commands, a.nsid
                 )));
             }
             let (regs, mem, dev) = crate::backend::userspace::vfio::open_raw(bdf)?;
@@ -416,13 +426,29 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
     tr.story("bring-up, NVMe 1.4c §7.6.1: read CAP, disable, admin queues in AQA/ASQ/ACQ, CC with EN=1, wait for CSTS.RDY; then Identify and Set Features Number of Queues");
     // Completion queues as large as submission queues, each pass ringing
     // its doorbell: the plain protocol, no batching.
-    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells, streaming_sq, batch_cq_doorbells: false, ready_check_delay, ..Default::default() };
+    // The admin commands' host side comes from the driver, which posts
+    // and reaps them itself.
+    let (tr2, hex) = (tr.clone(), a.hex);
+    let admin_observer = AdminObserver(Arc::new(move |e: AdminEvent<'_>| match e {
+        AdminEvent::Posted { slot, tail, sqe } => report_sqe(&tr2, 0, slot, tail, sqe, hex),
+        AdminEvent::Reaped { slot, cqe, ours } => report_cqe(&tr2, 0, slot, cqe, ours),
+    }));
+    let cfg = ControllerConfig {
+        io_queues: 1,
+        shadow_doorbells,
+        streaming_sq,
+        batch_cq_doorbells: false,
+        ready_check_delay,
+        admin_observer: Some(admin_observer),
+        ..Default::default()
+    };
     let mut ctrl = Controller::new(regs, mem, cfg)?;
-    tr.story("Identify Namespace 1 (admin command, data returned in a 4 KiB page named by PRP1)");
+    let nsid = a.nsid;
+    tr.story(&format!("Identify Namespace {nsid} (admin command, data returned in a 4 KiB page named by PRP1)"));
     // As bench: a namespace whose blocks carry metadata or protection
     // information, or of another command set (zoned), is refused before
     // any I/O; the story's plain reads and writes do not fit it.
-    let ns = crate::backend::namespace::usable(&mut ctrl, 1)?;
+    let ns = crate::backend::namespace::usable(&mut ctrl, nsid)?;
     let lba = ns.lba_size() as usize;
     // The PRP-list write needs 16 KiB in one command (and the data buffer
     // holds 64 KiB): refused before any write on a controller that takes less.
@@ -432,12 +458,20 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
             ctrl.max_transfer()
         )));
     }
+    // The driver clamps the size to what CAP.MQES allows: the story says
+    // so rather than name a size the queues do not have.
+    let entries = QueueEntries::clamped(a.queue_entries as u64, QueueEntries::MIN, ctrl.max_io_queue_entries());
+    let clamped = if entries.get() < a.queue_entries {
+        format!(" (--queue-entries {} is more than this controller's CAP.MQES allows)", a.queue_entries)
+    } else {
+        String::new()
+    };
     tr.story(&format!(
-        "create an I/O queue pair of {} entries (at most {} commands in flight): the CQ first, then the SQ that names it",
-        a.queue_entries,
-        a.queue_entries - 1
+        "create an I/O queue pair of {} entries{clamped} (at most {} commands in flight): the CQ first, then the SQ that names it",
+        entries.get(),
+        entries.capacity()
     ));
-    let mut qp = ctrl.create_io_queue_pair(a.queue_entries)?;
+    let mut qp = ctrl.create_io_queue_pair(entries.get())?;
     // Owned with the queue: if the story stops early, the controller keeps
     // it until the queue is gone, as it may still write into it.
     let buf = ctrl.alloc_queue_buffer(&qp, 64 << 10)?;
@@ -454,9 +488,9 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
                 let lbn = (done + i) as u64;
                 let data = DataPtr { iova: buf.iova() + (i as usize * lba) as u64, len: lba };
                 let sqe = if write {
-                    nvme_spec::cmd::ReadWrite::write(1, lbn, 1).build()
+                    nvme_spec::cmd::ReadWrite::write(nsid, lbn, 1).build()
                 } else {
-                    nvme_spec::cmd::ReadWrite::read(1, lbn, 1).build()
+                    nvme_spec::cmd::ReadWrite::read(nsid, lbn, 1).build()
                 };
                 post_and_print(tr, &mut qp, sqe, Some(data), phase * 1000 + lbn, a.hex)?;
             }
@@ -474,7 +508,7 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
     }
     tr.story("a 16 KiB write spanning four pages: PRP1 names the first page, PRP2 a PRP list naming the other three (NVMe 1.4c §4.3)");
     let blocks = (16 << 10) / lba as u32;
-    post_and_print(tr, &mut qp, nvme_spec::cmd::ReadWrite::write(1, 64, blocks).build(), Some(DataPtr { iova: buf.iova(), len: 16 << 10 }), 7777, a.hex)?;
+    post_and_print(tr, &mut qp, nvme_spec::cmd::ReadWrite::write(nsid, 64, blocks).build(), Some(DataPtr { iova: buf.iova(), len: 16 << 10 }), 7777, a.hex)?;
     qp.ring();
     let start = std::time::Instant::now();
     while reap_and_print(tr, &mut qp) == 0 {

@@ -60,6 +60,33 @@ pub struct ControllerConfig {
     /// Buffer (Identify HMPRE, a DRAM-less SSD) is given: 128 MiB, Linux's
     /// `max_host_mem_size_mb`. Zero gives none.
     pub host_memory_max: usize,
+    /// Told of every admin command the host posts and every completion it
+    /// reaps, bring-up's included: `nvme-bypass trace` prints the host's
+    /// side of the admin queue with it. None for a run.
+    pub admin_observer: Option<AdminObserver>,
+}
+
+/// What the host did on the admin queue (see
+/// [`ControllerConfig::admin_observer`]).
+#[derive(Clone, Copy, Debug)]
+pub enum AdminEvent<'a> {
+    /// `sqe` written to admin SQ slot `slot`; the tail moved to `tail`
+    /// (the doorbell write follows).
+    Posted { slot: u16, tail: u16, sqe: &'a Sqe },
+    /// `cqe` read from admin CQ slot `slot` (the head doorbell write
+    /// follows); `ours` is false for a completion whose CID is not
+    /// outstanding, which is dropped.
+    Reaped { slot: u16, cqe: &'a Cqe, ours: bool },
+}
+
+/// A callback for [`AdminEvent`]s.
+#[derive(Clone)]
+pub struct AdminObserver(pub Arc<dyn Fn(AdminEvent<'_>) + Send + Sync>);
+
+impl std::fmt::Debug for AdminObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminObserver")
+    }
 }
 
 /// The most host memory a Host Memory Buffer is given by default: 128 MiB,
@@ -100,6 +127,7 @@ impl Default for ControllerConfig {
             streaming_sq: true,
             ready_check_delay: Duration::ZERO,
             host_memory_max: HOST_MEMORY_MAX,
+            admin_observer: None,
         }
     }
 }
@@ -848,12 +876,22 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             return Err(Error::GivenUp);
         }
         let opcode = AdminOpcode::from_u8(sqe.opcode()).map(|o| o.name()).unwrap_or("admin command");
+        let slot = self.admin.sq().tail();
         let cid = self.admin.submit(sqe, data, sqe.opcode() as u64)?;
+        if let Some(o) = &self.cfg.admin_observer {
+            (o.0)(AdminEvent::Posted { slot, tail: self.admin.sq().tail(), sqe: &self.admin.sq().entry(slot) });
+        }
         self.admin.ring();
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
-            if let Some((cqe, tag)) = self.admin.poll_one_raw() {
+            let head = self.admin.cq().head();
+            let reaped = self.admin.reap_raw();
+            if let (Some((cqe, tag)), Some(o)) = (&reaped, &self.cfg.admin_observer) {
+                (o.0)(AdminEvent::Reaped { slot: head, cqe, ours: tag.is_some() });
+            }
+            self.admin.ring_cq();
+            if let Some((cqe, tag)) = reaped {
                 if tag.is_none() || cqe.cid != cid {
                     // A stray completion (e.g. of an abandoned command): keep waiting for ours.
                     continue;

@@ -25,7 +25,7 @@ pub mod prp;
 pub mod qpair;
 pub mod queue;
 
-pub use controller::{Controller, ControllerConfig, HOST_MEMORY_MAX, PAGE_SIZE};
+pub use controller::{AdminEvent, AdminObserver, Controller, ControllerConfig, HOST_MEMORY_MAX, PAGE_SIZE};
 pub use controller::recovery::AbortOutcome;
 pub use error::{Error, SubmitError, TimeoutAction};
 pub use qpair::{Completion, DataPtr, IoCmd, QueuePair, QueueStats, Reaped};

@@ -625,13 +625,6 @@ impl<R: RegisterWindow + ?Sized> QueuePair<R> {
         }
     }
 
-    /// Reap one completion and ring the completion doorbell (admin path).
-    pub fn poll_one_raw(&mut self) -> Option<(Cqe, Option<u64>)> {
-        let r = self.reap_raw();
-        self.ring_cq();
-        r
-    }
-
     /// Forget every outstanding command (after the controller was reset or
     /// the queue deleted: their completions will never come). Returns their tags.
     pub fn abandon_outstanding(&mut self) -> Vec<u64> {

@@ -1186,7 +1186,10 @@ impl JobOpts {
                     return Err(Error::usage("kb_base=1000 is not supported (it would change what k, m and g mean); sizes here use fio's default 1024"));
                 }
             }
-            "nsid" => self.nsid = num(name, need()?)?,
+            "nsid" => {
+                let v = need()?;
+                self.nsid = crate::commands::args::parse_nsid(v).map_err(|e| Error::usage(format!("nsid={v}: {e}")))?;
+            }
             _ => unreachable!("{name} is in the table"),
         }
         Ok(())

@@ -1148,6 +1148,7 @@ fn run_with(dev: &Arc<Hostile>, mem: Arc<ArenaMemory>, s: &Scenario, io: &mut Io
         // A hostile HMPRE/HMMIN is given at most 1 MiB of the arena: the
         // Host Memory Buffer path runs without starving the queues.
         host_memory_max: 1 << 20,
+        admin_observer: None,
     };
     macro_rules! failed {
         ($e:expr) => {
