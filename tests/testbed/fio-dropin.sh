@@ -73,19 +73,13 @@ case $before in
     setsid nvme-bypass fio --name=s --ioengine=io_uring --direct=1 --filename="$NS" --rw=randread --bs=4k --iodepth=8 --size=64M \
       --time_based --runtime=60 --ioscheduler=mq-deadline --output=ours.ioscheduler-killed.txt > "$_log" 2>&1 &
     _pid=$!
-    _i=0
-    until grep -q 'I/O scheduler .* -> mq-deadline' "$_log" 2>/dev/null; do
-      [ "$_i" -lt 300 ] || { kill -9 "$_pid"; cat "$_log" >&2; fail "ioscheduler-killed: no switch reported in 30 s"; }
-      sleep 0.1; _i=$((_i + 1))
-    done
+    wait_until 30 'grep -q "I/O scheduler .* -> mq-deadline" "$_log" 2>/dev/null' ||
+      { kill -9 "$_pid"; cat "$_log" >&2; fail "ioscheduler-killed: no switch reported in 30 s"; }
     sleep 1
     kill -KILL "-$_pid"
     wait "$_pid" || true
-    _i=0
-    until [ "$(cat "$SCHED")" = "$before" ] && grep -q "ended before it gave back what it changed" "$_log"; do
-      [ "$_i" -lt 300 ] || { cat "$_log" >&2; fail "ioscheduler-killed: $SCHED reads '$(cat "$SCHED")' 30 s after the kill, '$before' before it"; }
-      sleep 0.1; _i=$((_i + 1))
-    done
+    wait_until 30 '[ "$(cat "$SCHED")" = "$before" ] && grep -q "ended before it gave back what it changed" "$_log"' ||
+      { cat "$_log" >&2; fail "ioscheduler-killed: $SCHED reads '$(cat "$SCHED")' 30 s after the kill, '$before' before it"; }
     info "ioscheduler-killed: the watcher put '$before' back after SIGKILL"
     ;;
 esac

@@ -206,12 +206,10 @@ compare_ended() {
   setsid nvme-bypass compare --device "$BDF" --paths vfio --runtime 60 --ramp-time 0 --offset ${REGION_OFF_MB}M --size ${REGION_MB}M \
     --out "$NVB_RESULTS/compare-$1" > "$_log" 2>&1 &
   PID=$!
-  i=0
-  while [ "$(pci_driver "$BDF")" != vfio-pci ] || ! ls -l /proc/"$PID"/fd 2>/dev/null | grep -q '/dev/vfio/[0-9]'; do
-    [ "$i" -lt 300 ] || { kill -9 "$PID"; cat "$_log" >&2; fail "compare ($1) never bound $BDF to vfio-pci"; }
-    kill -0 "$PID" 2>/dev/null || { cat "$_log" >&2; fail "compare ($1) ended before binding"; }
-    sleep 0.1; i=$((i + 1))
-  done
+  # Bound and holding the device, or ended early (said below).
+  wait_until 30 '! kill -0 "$PID" 2>/dev/null || { [ "$(pci_driver "$BDF")" = vfio-pci ] && ls -l /proc/"$PID"/fd 2>/dev/null | grep -q "/dev/vfio/[0-9]"; }' ||
+    { kill -9 "$PID"; cat "$_log" >&2; fail "compare ($1) never bound $BDF to vfio-pci"; }
+  kill -0 "$PID" 2>/dev/null || { cat "$_log" >&2; fail "compare ($1) ended before binding"; }
   sleep 3
   case "$2" in
     int) kill -INT "$PID" ;;
@@ -220,17 +218,14 @@ compare_ended() {
   wait_exit "$PID" 30 || { kill -9 "$PID"; fail "compare ($1) still running 30 s after its signal"; }
   rc=0; wait "$PID" || rc=$?
   info "compare exited $rc after $2"
-  i=0
+  WAITED=0
   if [ "$2" = int ]; then
     # compare's own guard: back before it exited, the watcher not needed.
     [ "$(pci_driver "$BDF")" = nvme ] || { tail -n 20 "$_log" >&2; fail "compare exited after SIGINT with $BDF on '$(pci_driver "$BDF")', not nvme"; }
   else
     # The watcher: back, its state file gone and what it did said.
-    while [ "$(pci_driver "$BDF")" != nvme ] || [ -e "/run/nvme-bypass/$BDF.json" ] ||
-        ! grep -q "ended before it gave back what it changed" "$_log"; do
-      [ "$i" -lt 600 ] || { tail -n 20 "$_log" >&2; fail "60 s after compare ended ($2) $BDF is on '$(pci_driver "$BDF")' (state file: $(ls /run/nvme-bypass/ 2>/dev/null)), not given back by the watcher"; }
-      sleep 0.1; i=$((i + 1))
-    done
+    wait_until 60 '[ "$(pci_driver "$BDF")" = nvme ] && [ ! -e "/run/nvme-bypass/$BDF.json" ] && grep -q "ended before it gave back what it changed" "$_log"' ||
+      { tail -n 20 "$_log" >&2; fail "60 s after compare ended ($2) $BDF is on '$(pci_driver "$BDF")' (state file: $(ls /run/nvme-bypass/ 2>/dev/null)), not given back by the watcher"; }
   fi
   wait_for "$NS" 30 || fail "$NS did not come back after compare ended ($2)"
   dd if="$NS" of=/dev/null bs=$MB count=16 2>/dev/null || fail "$NS not readable after compare ended ($2)"
@@ -238,7 +233,7 @@ compare_ended() {
     fail "a sentinel changed during compare ($2)"
   [ ! -e "/run/nvme-bypass/$BDF.json" ] || fail "compare ended ($2) and left its state file /run/nvme-bypass/$BDF.json"
   ! grep -q "ended before it gave back" "$_log" || [ "$2" != int ] || fail "after SIGINT compare left its controller to the watcher"
-  info "compare ended ($2) gave $BDF back to nvme after $((i / 10)) s; $NS reads; sentinels unchanged"
+  info "compare ended ($2) gave $BDF back to nvme after $WAITED s; $NS reads; sentinels unchanged"
 }
 
 step compare-interrupted

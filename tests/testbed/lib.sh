@@ -78,22 +78,28 @@ info() { echo "  $*"; }
 # fail MSG: print FAIL with the current step and exit 1
 fail() { echo "FAIL: ${NVB_CUR_STEP:+[$NVB_CUR_STEP] }$*" >&2; exit 1; }
 
+# wait_until SECONDS CONDITION: evaluate the shell CONDITION every 0.1 s
+# until it holds; 1 if it still does not after SECONDS. WAITED is left
+# holding the seconds waited (whole seconds).
+wait_until() {
+  _wu_i=0
+  until eval "$2"; do
+    [ "$_wu_i" -lt $(( $1 * 10 )) ] || { WAITED=$((_wu_i / 10)); return 1; }
+    sleep 0.1; _wu_i=$((_wu_i + 1))
+  done
+  WAITED=$((_wu_i / 10))
+}
+
 # wait_for PATH [SECONDS=10]: wait until PATH exists; status 1 on timeout
 wait_for() {
-  _wf_i=0
-  while [ ! -e "$1" ]; do
-    [ "$_wf_i" -lt $(( ${2:-10} * 10 )) ] || return 1
-    sleep 0.1; _wf_i=$((_wf_i + 1))
-  done
+  _wf_p=$1
+  wait_until "${2:-10}" '[ -e "$_wf_p" ]'
 }
 
 # wait_gone PATH [SECONDS=10]: wait until PATH no longer exists
 wait_gone() {
-  _wg_i=0
-  while [ -e "$1" ]; do
-    [ "$_wg_i" -lt $(( ${2:-10} * 10 )) ] || return 1
-    sleep 0.1; _wg_i=$((_wg_i + 1))
-  done
+  _wg_p=$1
+  wait_until "${2:-10}" '[ ! -e "$_wg_p" ]'
 }
 
 # nvb_bdf: PCI address of the first NVMe controller (class 0x010802)
@@ -119,22 +125,16 @@ pci_driver() {
 # shell starts with SIGINT ignored, and a static binary loaded over 9p under
 # emulation can take a second to get that far).
 wait_open() {
-  _wo_i=0
-  while ! ls -l /proc/"$1"/fd 2>/dev/null | grep -q '/dev/vfio/[0-9]'; do
-    kill -0 "$1" 2>/dev/null || return 1
-    [ "$_wo_i" -lt 300 ] || return 1
-    sleep 0.1; _wo_i=$((_wo_i + 1))
-  done
+  _wo_p=$1
+  wait_until 30 '! kill -0 "$_wo_p" 2>/dev/null || ls -l /proc/"$_wo_p"/fd 2>/dev/null | grep -q "/dev/vfio/[0-9]"' &&
+    kill -0 "$_wo_p" 2>/dev/null
 }
 
 # wait_exit PID SECONDS: wait until process PID has ended; 1 if it still
 # runs after SECONDS.
 wait_exit() {
-  _we_i=0
-  while kill -0 "$1" 2>/dev/null; do
-    [ "$_we_i" -lt $(( $2 * 10 )) ] || return 1
-    sleep 0.1; _we_i=$((_we_i + 1))
-  done
+  _we_p=$1
+  wait_until "$2" '! kill -0 "$_we_p" 2>/dev/null'
 }
 
 # iommu_group BDF: the device's IOMMU group number (status 1 if it has none)

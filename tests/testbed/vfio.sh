@@ -128,11 +128,7 @@ umount "$FS" || fail "umount $FS failed"
 # does, and that namespace's mountinfo names a process in it.
 unshare -m sh -c "mount -t ext2 -o ro $NS $FS && exec sleep 600" &
 NSHOLDER=$!
-_i=0
-until grep -q "^$NS " "/proc/$NSHOLDER/mounts" 2>/dev/null; do
-  [ "$_i" -lt 100 ] || fail "the mount in a private mount namespace did not appear"
-  sleep 0.1; _i=$((_i + 1))
-done
+wait_until 10 'grep -q "^$NS " "/proc/$NSHOLDER/mounts" 2>/dev/null' || fail "the mount in a private mount namespace did not appear"
 grep -q "^$NS " /proc/self/mounts && fail "the private mount shows in our mount table: the step proves nothing"
 expect_fail bind-mounted-elsewhere "mounted on $FS in the mount namespace of pid $NSHOLDER (sleep)" nvme-bypass bind "$BDF"
 kill "$NSHOLDER"; wait "$NSHOLDER" 2>/dev/null || true

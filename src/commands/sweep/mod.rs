@@ -58,9 +58,9 @@ use std::time::Duration;
 
 /// Names `--paths` takes for the simulator: RAM data and null data.
 const SIM_PATHS: [&str; 2] = ["sim", "sim-null"];
-/// Row names of `compare` that `--paths` takes with `--device` (`mmio`: vfio
-/// with every doorbell an MMIO write, as compare's row of that name).
-const DEVICE_PATHS: [&str; 9] = ["block", "libaio", "psync", "passthru", "vfio", "buffered", "sched", "best", "mmio"];
+/// Row names of `compare` that `--paths` takes with `--device`: compare's
+/// own list, so the two commands take the same names.
+const DEVICE_PATHS: [&str; plan::PATH_NAMES.len()] = plan::PATH_NAMES;
 /// What `sweep --help` says after the options: the outputs and the words on every figure.
 const AFTER_HELP: &str = "\
 Outputs in --out: sweep.json (every point and every run), table.txt, and four SVG charts:
@@ -89,10 +89,10 @@ pub struct SweepArgs {
     #[arg(long)]
     pub device: Option<String>,
     /// Namespace ID (device paths; the simulator has namespace 1).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::commands::args::parse_nsid)]
     pub nsid: u32,
     /// Paths, comma separated: sim, sim-null (the simulator, RAM or null data; no hardware), or
-    /// compare's rows with --device: block, libaio, psync, passthru, vfio, buffered, sched, best.
+    /// compare's rows with --device: block, libaio, psync, buffered, sched, best, passthru, vfio, interrupts, mmio.
     /// Default: block,passthru,vfio with --device, sim,sim-null without.
     #[arg(long, value_delimiter = ',')]
     pub paths: Option<Vec<String>>,
