@@ -384,7 +384,7 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             let cfg = SimConfig { events: Some(Arc::new(move |e: &SimEvent| controller_event(&tr2, hex, e))), ..o.config() };
             let sim = SimController::start(cfg)?;
             let regs = Arc::new(TracedRegs { inner: sim.registers(), tr: tr.clone() });
-            story(&tr, regs, sim.allocator(), a, (o.shadow_doorbells, o.streaming_sq, std::time::Duration::ZERO))?;
+            story(&tr, regs, sim.allocator(), a, (o.shadow_doorbells, o.streaming_sq, Default::default()))?;
             drop(sim);
         }
         PathSpec::Vfio(o) => {
@@ -397,8 +397,10 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             }
             let (regs, mem, dev) = crate::backend::userspace::vfio::open_raw(bdf)?;
             let traced = Arc::new(TracedRegs { inner: regs, tr: tr.clone() });
-            let delay = nvme_vfio::Bdf::parse(bdf).map(|b| crate::backend::userspace::vfio::ready_check_delay(&b)).unwrap_or_default();
-            story(&tr, traced, mem, a, (o.shadow_doorbells, o.streaming_sq, delay))?;
+            let delays = nvme_vfio::Bdf::parse(bdf)
+                .map(|b| (crate::backend::userspace::vfio::ready_check_delay(&b), crate::backend::userspace::vfio::init_delay(&b)))
+                .unwrap_or_default();
+            story(&tr, traced, mem, a, (o.shadow_doorbells, o.streaming_sq, delays))?;
             drop(dev);
         }
         PathSpec::Passthru(_) | PathSpec::Block(_) => unreachable!("path() refuses the kernel paths"),
@@ -421,7 +423,7 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
     regs: Arc<R>,
     mem: Arc<dyn nvme_hal::DmaAllocator>,
     a: &TraceArgs,
-    (shadow_doorbells, streaming_sq, ready_check_delay): (bool, bool, std::time::Duration),
+    (shadow_doorbells, streaming_sq, (ready_check_delay, init_delay)): (bool, bool, (std::time::Duration, std::time::Duration)),
 ) -> Result<(), Error> {
     tr.story("bring-up, NVMe 1.4c §7.6.1: read CAP, disable, admin queues in AQA/ASQ/ACQ, CC with EN=1, wait for CSTS.RDY; then Identify and Set Features Number of Queues");
     // Completion queues as large as submission queues, each pass ringing
@@ -439,6 +441,7 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
         streaming_sq,
         batch_cq_doorbells: false,
         ready_check_delay,
+        init_delay,
         admin_observer: Some(admin_observer),
         ..Default::default()
     };

@@ -56,6 +56,10 @@ pub struct ControllerConfig {
     /// before CSTS.RDY is read: controllers that misbehave when it is read
     /// at once need it ([`ready_check_delay`]). Zero for the others.
     pub ready_check_delay: Duration,
+    /// Time to let pass before the first register access: controllers not
+    /// ready right after the function reset vfio-pci does when the device
+    /// is opened need it ([`init_delay`]). Zero for the others.
+    pub init_delay: Duration,
     /// The most host memory a controller that asks for a Host Memory
     /// Buffer (Identify HMPRE, a DRAM-less SSD) is given: 128 MiB, Linux's
     /// `max_host_mem_size_mb`. Zero gives none.
@@ -93,6 +97,20 @@ impl std::fmt::Debug for AdminObserver {
 /// Linux's `max_host_mem_size_mb` default.
 pub const HOST_MEMORY_MAX: usize = 128 << 20;
 
+/// The wait some controllers need after the function reset vfio-pci does
+/// when the device is opened, before the host's first register access, by
+/// PCI vendor and device id: those SPDK marks `NVME_QUIRK_DELAY_BEFORE_INIT`
+/// ("not ready after VFIO reset": Intel DC P3500/P3600/P3700 and
+/// P4500/P4600), 2 s as SPDK waits; zero for every other controller.
+pub fn init_delay(vendor: u16, device: u16) -> Duration {
+    const DELAY_BEFORE_INIT: [(u16, u16); 3] = [(0x8086, 0x0953), (0x8086, 0x0a53), (0x8086, 0x0a54)];
+    if DELAY_BEFORE_INIT.contains(&(vendor, device)) {
+        Duration::from_secs(2)
+    } else {
+        Duration::ZERO
+    }
+}
+
 /// The wait some controllers need between CC.EN = 0 and the first read of
 /// CSTS.RDY, by PCI vendor and device id: those Linux's `nvme_id_table`
 /// marks `NVME_QUIRK_DELAY_BEFORE_CHK_RDY` (HGST adapters, Samsung
@@ -126,6 +144,7 @@ impl Default for ControllerConfig {
             interrupts: false,
             streaming_sq: true,
             ready_check_delay: Duration::ZERO,
+            init_delay: Duration::ZERO,
             host_memory_max: HOST_MEMORY_MAX,
             admin_observer: None,
         }
@@ -375,8 +394,20 @@ fn disable<R: RegisterWindow + ?Sized>(regs: &R, enable_wait: Duration, disable_
         }
     }
     wait_until(regs, disable_timeout, RDY_AFTER_DISABLE, |s| !s.rdy())?;
+    if cc.en() || csts.rdy() {
+        // A controller that was just reset is given a moment before CC.EN
+        // = 1 follows: SPDK waits 100 us here (`nvme_ctrlr_process_init`,
+        // "some NVMe SSDs miss CC.EN getting set to 1 if it is too soon
+        // after CSTS.RDY is reported as 0"), and a missed enable would
+        // cost the whole CAP.TO wait and fail.
+        std::thread::sleep(EN_AFTER_RDY_0);
+    }
     Ok(())
 }
+
+/// The pause between CSTS.RDY reading 0 after a reset and the next CC.EN =
+/// 1 ([`disable`]).
+pub(crate) const EN_AFTER_RDY_0: Duration = Duration::from_micros(100);
 
 /// Keep `regions` mapped until the process ends: a controller that was
 /// not seen to stop may still read or write them, and freed memory can be
@@ -400,11 +431,14 @@ fn wait_until<R: RegisterWindow + ?Sized>(
     let mut spins = 0u32;
     loop {
         let csts = Csts::from_bits(regs.read32(offset::CSTS));
-        if done(csts) {
-            return Ok(csts);
-        }
+        // All ones first: a device that is gone reads RDY, CFS and SHST
+        // set, which would pass for ready or for fatal status (Linux's
+        // `nvme_wait_ready` checks it first too).
         if csts.into_bits() == u32::MAX {
             return Err(Error::Gone);
+        }
+        if done(csts) {
+            return Ok(csts);
         }
         if start.elapsed() > timeout {
             return Err(Error::Timeout { what, timeout_ms: timeout.as_millis() as u64, csts: csts.into_bits() });
@@ -452,6 +486,9 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// queues and buffers: NVMe 1.4c §7.6.1 steps 1-7, then Identify
     /// Controller and Set Features Number of Queues.
     pub fn new(regs: Arc<R>, mem: Arc<dyn DmaAllocator>, cfg: ControllerConfig) -> Result<Self, Error> {
+        if !cfg.init_delay.is_zero() {
+            std::thread::sleep(cfg.init_delay);
+        }
         // Step 0: what the controller can do.
         let cap = Cap::from_bits(regs.read64(offset::CAP));
         let vs = Vs::from_bits(regs.read32(offset::VS));
@@ -1024,7 +1061,8 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         Ok(ns)
     }
 
-    /// Active namespace IDs (Identify CNS 02h). CNS 02h is defined from
+    /// Active namespace IDs (Identify CNS 02h, a page of 1024 at a time).
+    /// CNS 02h is defined from
     /// NVMe 1.1: an older controller's namespaces are each identified in
     /// turn, 1 to NN, those with a size being active, as Linux's
     /// `nvme_scan_ns_sequential` does; at most the first 1024 (as many as
@@ -1042,12 +1080,26 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             }
             return Ok(active);
         }
-        let page = self.identify_page(cmd::Identify::active_namespaces(0))?;
-        Ok(page
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-            .take_while(|&n| n != 0)
-            .collect())
+        // One page lists up to 1024 IDs above the NSID given: a full page
+        // asks for the next, from its last ID, as Linux's
+        // `nvme_scan_ns_list` does. A page that does not move past the
+        // last ID (a controller that ignores the NSID) ends the list, and
+        // so does NN: no more pages than NN's IDs fill, and no more than
+        // 1024 (a million namespaces).
+        let mut active: Vec<u32> = vec![];
+        let pages = self.ident.nn.div_ceil(1024).clamp(1, 1024);
+        for _ in 0..pages {
+            let after = active.last().copied().unwrap_or(0);
+            let page = self.identify_page(cmd::Identify::active_namespaces(after))?;
+            let ids: Vec<u32> = page.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).take_while(|&n| n != 0).collect();
+            let full = ids.len() == 1024;
+            let before = active.len();
+            active.extend(ids.into_iter().skip_while(|&n| n <= after));
+            if !full || active.len() == before || active.last() >= Some(&self.ident.nn) {
+                break;
+            }
+        }
+        Ok(active)
     }
 
     /// Namespace Identification Descriptors (Identify CNS 03h): among them
@@ -1055,7 +1107,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// with NVMe 2.0's I/O command sets): an older controller is not asked,
     /// as Linux's `nvme_identify_ns_descs` does not ask it (it may answer
     /// with another page, read as descriptors); its namespaces are NVM. A
-    /// controller that answers Invalid Field gives an empty list too.
+    /// controller that answers Invalid Field gives an empty list too, and
+    /// so does one that supports the NVM command set only (CAP.CSS bit 6
+    /// clear) whatever error it answers: its namespaces' command set is
+    /// known, and some such controllers fail the command (Linux's
+    /// `NVME_QUIRK_NO_NS_DESC_LIST`: Silicon Motion SM2263, Lexar).
     pub fn identify_ns_descriptors(&mut self, nsid: u32) -> Result<nvme_spec::identify::NsDescriptors, Error> {
         if !self.vs.at_least(1, 3) && !self.cap.supports_io_command_sets() {
             return Ok(Default::default());
@@ -1063,7 +1119,8 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         match self.identify_page(cmd::Identify::ns_descriptors(nsid)) {
             Ok(page) => Ok(nvme_spec::identify::NsDescriptors::parse(&page)),
             Err(Error::Command { status, .. })
-                if status.sct == nvme_spec::StatusCodeType::GENERIC && status.sc == nvme_spec::status::generic::INVALID_FIELD =>
+                if !self.cap.supports_io_command_sets()
+                    || (status.sct == nvme_spec::StatusCodeType::GENERIC && status.sc == nvme_spec::status::generic::INVALID_FIELD) =>
             {
                 Ok(Default::default())
             }
@@ -1406,5 +1463,61 @@ impl<R: RegisterWindow + ?Sized> Drop for Controller<R> {
     fn drop(&mut self) {
         // Hand the device back in a usable state even on an error path.
         let _ = self.shutdown_inner();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvme_hal::MemRegisters;
+
+    #[test]
+    fn only_the_models_that_need_it_wait_before_bring_up() {
+        for (v, d) in [(0x8086, 0x0953), (0x8086, 0x0a53), (0x8086, 0x0a54)] {
+            assert_eq!(init_delay(v, d), Duration::from_secs(2), "{v:04x}:{d:04x}");
+        }
+        for (v, d) in [(0x8086, 0x0a55), (0x1b36, 0x0010), (0x144d, 0xa808)] {
+            assert_eq!(init_delay(v, d), Duration::ZERO, "{v:04x}:{d:04x}");
+        }
+    }
+
+    /// A device that is gone reads all ones, RDY and CFS included: that is
+    /// `Gone`, not "ready" nor "fatal status".
+    #[test]
+    fn all_ones_is_gone_whatever_is_waited_for() {
+        let regs = MemRegisters::new(0x1000);
+        regs.write32(offset::CSTS, u32::MAX);
+        for done in [|s: Csts| s.rdy() || s.cfs(), |s: Csts| s.shst() == 0b10 || s.cfs(), |s: Csts| !s.rdy()] {
+            assert!(matches!(wait_until(&regs, Duration::from_millis(50), "test", done), Err(Error::Gone)));
+        }
+    }
+
+    /// After a reset, CC.EN = 1 may follow CSTS.RDY = 0 no sooner than
+    /// [`EN_AFTER_RDY_0`].
+    #[test]
+    fn a_reset_leaves_a_pause_before_the_next_enable() {
+        /// Clears CSTS.RDY the moment CC.EN is cleared.
+        struct Resets(MemRegisters);
+        impl RegisterWindow for Resets {
+            fn read32(&self, off: usize) -> u32 {
+                self.0.read32(off)
+            }
+            fn write32(&self, off: usize, v: u32) {
+                self.0.write32(off, v);
+                if off == offset::CC && v & 1 == 0 {
+                    self.0.write32(offset::CSTS, 0);
+                }
+            }
+            fn len(&self) -> usize {
+                self.0.len()
+            }
+        }
+        let regs = Resets(MemRegisters::new(0x1000));
+        regs.0.write32(offset::CC, Cc::new().with_en(true).into_bits());
+        regs.0.write32(offset::CSTS, Csts::new().with_rdy(true).into_bits());
+        let t = Instant::now();
+        disable(&regs, Duration::from_millis(50), Duration::from_millis(50), Duration::ZERO).unwrap();
+        assert!(t.elapsed() >= EN_AFTER_RDY_0, "{:?}", t.elapsed());
+        assert!(!Cc::from_bits(regs.read32(offset::CC)).en());
     }
 }

@@ -90,3 +90,34 @@ fn io_to_an_inactive_nsid_is_invalid_namespace() {
         assert_eq!((st.sct, st.sc), (StatusCodeType::GENERIC, want), "nsid {nsid}");
     }
 }
+
+/// More than one CNS 02h page of active namespaces: the list goes on from
+/// the last ID of a full page, as Linux's `nvme_scan_ns_list` reads it.
+#[test]
+fn active_list_reads_every_page() {
+    let ns = |blocks| NamespaceConfig { blocks, lba_size: 512 };
+    // 1500 NSIDs, every third inactive: 1000 active, in two pages.
+    let namespaces: Vec<NamespaceConfig> = (1..=1500u32).map(|i| ns(if i % 3 == 0 { 0 } else { 8 })).collect();
+    let (_sim, mut ctrl) = bring_up(SimConfig { namespaces, data: nvme_sim::DataMode::Null, ..SimConfig::default() });
+    let active = ctrl.active_namespaces().unwrap();
+    let expected: Vec<u32> = (1..=1500u32).filter(|i| i % 3 != 0).collect();
+    assert_eq!(active.len(), expected.len());
+    assert_eq!(active, expected);
+}
+
+/// A controller of the NVM command set alone (CAP.CSS bit 6 clear) that
+/// fails Identify CNS 03h still has usable namespaces (NVM); one with I/O
+/// command sets does not get the error hidden: its namespaces' set is not
+/// known without the list.
+#[test]
+fn a_failed_descriptor_list_is_nvm_only_where_nvm_is_all_there_is() {
+    let (_sim, mut ctrl) = bring_up(SimConfig { ns_descriptors_fail: true, ..SimConfig::default() });
+    assert!(!ctrl.cap().supports_io_command_sets());
+    assert_eq!(ctrl.identify_ns_descriptors(1).unwrap().csi, None, "NVM, not reported");
+    let (_sim, mut ctrl) = bring_up(SimConfig { ns_descriptors_fail: true, ..gaps() });
+    assert!(ctrl.cap().supports_io_command_sets(), "a zoned namespace: CAP.CSS bit 6");
+    match ctrl.identify_ns_descriptors(2) {
+        Err(Error::Command { status, .. }) => assert_eq!(status.sc, gs::INVALID_NAMESPACE_OR_FORMAT),
+        other => panic!("{other:?}"),
+    }
+}

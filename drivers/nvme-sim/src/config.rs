@@ -137,6 +137,10 @@ pub struct SimConfig {
     /// for traces and instruction counting. See
     /// [`SimController::step`](crate::SimController::step).
     pub threaded: bool,
+    /// Answer every Identify Namespace Identification Descriptor list (CNS
+    /// 03h) with Invalid Namespace or Format, as some controllers of the
+    /// NVM command set alone do (Linux's `NVME_QUIRK_NO_NS_DESC_LIST`).
+    pub ns_descriptors_fail: bool,
 }
 
 impl Default for SimConfig {
@@ -172,6 +176,7 @@ impl Default for SimConfig {
             max_park: Duration::from_millis(2),
             events: None,
             threaded: true,
+            ns_descriptors_fail: false,
         }
     }
 }

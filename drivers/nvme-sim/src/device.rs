@@ -470,7 +470,10 @@ impl Device {
             .with_cqr(true)
             .with_to(cfg.timeout_500ms)
             .with_dstrd(cfg.dstrd)
-            .with_css(1)
+            // NVM, and I/O command sets (bit 6, NVMe 2.0 and 1.4's ZNS
+            // addition) when a namespace is of another command set
+            // (zoned), as such a controller reports.
+            .with_css(if cfg.version >= (1, 4) && cfg.namespace_formats.iter().any(|f| f.csi != nvme_spec::identify::csi::NVM) { 0x41 } else { 1 })
             .with_mpsmin(0)
             .with_mpsmax(4)
             .with_crms(if cfg.ready_timeouts_500ms.is_some() { 0b11 } else { 0 });
@@ -1338,7 +1341,7 @@ impl Device {
                 p
             }
             cns::NS_DESCRIPTORS => {
-                if sqe.nsid == 0 || sqe.nsid > nn {
+                if sqe.nsid == 0 || sqe.nsid > nn || self.cfg.ns_descriptors_fail {
                     return Err(err(gs::INVALID_NAMESPACE_OR_FORMAT));
                 }
                 // One descriptor: the Command Set Identifier (NIDT 04h).

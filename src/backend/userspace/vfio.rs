@@ -66,6 +66,12 @@ pub fn ready_check_delay(bdf: &Bdf) -> std::time::Duration {
     Host::system().pci_ids(bdf).map(|(vendor, device)| nvme_driver::controller::ready_check_delay(vendor, device)).unwrap_or_default()
 }
 
+/// The controller's wait after vfio-pci's reset at open, by its PCI ids
+/// (`nvme_driver::controller::init_delay`).
+pub fn init_delay(bdf: &Bdf) -> std::time::Duration {
+    Host::system().pci_ids(bdf).map(|(vendor, device)| nvme_driver::controller::init_delay(vendor, device)).unwrap_or_default()
+}
+
 fn vfio_err(bdf: &str, source: nvme_vfio::VfioError) -> BackendError {
     BackendError::Vfio { bdf: bdf.to_string(), source }
 }
@@ -98,12 +104,14 @@ impl VfioTarget {
             None
         };
         let ready_check_delay = ready_check_delay(&bdf);
+        let init_delay = init_delay(&bdf);
         let cfg = ControllerConfig {
             io_queues: queues,
             shadow_doorbells: o.shadow_doorbells,
             interrupts: o.interrupts,
             streaming_sq: o.streaming_sq,
             ready_check_delay,
+            init_delay,
             host_memory_max: o.host_memory_max,
             ..Default::default()
         };
@@ -111,6 +119,9 @@ impl VfioTarget {
         let mut target = UserspaceTarget::new(if o.interrupts { "vfio interrupts" } else { "vfio" }, ctrl, o.nsid)?;
         if !ready_check_delay.is_zero() {
             target.add_fact("reset quirk", "this model needs 2.3 s between CC.EN = 0 and reading CSTS.RDY (Linux's NVME_QUIRK_DELAY_BEFORE_CHK_RDY): a reset and the hand-back wait that long");
+        }
+        if !init_delay.is_zero() {
+            target.add_fact("open quirk", "this model is not ready at once after the reset vfio-pci does when it is opened (SPDK's NVME_QUIRK_DELAY_BEFORE_INIT): bring-up waits 2 s first");
         }
         if let Some(m) = msix.clone() {
             // Called on the thread that will wait on the queue: if it is
@@ -146,7 +157,7 @@ pub fn open_controller(bdf: &str) -> Result<VfioController, BackendError> {
     let dma = dev.dma(true);
     dev.enable_bus_master().map_err(|e| vfio_err(bdf, e))?;
     let mem: Arc<dyn DmaAllocator> = dma.clone();
-    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells: false, ready_check_delay: ready_check_delay(&b), ..Default::default() };
+    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells: false, ready_check_delay: ready_check_delay(&b), init_delay: init_delay(&b), ..Default::default() };
     let ctrl = Controller::new_with_function_reset(bar, mem, cfg, || dev.reset_function().map_err(|e| crate::error::chain(&e)))?;
     Ok(VfioController { ctrl, _dma: dma, _dev: dev })
 }
