@@ -140,6 +140,9 @@ fn bad_input_is_refused_clearly() {
         (&["--offset", "1g"], "beyond the namespace"),
         (&["--offset", "100"], "not a multiple"),
         (&["--nsid", "2"], "namespace 2 is not active"),
+        (&["--nsid", "0"], "namespaces are numbered from 1"),
+        (&["--sim-data", "null", "--verify"], "--sim-data null moves no data"),
+        (&["--sim-size", "65g"], "could not allocate"),
         (&["--sim-lba-size", "1024"], "use 512 or 4096"),
         // An MDTS the driver would cap without a word (from 52 up, every I/O failed).
         (&["--sim-mdts", "14"], "'--sim-mdts <SIM_MDTS>': MDTS 14 is more than our driver can use"),

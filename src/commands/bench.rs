@@ -150,6 +150,11 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         return Err(Error::usage("--bs is too large"));
     }
     let is_sim = a.backend == PathKind::Sim;
+    if a.verify && is_sim && a.sim.sim_data == crate::commands::args::SimData::Null {
+        return Err(Error::usage(
+            "--verify checks the data read back, and --sim-data null moves no data (every read would be a mismatch): drop --verify, or use --sim-data ram",
+        ));
+    }
     // Without --size the simulator's region is --sim-size from --offset:
     // a refusal names the option that made it too small.
     if is_sim && a.size.is_none() && a.offset < a.sim.sim_size && a.sim.sim_size - a.offset < a.bs {

@@ -170,9 +170,10 @@ pub fn validate(spec: &JobSpec, geo: &Geometry) -> Result<(), BackendError> {
     }
     if spec.size_given && spec.offset + spec.size > cap {
         return Err(BackendError::Invalid(format!(
-            "--offset {} + --size {} is beyond {namespace}; use a --size of 1 to {} bytes from this --offset",
+            "--offset {} + --size {} is beyond {namespace}; use a --size of {} to {} bytes from this --offset",
             spec.offset,
             spec.size,
+            (spec.bs as u64).min(cap - spec.offset),
             cap - spec.offset
         )));
     }

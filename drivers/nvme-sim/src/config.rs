@@ -201,6 +201,6 @@ pub enum SimError {
     #[error("invalid simulator configuration: {0}")]
     Config(String),
     /// Namespace memory could not be had.
-    #[error("could not allocate {0} bytes for the simulated namespaces; use a smaller --size or the null data mode")]
+    #[error("could not allocate {0} bytes for the simulated namespaces; use a smaller namespace (bench --sim-size, fio size=) or no data (bench --sim-data null)")]
     Memory(u64),
 }

@@ -487,9 +487,15 @@ impl Device {
         for n in &cfg.namespaces {
             let bytes = n.blocks * n.lba_size as u64;
             if cfg.data == DataMode::Ram {
-                if bytes > MAX_RAM_NAMESPACE {
+                // Asked first with a fallible reservation, which the
+                // kernel refuses as it would the zeroed one below (more
+                // than the machine can ever commit): an error to report,
+                // where the zeroed allocation would abort the process.
+                let mut probe: Vec<u8> = Vec::new();
+                if bytes > MAX_RAM_NAMESPACE || probe.try_reserve_exact(bytes as usize).is_err() {
                     return Err(SimError::Memory(bytes));
                 }
+                drop(probe);
                 // Zeroed allocation: the kernel maps zero pages lazily, so an
                 // untouched namespace costs no memory.
                 namespaces.push(vec![0u8; bytes as usize]);

@@ -174,6 +174,22 @@ mod tests {
     /// (as `bench --sim-sync --numjobs 2` makes them) and stepped by two:
     /// what a step writes owns its 128-byte blocks, so the two share no
     /// cache line, wherever the allocator put them.
+    /// A RAM namespace the machine cannot commit is an error to report,
+    /// never an aborted process: 63 GiB (under the 64 GiB cap) is either
+    /// had, lazily, or refused with `SimError::Memory`; 65 GiB is refused.
+    #[test]
+    fn a_namespace_too_large_for_the_machine_is_an_error() {
+        for (gib, may_start) in [(63u64, true), (65, false)] {
+            let ns = NamespaceConfig { blocks: (gib << 30) / 4096, lba_size: 4096 };
+            let cfg = SimConfig { namespaces: vec![ns], threaded: false, ..SimConfig::default() };
+            match SimController::start(cfg) {
+                Ok(_) => assert!(may_start, "{gib} GiB is above the cap"),
+                Err(SimError::Memory(b)) => assert_eq!(b, gib << 30),
+                Err(e) => panic!("{gib} GiB: {e}"),
+            }
+        }
+    }
+
     #[test]
     fn synchronous_controllers_share_no_line_a_step_writes() {
         let cfg = SimConfig { threaded: false, data: DataMode::Null, max_io_queues: 1, ..SimConfig::default() };

@@ -327,9 +327,12 @@ fn preflight(a: &SweepArgs, v: &Variant, settings: &[(Setting, Vec<Axis>)], stop
 fn check_points(a: &SweepArgs, v: &Variant, settings: &[(Setting, Vec<Axis>)], geo: &crate::backend::Geometry, stop: &Stop) -> Result<(), Error> {
     let size = a.size.unwrap_or(geo.bytes().saturating_sub(a.offset));
     // Without --size the simulator's region is --sim-size from --offset.
-    let sim_hint = if v.path == PathKind::Sim && a.size.is_none() { " (or a larger --sim-size)" } else { "" };
+    let sim_region = v.path == PathKind::Sim && a.size.is_none();
     for (s, _) in settings {
         if let Err(e) = engine::validate(&spec_for(a, *s, size, vec![], stop), geo) {
+            // A larger namespace helps a point whose I/O fits a command,
+            // not one above the largest transfer (MDTS).
+            let sim_hint = if sim_region && s.bs as usize <= geo.max_transfer { " (or a larger --sim-size)" } else { "" };
             return Err(Error::usage(format!(
                 "{} cannot run the point bs={} iodepth={} numjobs={}: {}{sim_hint}; nothing was run",
                 v.label,
