@@ -1360,11 +1360,18 @@ fn group_reporting_gives_one_json_entry_per_job_and_elapsed_counts_the_ramp() {
     assert!(jobs[0]["elapsed"].as_u64().unwrap() >= 3, "{}", jobs[0]["elapsed"]);
     // The text prints a block per clone, each with its own pid= (each
     // clone is a thread: its thread id, as fio prints for `thread`).
-    let (code, out, err) = fio_in(&d, &["--name=g", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=4", "--size=16M", "--numjobs=2", "--runtime=200ms", "--time_based"]);
+    // Over 1 s, so that each block shows its system-wide CPU: the
+    // machine's, shared by both clones, so per I/O of both (the same in
+    // each block), not the machine's over one clone's I/Os (twice it).
+    let (code, out, err) = fio_in(&d, &["--name=g", "--ioengine=nvme-bypass-sim", "--rw=randread", "--iodepth=4", "--size=16M", "--numjobs=2", "--runtime=1100ms", "--time_based"]);
     assert_eq!(code, 0, "{err}");
     let pids: Vec<&str> = out.lines().filter_map(|l| l.split(" pid=").nth(1)).map(|r| r.split(':').next().unwrap()).collect();
     assert_eq!(pids.len(), 2, "{out}");
     assert_ne!(pids[0], pids[1], "{pids:?}");
+    // (Cores busy is over each clone's own interval, which differs a little.)
+    let system: Vec<&str> = out.lines().filter(|l| l.contains("nvme-bypass  : system-wide")).filter_map(|l| l.split("cores busy, ").nth(1)).collect();
+    assert_eq!(system.len(), 2, "{out}");
+    assert_eq!(system[0], system[1], "the clones share the machine: {out}");
 }
 
 /// Held by the tests that compare figures of intervals with the run's:

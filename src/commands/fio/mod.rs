@@ -943,7 +943,7 @@ impl Entry {
             }
             v.join(sep)
         };
-        let summary = match jobs[..] {
+        let mut summary = match jobs[..] {
             // A whole job keeps its own summary (its target described).
             [(i, n)] if n == ran[i].threads.len() => ran[i].summary.clone(),
             [_] => RunSummary::new(first.summary.backend.clone(), vec![], &threads, &first.summary.clock),
@@ -955,6 +955,10 @@ impl Entry {
                 s
             }
         };
+        // The machine's busy time is shared by whatever ran alongside (the
+        // other clones and jobs of the wave): per I/O of all of them.
+        let all: Vec<&ThreadResult> = ran.iter().flat_map(|r| r.threads.iter()).collect();
+        summary.system = crate::report::summary::system_shared(&threads, &all);
         let mut at = 0;
         let read_back = output::sum_read_backs(jobs.iter().map(|&(i, n)| {
             at += n;
