@@ -59,7 +59,12 @@ def summary(where, s):
             raise Bad(f"{where}: iops_per_busy_core {y['iops_per_busy_core']} is not 1 s / busy CPU per I/O {y['busy_ns_per_io']}")
         empty = cpu["cpu_ns_per_io"] - useful
         model = y["busy_ns_per_io"] - empty
-        if model > 0:
+        # Under 100 ticks of /proc/stat (1 s at USER_HZ 100) the system-wide
+        # figures are not shown, and no ceiling is modelled from them.
+        if y.get("interval_ns", 1e9) < 1e9:
+            if sc is not None:
+                raise Bad(f"{where}: system_ceiling_iops_modelled {sc} from a {y['interval_ns'] / 1e6:.0f} ms interval, too short for /proc/stat")
+        elif model > 0:
             if sc is None or sc < y["iops_per_busy_core"] * (1 - 1e-9):
                 raise Bad(f"{where}: system ceiling (modelled) {sc} below the measured IOPS per busy core {y['iops_per_busy_core']}")
             if not close(sc, 1e9 / model):

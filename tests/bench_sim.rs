@@ -49,7 +49,9 @@ fn two_threads_each_verify_their_own_slice() {
 
 #[test]
 fn json_is_fio_shaped_with_cpu_figures() {
-    let j = json(&["--backend", "sim", "--sim-data", "null", "--rw", "randread", "--iodepth", "16", "--runtime", "500ms"]);
+    // Over 1 s: /proc/stat's ticks need that long for the system-wide
+    // figures and the system ceiling built on them (shorter: null).
+    let j = json(&["--backend", "sim", "--sim-data", "null", "--rw", "randread", "--iodepth", "16", "--runtime", "1100ms"]);
     let job = &j["jobs"][0];
     for k in ["jobname", "job options", "read", "write", "trim", "usr_cpu", "sys_cpu", "job_runtime"] {
         assert!(!job[k].is_null(), "jobs[0].{k} missing");
@@ -105,6 +107,11 @@ fn json_is_fio_shaped_with_cpu_figures() {
     if let Some(measured) = nb["system"]["iops_per_busy_core"].as_f64() {
         assert!(nb["system_ceiling_iops_modelled"].as_f64().unwrap() >= measured * (1.0 - 1e-9));
     }
+    // Too short for /proc/stat: no system ceiling, in JSON or text.
+    let j = json(&["--backend", "sim", "--sim-data", "null", "--ios", "2000"]);
+    assert!(j["nvme_bypass"]["system_ceiling_iops_modelled"].is_null(), "{}", j["nvme_bypass"]);
+    let (_, out, _) = bench(&["--backend", "sim", "--sim-data", "null", "--ios", "2000", "--no-c2c"]);
+    assert!(out.contains("system-wide  : not shown") && !out.contains("system ceiling"), "{out}");
 }
 
 /// --wait-fast-c2c gives up after --wait-timeout with its own exit status

@@ -99,8 +99,9 @@ fn check_svg(dir: &Path, file: &str, panels: usize, points_per_line: usize) -> S
 fn sweep_on_the_simulator_writes_json_and_charts() {
     let dir = TempDir::new("sweep");
     let out = dir.0.to_str().unwrap();
+    // Points of 1.1 s: the modelled ceiling needs /proc/stat over 1 s.
     let (code, stdout, stderr) = nvb(&[
-        "sweep", "--paths", "sim,sim-null", "--iodepth", "1,4,16", "--bs", "4k,16k", "--numjobs", "1", "--runtime", "150ms",
+        "sweep", "--paths", "sim,sim-null", "--iodepth", "1,4,16", "--bs", "4k,16k", "--numjobs", "1", "--runtime", "1100ms",
         "--ramp-time", "50ms", "--sim-size", "64M", "--repeat", "2", "--out", out,
     ]);
     assert_eq!(code, 0, "sweep failed:\n{stdout}\n{stderr}");

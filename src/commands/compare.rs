@@ -655,7 +655,7 @@ mod tests {
         let mut s = RunSummary::new(label.into(), vec![], &[], "test");
         s.iops = iops_per_core;
         s.bw_bytes = iops_per_core * 4096.0;
-        s.system = Some(SystemSummary { cores_busy: 1.0, busy_ns_per_io: 1e9 / iops_per_core, iops_per_busy_core: iops_per_core, ..Default::default() });
+        s.system = Some(SystemSummary { cores_busy: 1.0, busy_ns_per_io: 1e9 / iops_per_core, iops_per_busy_core: iops_per_core, interval_ns: 2_000_000_000, ..Default::default() });
         Run { round, position, figures: Some(RunFigures::of(&s)), summary: Some(s), error: None }
     }
 

@@ -219,9 +219,11 @@ impl SystemSummary {
 
 /// The headline: the per-core ceiling at the useful cost, 1 s / (system-wide
 /// busy CPU per I/O less what the benchmark threads spent in empty polls,
-/// i.e. raw minus useful thread CPU). None without system-wide figures.
+/// i.e. raw minus useful thread CPU). None without system-wide figures,
+/// or with figures too short to show ([`SystemSummary::too_short`]): a
+/// model is no better than what it is built from.
 pub fn useful_ceiling(threads: &CpuSummary, system: Option<&SystemSummary>) -> Option<f64> {
-    system.and_then(|y| iops_per_core_at(y.busy_ns_per_io - threads.empty_poll_ns_per_io()))
+    system.filter(|y| y.too_short().is_none()).and_then(|y| iops_per_core_at(y.busy_ns_per_io - threads.empty_poll_ns_per_io()))
 }
 
 #[cfg(test)]

@@ -59,18 +59,20 @@ pub fn system_over_union(threads: &[ThreadResult]) -> Option<(SystemCpu, u64)> {
     Some((last.system_end?.since(&first.system_start?), last.end_mono_ns.saturating_sub(first.start_mono_ns)))
 }
 
-/// System-wide CPU over `own`'s interval (as [`system_over_union`]), per
-/// I/O of every thread in `all` that ran during it, `own`'s included: the
-/// machine's busy time is shared by the threads running alongside (the
-/// other jobs and clones of a fio wave), so it is divided by all their I/Os,
-/// not by `own`'s alone, and every job of a wave shows the same figure. A
-/// thread that ran for part of the interval counts whole.
+/// System-wide CPU for `own`, shared with every thread in `all` that ran
+/// during `own`'s interval (the other jobs and clones of a fio wave; `own`'s
+/// threads are among them): over the union of all their intervals, per I/O
+/// of all of them, as [`system_over_union`] and [`SystemSummary::of`] take
+/// one run's threads. The machine's busy time is theirs together, so it is
+/// not divided by `own`'s I/Os alone, and every job of a wave shows the same
+/// figure. A thread that ran for part of the interval counts whole.
 pub fn system_shared(own: &[ThreadResult], all: &[&ThreadResult]) -> Option<SystemSummary> {
-    let (c, span) = system_over_union(own)?;
     let start = own.iter().map(|t| t.start_mono_ns).min()?;
     let end = own.iter().map(|t| t.end_mono_ns).max()?;
-    let alongside: Vec<ThreadCpu> = all.iter().filter(|t| t.start_mono_ns < end && t.end_mono_ns > start).map(|t| thread_cpu(t)).collect();
-    Some(SystemSummary::of(c, &alongside, span))
+    let alongside: Vec<ThreadResult> = all.iter().filter(|t| t.start_mono_ns < end && t.end_mono_ns > start).map(|&t| t.clone()).collect();
+    let (c, span) = system_over_union(&alongside)?;
+    let cpu: Vec<ThreadCpu> = alongside.iter().map(thread_cpu).collect();
+    Some(SystemSummary::of(c, &cpu, span))
 }
 
 /// One run of one path, summarized.
