@@ -61,6 +61,21 @@ pub fn iops_per_core_at(ns_per_io: f64) -> Option<f64> {
     (ns_per_io > 0.0).then(|| 1e9 / ns_per_io)
 }
 
+/// fio's `usr_cpu` and `sys_cpu`, percent of `wall_ns`: the threads' own
+/// clock (`cpu_ns`, CLOCK_THREAD_CPUTIME over the measured interval) split
+/// in getrusage's user and system shares. getrusage's two times alone
+/// apportion runtime by ticks and span more than the measured interval, so
+/// over a short run they reached 300-900% of one thread. The clock's own
+/// reads bracket the interval, so over a run of microseconds it too can
+/// pass the wall time: a thread is at most 100% busy, and `wall_ns` (the
+/// threads' wall times summed) caps it.
+pub fn usr_sys_pct(user_ns: u64, sys_ns: u64, cpu_ns: u64, wall_ns: u64) -> (f64, f64) {
+    let user_share = if user_ns + sys_ns == 0 { 1.0 } else { user_ns as f64 / (user_ns + sys_ns) as f64 };
+    let wall = wall_ns.max(1);
+    let pct = 100.0 * cpu_ns.min(wall) as f64 / wall as f64;
+    (pct * user_share, pct * (1.0 - user_share))
+}
+
 /// CPU accounting of one thread or of all of them.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CpuSummary {
@@ -229,6 +244,18 @@ pub fn useful_ceiling(threads: &CpuSummary, system: Option<&SystemSummary>) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usr_and_sys_percent_split_the_thread_clock_and_stay_under_100() {
+        // getrusage: 3 ms user, 1 ms system over a 1 ms run; the clock 0.8 ms.
+        let (u, s) = usr_sys_pct(3_000_000, 1_000_000, 800_000, 1_000_000);
+        assert!((u - 60.0).abs() < 1e-9 && (s - 20.0).abs() < 1e-9, "{u} {s}");
+        // The clock past the wall time (microseconds of run): 100%.
+        let (u, s) = usr_sys_pct(0, 5_000, 12_000, 10_000);
+        assert!((u + s - 100.0).abs() < 1e-9 && u == 0.0, "{u} {s}");
+        // No rusage ticks at all: user.
+        assert_eq!(usr_sys_pct(0, 0, 500, 1000), (50.0, 0.0));
+    }
 
     const S: u64 = 1_000_000_000;
 

@@ -24,7 +24,7 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
         .iter()
         .map(|t| {
             let ts = RunSummary::new(s.backend.clone(), vec![], std::slice::from_ref(t), &s.clock);
-            let el = t.elapsed_ns.max(1) as f64;
+            let usr_sys = crate::measure::cpu::usr_sys_pct(t.cpu_time.user_ns, t.cpu_time.sys_ns, t.cpu_ns, t.elapsed_ns);
             let mut cpu_accounting = serde_json::to_value(&ts.cpu).unwrap_or_default();
             super::summary::name_thread_ceiling(&mut cpu_accounting);
             let mut job = json!({
@@ -42,8 +42,8 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                 // (fio's total_run_time: mtime_since_now, truncated; the
                 // directions' runtime is rounded up)
                 "job_runtime": t.elapsed_ns / 1_000_000,
-                "usr_cpu": 100.0 * t.cpu_time.user_ns as f64 / el,
-                "sys_cpu": 100.0 * t.cpu_time.sys_ns as f64 / el,
+                "usr_cpu": usr_sys.0,
+                "sys_cpu": usr_sys.1,
                 "ctx": t.rusage.ctx,
                 "majf": t.rusage.majf,
                 "minf": t.rusage.minf,

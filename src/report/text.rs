@@ -67,10 +67,9 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
         lat_lines(&mut o, "lat", &d.lat_ns);
     }
     let c = &s.cpu;
+    let (usr, sys) = crate::measure::cpu::usr_sys_pct(c.user_ns, c.sys_ns, c.cpu_ns, s.elapsed_ns.max(1) * s.threads as u64);
     o.push_str(&format!(
-        "  cpu          : usr={:.2}%, sys={:.2}% (of {} thread{} x {:.2}s)\n",
-        100.0 * c.user_ns as f64 / (s.elapsed_ns.max(1) * s.threads as u64) as f64,
-        100.0 * c.sys_ns as f64 / (s.elapsed_ns.max(1) * s.threads as u64) as f64,
+        "  cpu          : usr={usr:.2}%, sys={sys:.2}% (of {} thread{} x {:.2}s)\n",
         s.threads,
         if s.threads == 1 { "" } else { "s" },
         secs

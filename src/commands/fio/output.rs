@@ -477,14 +477,13 @@ pub fn job_block(b: &Block, agg: [f64; 2]) -> String {
     let el: u64 = b.threads.iter().map(|t| t.elapsed_ns).sum::<u64>().max(1);
     let usr: u64 = b.threads.iter().map(|t| t.cpu_time.user_ns).sum();
     let sys: u64 = b.threads.iter().map(|t| t.cpu_time.sys_ns).sum();
+    let (usr, sys) = crate::measure::cpu::usr_sys_pct(usr, sys, b.threads.iter().map(|t| t.cpu_ns).sum(), el);
     // Each thread's own (getrusage(RUSAGE_THREAD), as fio's), summed for
     // a group_reporting block as fio sums its clones'.
     let mut ru = crate::measure::stats::Rusage::default();
     b.threads.iter().for_each(|t| ru.add(&t.rusage));
     o.push_str(&format!(
-        "  cpu          : usr={:.2}%, sys={:.2}%, ctx={}, majf={}, minf={}\n",
-        100.0 * usr as f64 / el as f64,
-        100.0 * sys as f64 / el as f64,
+        "  cpu          : usr={usr:.2}%, sys={sys:.2}%, ctx={}, majf={}, minf={}\n",
         ru.ctx,
         ru.majf,
         ru.minf
