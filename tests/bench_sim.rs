@@ -357,3 +357,23 @@ fn synchronous_jobs_each_step_their_own_controller() {
     assert!(out.contains("2 simulated controllers, one per job"), "{out}");
     assert!(out.contains(" 0 mismatches"), "{out}");
 }
+
+/// `info --output-format json` names Identify fields as nvme-cli's `id-ctrl
+/// -o json` and `id-ns -o json` do, so scripts written for those read it.
+#[test]
+fn info_json_uses_nvme_cli_s_names() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).args(["info", "--output-format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &j["id_ctrl"];
+    assert!(c["crdt1"].is_number() && c["crdt3"].is_number() && c.get("crdt").is_none(), "{c}");
+    for n in [&j["id_ns"], &j["namespaces"][0]["id_ns"]] {
+        assert_eq!(n["lbafs"].as_array().unwrap().len() as u64, n["nlbaf"].as_u64().unwrap() + 1, "{n}");
+        assert!(n["lbafs"][0]["ds"].is_number() && n.get("lbaf").is_none(), "{n}");
+        assert!(n["nguid"].as_str().is_some_and(|s| s.len() == 32) && n["eui64"].as_str().is_some_and(|s| s.len() == 16), "{n}");
+    }
+    // Text: zero in hex prints as C's %#x does, "0".
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).arg("info").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l == "vid       : 0"), "{text}");
+}

@@ -91,7 +91,7 @@ pub fn identify_report(ctrl: &nvme_spec::identify::IdentifyController, namespace
                 .map(|n| {
                     serde_json::json!({
                         "nsid": n.nsid,
-                        "id_ns": n.id_ns,
+                        "id_ns": nvme_cli_json(serde_json::to_value(&n.id_ns).unwrap()),
                         "command_set": nvme_spec::identify::NsDescriptors::command_set_name(n.csi),
                         "csi": n.csi,
                         "lba_size": n.id_ns.lba_size(),
@@ -104,14 +104,14 @@ pub fn identify_report(ctrl: &nvme_spec::identify::IdentifyController, namespace
                 .collect();
             let mut v = serde_json::json!({
                 "path": path,
-                "id_ctrl": ctrl,
+                "id_ctrl": nvme_cli_json(serde_json::to_value(ctrl).unwrap()),
                 "active_namespaces": namespaces.iter().map(|n| n.nsid).collect::<Vec<_>>(),
                 "namespaces": ns,
             });
             // The first namespace also at the top level, as before.
             if let Some(n) = namespaces.first() {
                 v["nsid"] = n.nsid.into();
-                v["id_ns"] = serde_json::to_value(&n.id_ns).unwrap();
+                v["id_ns"] = nvme_cli_json(serde_json::to_value(&n.id_ns).unwrap());
                 v["lba_size"] = n.id_ns.lba_size().into();
                 v["size_bytes"] = n.id_ns.size_bytes().into();
             }
@@ -146,6 +146,36 @@ pub fn identify_report(ctrl: &nvme_spec::identify::IdentifyController, namespace
         }
     }
     out
+}
+
+/// Identify data under the keys and in the forms nvme-cli's `id-ctrl -o
+/// json` / `id-ns -o json` give them, so scripts written for those read
+/// ours: `crdt1`-`crdt3` for the CRDT array, `nguid` and `eui64` as hex
+/// strings, and `lbafs` (the NLBAF + 1 formats, each `{ms, ds, rp}`) for
+/// the 64-entry `lbaf` table.
+fn nvme_cli_json(mut v: serde_json::Value) -> serde_json::Value {
+    let Some(o) = v.as_object_mut() else { return v };
+    if let Some(serde_json::Value::Array(c)) = o.remove("crdt") {
+        for (i, x) in c.into_iter().enumerate() {
+            o.insert(format!("crdt{}", i + 1), x);
+        }
+    }
+    for k in ["nguid", "eui64"] {
+        if let Some(serde_json::Value::Array(b)) = o.get(k) {
+            let hex: String = b.iter().map(|x| format!("{:02x}", x.as_u64().unwrap_or(0))).collect();
+            o.insert(k.into(), hex.into());
+        }
+    }
+    if let Some(serde_json::Value::Array(f)) = o.remove("lbaf") {
+        let n = o.get("nlbaf").and_then(serde_json::Value::as_u64).unwrap_or(0) as usize + 1;
+        let lbafs: Vec<serde_json::Value> = f
+            .into_iter()
+            .take(n)
+            .map(|e| serde_json::json!({ "ms": e["ms"], "ds": e["lbads"], "rp": e["rp"] }))
+            .collect();
+        o.insert("lbafs".into(), lbafs.into());
+    }
+    v
 }
 
 #[cfg(test)]

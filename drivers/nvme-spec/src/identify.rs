@@ -71,6 +71,15 @@ pub mod oncs {
     pub const VERIFY: u16 = 1 << 7;
 }
 
+/// A number as C's `%#x` prints it, as nvme-cli prints most Identify
+/// fields: `0x1b36`, but `0` for zero (no `0x` prefix).
+fn c_hex(v: impl Into<u64>) -> String {
+    match v.into() {
+        0 => "0".into(),
+        v => format!("{v:#x}"),
+    }
+}
+
 /// Identify Controller data structure. NVMe 1.4c §5.15.2.1, Figure 247.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct IdentifyController {
@@ -333,8 +342,8 @@ impl IdentifyController {
     /// The fields as nvme-cli's `id-ctrl` names and formats them, in order.
     pub fn nvme_cli_fields(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("vid", format!("{:#x}", self.vid)),
-            ("ssvid", format!("{:#x}", self.ssvid)),
+            ("vid", c_hex(self.vid)),
+            ("ssvid", c_hex(self.ssvid)),
             ("sn", self.sn.clone()),
             ("mn", self.mn.clone()),
             ("fr", self.fr.clone()),
@@ -342,21 +351,21 @@ impl IdentifyController {
             ("ieee", format!("{:06x}", self.ieee)),
             ("cmic", self.cmic.to_string()),
             ("mdts", self.mdts.to_string()),
-            ("cntlid", format!("{:#x}", self.cntlid)),
-            ("ver", format!("{:#x}", self.ver)),
-            ("rtd3r", format!("{:#x}", self.rtd3r)),
-            ("rtd3e", format!("{:#x}", self.rtd3e)),
-            ("oaes", format!("{:#x}", self.oaes)),
-            ("ctratt", format!("{:#x}", self.ctratt)),
+            ("cntlid", c_hex(self.cntlid)),
+            ("ver", c_hex(self.ver)),
+            ("rtd3r", c_hex(self.rtd3r)),
+            ("rtd3e", c_hex(self.rtd3e)),
+            ("oaes", c_hex(self.oaes)),
+            ("ctratt", c_hex(self.ctratt)),
             ("cntrltype", self.cntrltype.to_string()),
             ("crdt1", self.crdt[0].to_string()),
             ("crdt2", self.crdt[1].to_string()),
             ("crdt3", self.crdt[2].to_string()),
-            ("oacs", format!("{:#x}", self.oacs)),
+            ("oacs", c_hex(self.oacs)),
             ("acl", self.acl.to_string()),
             ("aerl", self.aerl.to_string()),
-            ("frmw", format!("{:#x}", self.frmw)),
-            ("lpa", format!("{:#x}", self.lpa)),
+            ("frmw", c_hex(self.frmw)),
+            ("lpa", c_hex(self.lpa)),
             ("elpe", self.elpe.to_string()),
             ("npss", self.npss.to_string()),
             ("wctemp", self.wctemp.to_string()),
@@ -366,17 +375,17 @@ impl IdentifyController {
             ("hmmin", self.hmmin.to_string()),
             ("hmminds", self.hmminds.to_string()),
             ("hmmaxd", self.hmmaxd.to_string()),
-            ("sqes", format!("{:#x}", self.sqes)),
-            ("cqes", format!("{:#x}", self.cqes)),
+            ("sqes", c_hex(self.sqes)),
+            ("cqes", c_hex(self.cqes)),
             ("maxcmd", self.maxcmd.to_string()),
             ("nn", self.nn.to_string()),
-            ("oncs", format!("{:#x}", self.oncs)),
-            ("fuses", format!("{:#x}", self.fuses)),
-            ("fna", format!("{:#x}", self.fna)),
-            ("vwc", format!("{:#x}", self.vwc)),
+            ("oncs", c_hex(self.oncs)),
+            ("fuses", c_hex(self.fuses)),
+            ("fna", c_hex(self.fna)),
+            ("vwc", c_hex(self.vwc)),
             ("awun", self.awun.to_string()),
             ("awupf", self.awupf.to_string()),
-            ("sgls", format!("{:#x}", self.sgls)),
+            ("sgls", c_hex(self.sgls)),
             ("subnqn", self.subnqn.clone()),
         ]
     }
@@ -608,18 +617,18 @@ impl IdentifyNamespace {
     /// The fields as nvme-cli's `id-ns` names and formats them, in order.
     pub fn nvme_cli_fields(&self) -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = vec![
-            ("nsze".into(), format!("{:#x}", self.nsze)),
-            ("ncap".into(), format!("{:#x}", self.ncap)),
-            ("nuse".into(), format!("{:#x}", self.nuse)),
-            ("nsfeat".into(), format!("{:#x}", self.nsfeat)),
+            ("nsze".into(), c_hex(self.nsze)),
+            ("ncap".into(), c_hex(self.ncap)),
+            ("nuse".into(), c_hex(self.nuse)),
+            ("nsfeat".into(), c_hex(self.nsfeat)),
             ("nlbaf".into(), self.nlbaf.to_string()),
-            ("flbas".into(), format!("{:#x}", self.flbas)),
-            ("mc".into(), format!("{:#x}", self.mc)),
-            ("dpc".into(), format!("{:#x}", self.dpc)),
-            ("dps".into(), format!("{:#x}", self.dps)),
-            ("nmic".into(), format!("{:#x}", self.nmic)),
-            ("rescap".into(), format!("{:#x}", self.rescap)),
-            ("fpi".into(), format!("{:#x}", self.fpi)),
+            ("flbas".into(), c_hex(self.flbas)),
+            ("mc".into(), c_hex(self.mc)),
+            ("dpc".into(), c_hex(self.dpc)),
+            ("dps".into(), c_hex(self.dps)),
+            ("nmic".into(), c_hex(self.nmic)),
+            ("rescap".into(), c_hex(self.rescap)),
+            ("fpi".into(), c_hex(self.fpi)),
             ("dlfeat".into(), self.dlfeat.to_string()),
             ("nawun".into(), self.nawun.to_string()),
             ("nawupf".into(), self.nawupf.to_string()),
@@ -632,7 +641,7 @@ impl IdentifyNamespace {
         for (i, f) in self.formats() {
             let inuse = if i == self.format_index() { " (in use)" } else { "" };
             // nvme-cli prints rp with C's %#x: "0" for zero, "0x2" otherwise.
-            let rp = if f.rp == 0 { "0".to_string() } else { format!("{:#x}", f.rp) };
+            let rp = if f.rp == 0 { "0".to_string() } else { c_hex(f.rp) };
             v.push((format!("lbaf {i:2}"), format!("ms:{:<3} lbads:{:<2} rp:{rp}{inuse}", f.ms, f.lbads)));
         }
         v
@@ -711,6 +720,13 @@ impl NsDescriptors {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_fields_print_as_c_percent_hash_x() {
+        assert_eq!(c_hex(0u16), "0");
+        assert_eq!(c_hex(0x1b36u16), "0x1b36");
+        assert_eq!(c_hex(0x10400u32), "0x10400");
+    }
 
     /// A controller page written byte by byte at the offsets of Figure 247,
     /// independently of `to_bytes`.
