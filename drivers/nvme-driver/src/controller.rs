@@ -221,7 +221,16 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     host_memory: Option<HostMemory>,
     /// Why a controller that asks for a Host Memory Buffer has none.
     host_memory_refused: Option<String>,
+    /// The function-level reset [`Controller::new_with_function_reset`]
+    /// was given, kept for a reset whose CC.EN = 0 the controller does not
+    /// act on (see `function_level_reset`); None from [`Controller::new`].
+    function_reset: Option<FunctionReset>,
 }
+
+/// A function-level reset of the controller's PCI function (vfio-pci's
+/// VFIO_DEVICE_RESET): Ok once done, else why not. Send and Sync, as the
+/// [`Controller`] that keeps it is.
+type FunctionReset = Box<dyn FnMut() -> Result<(), String> + Send + Sync>;
 
 /// A Host Memory Buffer: one chunk (IOVA-contiguous through the IOMMU,
 /// so one descriptor where Linux, without one, gathers many) and the
@@ -460,26 +469,30 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// reset by `function_reset` (vfio-pci's VFIO_DEVICE_RESET, which saves
     /// and restores the configuration space around it), and brought up
     /// once more. Nothing was given to the controller before that wait, so
-    /// no memory is at stake.
+    /// no memory is at stake. The controller keeps `function_reset` for
+    /// its [`reset`](Self::reset)s, which escalate the same way, as Linux's
+    /// runs at every controller reset, not only at probe.
     pub fn new_with_function_reset(
         regs: Arc<R>,
         mem: Arc<dyn DmaAllocator>,
         cfg: ControllerConfig,
-        function_reset: impl FnOnce() -> Result<(), String>,
+        mut function_reset: impl FnMut() -> Result<(), String> + Send + Sync + 'static,
     ) -> Result<Self, Error> {
-        match Self::new(regs.clone(), mem.clone(), cfg.clone()) {
+        let mut c = match Self::new(regs.clone(), mem.clone(), cfg.clone()) {
             Err(Error::Timeout { what: RDY_AFTER_DISABLE, timeout_ms, csts }) => {
                 let failed = |why: String| Error::FunctionResetFailed { timeout_ms, csts, why };
                 function_reset().map_err(failed)?;
                 match Self::new(regs, mem, cfg) {
                     Err(Error::Timeout { what: RDY_AFTER_DISABLE, csts, .. }) => {
-                        Err(failed(format!("after it the controller still did not clear CSTS.RDY (CSTS={csts:#x})")))
+                        return Err(failed(format!("after it the controller still did not clear CSTS.RDY (CSTS={csts:#x})")));
                     }
-                    r => r,
+                    r => r?,
                 }
             }
-            r => r,
-        }
+            r => r?,
+        };
+        c.function_reset = Some(Box::new(function_reset));
+        Ok(c)
     }
 
     /// Reset and initialize the controller behind `regs`, using `mem` for
@@ -562,6 +575,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             bringing_up: true,
             host_memory: None,
             host_memory_refused: None,
+            function_reset: None,
         };
 
         // Step 5: Identify Controller: MDTS bounds every transfer. A

@@ -51,9 +51,10 @@ pub enum Error {
     /// A CSTS wait ran out of time.
     #[error("controller did not {what} within {timeout_ms} ms (its ready timeout: CAP.TO, or CRTO.CRWMT when CAP.CRMS reports it); CSTS={csts:#x}. The device may be hung: reset it (rebind to nvme, or power-cycle)")]
     Timeout { what: &'static str, timeout_ms: u64, csts: u32 },
-    /// At bring-up the controller did not clear CSTS.RDY after CC.EN = 0,
-    /// and the function-level reset tried next did not help.
-    #[error("controller did not clear CSTS.RDY within {timeout_ms} ms after CC.EN=0 (CSTS={csts:#x}), and the function-level reset tried next, as Linux's probe tries it, did not help: {why}. Power-cycle the device")]
+    /// At bring-up or at a controller reset the controller did not clear
+    /// CSTS.RDY after CC.EN = 0, and the function-level reset tried next
+    /// did not help (after a reset, [`Error::ResetFailed`] holds it).
+    #[error("controller did not clear CSTS.RDY within {timeout_ms} ms after CC.EN=0 (CSTS={csts:#x}), and the function-level reset tried next, as Linux tries it at probe and at every reset, did not help: {why}. Power-cycle the device")]
     FunctionResetFailed { timeout_ms: u64, csts: u32, why: String },
     /// A normal shutdown did not report complete (CSTS.SHST = 10b) in time.
     #[error("controller did not finish its shutdown (CSTS.SHST=10b) within {timeout_ms} ms (its RTD3E of {rtd3e_us} us, clamped to 5-60 s as Linux does); CSTS={csts:#x}. It was left enabled, not reset in the middle of its shutdown, and its memory stays mapped until this process ends; give it time, then let the kernel's nvme driver take it over (`nvme-bypass unbind`) or power-cycle it")]

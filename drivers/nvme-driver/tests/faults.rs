@@ -12,7 +12,8 @@ use nvme_sim::{DataMode, SimConfig, SimController, SimRegisters};
 use nvme_spec::regs::offset;
 use nvme_spec::status::generic as gs;
 use nvme_spec::{Status, StatusCodeType};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_millis(300);
@@ -647,6 +648,20 @@ fn an_admin_timeout_during_bring_up_fails_it_and_hands_the_controller_back_usabl
     ctrl.shutdown().unwrap();
 }
 
+/// The simulator's model of a function-level reset: it acts on CC.EN = 0
+/// again (`ignore_disable` cleared), so CSTS.RDY clears. Also the count of
+/// resets done.
+fn function_reset(s: &SimController) -> (impl FnMut() -> Result<(), String> + Send + Sync + 'static, Arc<AtomicU32>) {
+    let (faults, resets) = (s.faults().clone(), Arc::new(AtomicU32::new(0)));
+    let done = resets.clone();
+    let reset = move || {
+        done.fetch_add(1, Ordering::Relaxed);
+        faults.ignore_disable.store(false, Ordering::Relaxed);
+        Ok(())
+    };
+    (reset, resets)
+}
+
 /// A controller handed over enabled that does not clear CSTS.RDY after
 /// CC.EN = 0: bring-up gives it a function-level reset and comes up, as
 /// Linux's probe does; a reset that does not help is said so.
@@ -660,15 +675,10 @@ fn a_controller_that_does_not_stop_at_bring_up_gets_a_function_reset() {
     // The function reset brings the controller to its reset state (here:
     // the simulator acts on CC.EN = 0 again).
     let s = enabled_and_deaf();
-    let faults = s.faults().clone();
-    let mut resets = 0;
-    let ctrl = Controller::new_with_function_reset(s.registers(), s.allocator(), ControllerConfig::default(), || {
-        resets += 1;
-        faults.ignore_disable.store(false, Ordering::Relaxed);
-        Ok(())
-    })
-    .expect("up after the function reset");
-    assert_eq!(resets, 1);
+    let (reset, resets) = function_reset(&s);
+    let ctrl = Controller::new_with_function_reset(s.registers(), s.allocator(), ControllerConfig::default(), reset)
+        .expect("up after the function reset");
+    assert_eq!(resets.load(Ordering::Relaxed), 1);
     assert_eq!(ctrl.identify().sn, "NVBSIM0001");
     ctrl.shutdown().unwrap();
     // A function without a reset method: still stuck, said so.
@@ -681,6 +691,93 @@ fn a_controller_that_does_not_stop_at_bring_up_gets_a_function_reset() {
     let s = sim(SimConfig::default());
     let ctrl = Controller::new_with_function_reset(s.registers(), s.allocator(), ControllerConfig::default(), || panic!("not needed")).unwrap();
     ctrl.shutdown().unwrap();
+}
+
+/// A controller that does not clear CSTS.RDY after CC.EN = 0 at a reset
+/// (after a timeout or fatal status) gets the function-level reset it was
+/// brought up with, as Linux's `nvme_pci_configure_admin_queue` gives it at
+/// every reset: the reset goes on, the memory the controller may have used
+/// is free at once (the function reset stopped it), and I/O works on the
+/// re-created queue.
+#[test]
+fn a_controller_that_does_not_stop_at_a_reset_gets_a_function_reset() {
+    let s = sim(SimConfig { timeout_500ms: 1, ..Default::default() });
+    let (reset, resets) = function_reset(&s);
+    let cfg = ControllerConfig { io_queues: 2, admin_timeout: Duration::from_secs(5), ..Default::default() };
+    let mut ctrl = Controller::new_with_function_reset(s.registers(), s.allocator(), cfg, reset).unwrap();
+    assert_eq!(resets.load(Ordering::Relaxed), 0, "not needed at bring-up");
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let buf = ctrl.alloc_queue_buffer(&qp, 4096).unwrap();
+    write_pattern(&mut qp, 64, &buf, 0x5a);
+    // Memory in quarantine, which only a controller seen to stop lets go:
+    // a queue whose deletion it refused.
+    let refused = ctrl.create_io_queue_pair(8).unwrap();
+    ctrl.admin_command(nvme_spec::cmd::delete_io_sq(refused.qid()), None).unwrap();
+    assert!(matches!(ctrl.delete_io_queue_pair(refused), Err(Error::QueueDeletion { .. })));
+    assert!(ctrl.quarantined_bytes() > 0);
+
+    s.faults().ignore_disable.store(true, Ordering::Relaxed);
+    ctrl.reset(Duration::from_secs(5)).expect("reset after the function reset");
+    assert_eq!(resets.load(Ordering::Relaxed), 1);
+    assert_eq!(s.stats().resets.load(Ordering::Relaxed), 1, "the controller was reset once");
+    assert_eq!(ctrl.generation(), 1);
+    assert!(!ctrl.is_failed());
+    assert_eq!(ctrl.quarantined_bytes(), 0, "released: the function reset stopped the controller");
+    let (mut qp, abandoned) = ctrl.recreate_io_queue_pair(qp, WAIT).unwrap();
+    assert!(abandoned.is_empty());
+    buf.fill(0, 4096, 0);
+    read(&mut qp, 64, &buf, 12);
+    let c = poll_one(&mut qp, Duration::from_secs(5)).expect("the read completes");
+    assert!(c.status().is_success(), "{}", c.status());
+    assert_eq!(first_byte(&buf), 0x5a);
+    let again = ctrl.create_io_queue_pair(8).unwrap();
+    assert_eq!(again.qid(), 2, "the refused queue's id is free again");
+    ctrl.delete_io_queue_pair(again).unwrap();
+    ctrl.delete_io_queue_pair(qp).unwrap();
+    ctrl.shutdown().unwrap();
+}
+
+/// A reset whose CC.EN = 0 the controller does not act on, with no
+/// function reset, or one that fails or leaves CSTS.RDY set: the
+/// controller is given up, not seen to stop, and keeps its memory until it
+/// stops; the error says whether a function reset was tried.
+#[test]
+fn a_controller_that_does_not_stop_at_a_reset_without_a_working_function_reset_is_given_up() {
+    type Reset = Box<dyn FnMut() -> Result<(), String> + Send + Sync>;
+    let cases: [(&str, Option<Reset>); 3] = [
+        ("none", None),
+        ("fails", Some(Box::new(|| Err("no reset method".to_string())))),
+        ("does nothing", Some(Box::new(|| Ok(())))),
+    ];
+    for (case, reset) in cases {
+        let s = sim(SimConfig { timeout_500ms: 1, ..Default::default() });
+        let mem = s.memory();
+        let cfg = ControllerConfig { admin_timeout: Duration::from_secs(5), ..Default::default() };
+        let mut ctrl = match reset {
+            None => Controller::new(s.registers(), s.allocator(), cfg),
+            Some(r) => Controller::new_with_function_reset(s.registers(), s.allocator(), cfg, r),
+        }
+        .unwrap();
+        let qp = ctrl.create_io_queue_pair(8).unwrap();
+        let held = mem.registered_bytes();
+        s.faults().ignore_disable.store(true, Ordering::Relaxed);
+        let e = ctrl.reset(WAIT).unwrap_err();
+        let Error::ResetFailed { source, disabled } = &e else { panic!("{case}: {e}") };
+        assert!(!disabled, "{case}: {e}");
+        match (case, &**source) {
+            ("none", Error::Timeout { .. }) => {}
+            ("fails", Error::FunctionResetFailed { why, .. }) => assert_eq!(why, "no reset method", "{case}"),
+            ("does nothing", Error::FunctionResetFailed { why, .. }) => assert!(why.contains("still did not clear CSTS.RDY"), "{case}: {why}"),
+            _ => panic!("{case}: {e}"),
+        }
+        assert!(ctrl.is_failed(), "{case}");
+        drop(qp);
+        assert_eq!(mem.registered_bytes(), held, "{case}: memory of a controller that may still use it was freed");
+        // Once it stops (the shutdown sees CSTS.RDY = 0), all of it goes.
+        s.faults().ignore_disable.store(false, Ordering::Relaxed);
+        ctrl.shutdown().unwrap();
+        assert_eq!(mem.registered_bytes(), 0, "{case}");
+    }
 }
 
 #[test]

@@ -48,15 +48,16 @@ impl VfioOptions {
 ///
 /// Field order is drop order: the driver (which shuts the controller down
 /// and deletes its queues) goes first, then the DMA allocator, then the
-/// VFIO device. The BAR and every DMA mapping also hold the device open
-/// themselves, so no order of drops can leave them dangling.
+/// VFIO device. The BAR, every DMA mapping and the driver's function reset
+/// also hold the device open themselves, so no order of drops can leave
+/// them dangling.
 pub struct VfioTarget {
     /// The driver side.
     pub target: UserspaceTarget<Bar>,
     /// MSI-X vectors, when interrupt driven (disabled after the driver stops).
     _msix: Option<Arc<nvme_vfio::Msix>>,
     dma: Arc<VfioDma>,
-    dev: VfioPci,
+    dev: Arc<VfioPci>,
     bar_len: usize,
 }
 
@@ -72,6 +73,15 @@ pub fn init_delay(bdf: &Bdf) -> std::time::Duration {
     Host::system().pci_ids(bdf).map(|(vendor, device)| nvme_driver::controller::init_delay(vendor, device)).unwrap_or_default()
 }
 
+/// The function-level reset the driver escalates to when the controller
+/// does not clear CSTS.RDY after CC.EN = 0, at bring-up or at a reset
+/// (`Controller::new_with_function_reset`): the controller keeps it, and
+/// with it the device, for as long as it lives.
+fn function_reset(dev: &Arc<VfioPci>) -> impl FnMut() -> Result<(), String> + Send + Sync + 'static {
+    let dev = dev.clone();
+    move || dev.reset_function().map_err(|e| crate::error::chain(&e))
+}
+
 fn vfio_err(bdf: &str, source: nvme_vfio::VfioError) -> BackendError {
     BackendError::Vfio { bdf: bdf.to_string(), source }
 }
@@ -80,7 +90,7 @@ impl VfioTarget {
     /// Open the controller at `o.bdf` (bound to vfio-pci) and bring it up.
     pub fn open(o: &VfioOptions) -> Result<Self, BackendError> {
         let bdf = Bdf::parse(&o.bdf)?;
-        let dev = VfioPci::open(&Host::system(), &bdf).map_err(|e| vfio_err(&o.bdf, e))?;
+        let dev = Arc::new(VfioPci::open(&Host::system(), &bdf).map_err(|e| vfio_err(&o.bdf, e))?);
         let bar = dev.map_bar0().map_err(|e| vfio_err(&o.bdf, e))?;
         let dma = dev.dma(true);
         // The controller fetches commands by DMA as soon as CC.EN=1.
@@ -115,7 +125,7 @@ impl VfioTarget {
             host_memory_max: o.host_memory_max,
             ..Default::default()
         };
-        let ctrl = Controller::new_with_function_reset(bar, mem, cfg, || dev.reset_function().map_err(|e| crate::error::chain(&e)))?;
+        let ctrl = Controller::new_with_function_reset(bar, mem, cfg, function_reset(&dev))?;
         let mut target = UserspaceTarget::new(if o.interrupts { "vfio interrupts" } else { "vfio" }, ctrl, o.nsid)?;
         if !ready_check_delay.is_zero() {
             target.add_fact("reset quirk", "this model needs 2.3 s between CC.EN = 0 and reading CSTS.RDY (Linux's NVME_QUIRK_DELAY_BEFORE_CHK_RDY): a reset and the hand-back wait that long");
@@ -146,19 +156,19 @@ impl VfioTarget {
 pub struct VfioController {
     pub ctrl: Controller<Bar>,
     _dma: Arc<VfioDma>,
-    _dev: VfioPci,
+    _dev: Arc<VfioPci>,
 }
 
 /// Open the controller at `bdf` (bound to vfio-pci) for admin commands.
 pub fn open_controller(bdf: &str) -> Result<VfioController, BackendError> {
     let b = Bdf::parse(bdf)?;
-    let dev = VfioPci::open(&Host::system(), &b).map_err(|e| vfio_err(bdf, e))?;
+    let dev = Arc::new(VfioPci::open(&Host::system(), &b).map_err(|e| vfio_err(bdf, e))?);
     let bar = dev.map_bar0().map_err(|e| vfio_err(bdf, e))?;
     let dma = dev.dma(true);
     dev.enable_bus_master().map_err(|e| vfio_err(bdf, e))?;
     let mem: Arc<dyn DmaAllocator> = dma.clone();
     let cfg = ControllerConfig { io_queues: 1, shadow_doorbells: false, ready_check_delay: ready_check_delay(&b), init_delay: init_delay(&b), ..Default::default() };
-    let ctrl = Controller::new_with_function_reset(bar, mem, cfg, || dev.reset_function().map_err(|e| crate::error::chain(&e)))?;
+    let ctrl = Controller::new_with_function_reset(bar, mem, cfg, function_reset(&dev))?;
     Ok(VfioController { ctrl, _dma: dma, _dev: dev })
 }
 

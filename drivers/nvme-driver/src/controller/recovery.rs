@@ -3,11 +3,15 @@
 //! §7.6.1), and re-creating I/O queues after it. The order a caller follows
 //! is the Linux driver's (`nvme_timeout`): a command overdue past its
 //! timeout is aborted; if that does not bring its completion within another
-//! timeout, the controller is reset and the queues re-created; if the reset
-//! fails, the controller is given up and left disabled for the next owner
-//! (or, if it does not even stop, left with all its memory).
+//! timeout, the controller is reset and the queues re-created (one that
+//! does not stop at CC.EN = 0 first gets a function-level reset, when the
+//! caller gave one, as Linux's `nvme_pci_configure_admin_queue` gives it);
+//! if the reset fails, the controller is given up and left disabled for the
+//! next owner (or, if it does not even stop, left with all its memory).
 
-use super::{admin_queue_pair, disable, disable_timeout, enable_timeout, enable_with_admin_queue, Controller, LiveQueue};
+use super::{
+    admin_queue_pair, disable, disable_timeout, enable_timeout, enable_with_admin_queue, Controller, LiveQueue, RDY_AFTER_DISABLE,
+};
 use crate::qpair::QueuePair;
 use crate::Error;
 use nvme_hal::RegisterWindow;
@@ -114,9 +118,14 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// re-creates it ([`recreate_io_queue_pair`](Self::recreate_io_queue_pair))
     /// or drops it. Admin commands wait at most `timeout` each.
     ///
-    /// If the controller does not come back, it is given up, left disabled
-    /// (CC.EN = 0) if it stops, and [`Error::ResetFailed`] says why and
-    /// whether it stopped.
+    /// A controller that does not clear CSTS.RDY after CC.EN = 0 is given
+    /// the function-level reset of [`new_with_function_reset`](Self::new_with_function_reset),
+    /// if it was brought up with one, and the reset goes on from there.
+    /// If the controller does not come back (without a function reset, or
+    /// with one that failed or did not make it stop, which
+    /// [`Error::FunctionResetFailed`] then says), it is given up, left
+    /// disabled (CC.EN = 0) if it stops, and [`Error::ResetFailed`] says
+    /// why and whether it stopped.
     pub fn reset(&mut self, timeout: Duration) -> Result<(), Error> {
         if self.failed {
             return Err(Error::GivenUp);
@@ -142,12 +151,19 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
 
     fn reset_inner(&mut self, timeout: Duration) -> Result<(), Error> {
         // Step 1: CC.EN = 0 and wait for CSTS.RDY to follow (CAP.TO; a
-        // controller still enabling is let finish first). Once it has, the
-        // controller no longer owns any I/O queue memory (which stays with
-        // `live` until re-created or deleted) and quarantine ends; until
-        // then it may (queue memory stays on_device, quarantine stays shut).
+        // controller still enabling is let finish first; one that does not
+        // clear it gets the function-level reset, if there is one). Once it
+        // has, the controller no longer owns any I/O queue memory (which
+        // stays with `live` until re-created or deleted) and quarantine
+        // ends; until then it may (queue memory stays on_device, quarantine
+        // stays shut).
         self.generation += 1;
-        disable(&*self.regs, self.enable_timeout(), self.disable_timeout(), self.cfg.ready_check_delay)?;
+        match disable(&*self.regs, self.enable_timeout(), self.disable_timeout(), self.cfg.ready_check_delay) {
+            Err(Error::Timeout { what: RDY_AFTER_DISABLE, timeout_ms, csts }) if self.function_reset.is_some() => {
+                self.function_level_reset(timeout_ms, csts)?;
+            }
+            r => r?,
+        }
         self.controller_forgot_everything();
 
         // Steps 2-4: the admin queue anew on the same memory, its completion
@@ -209,6 +225,29 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             }
         }
         Ok(())
+    }
+
+    /// The bigger hammer of Linux's `nvme_pci_configure_admin_queue`, which
+    /// it takes at every controller reset: the controller did not clear
+    /// CSTS.RDY within `timeout_ms` after CC.EN = 0 (CSTS was `csts`), so
+    /// its function is reset (`function_reset`, Linux's `pcie_reset_flr`),
+    /// then CC.EN = 0 once more, whose wait must now see CSTS.RDY = 0. A
+    /// function-level reset stops the function's DMA and resets the
+    /// controller (PCIe 4.0 §6.6.2; a Controller Level Reset, NVMe 1.4c
+    /// §7.3.2), so once it is done the controller has forgotten every queue
+    /// and command, whatever CSTS reads next. An error, the reset's or the
+    /// second wait's, says that the function reset was tried.
+    fn function_level_reset(&mut self, timeout_ms: u64, csts: u32) -> Result<(), Error> {
+        let failed = |why: String| Error::FunctionResetFailed { timeout_ms, csts, why };
+        let function_reset = self.function_reset.as_mut().expect("reset_inner checked it");
+        function_reset().map_err(failed)?;
+        self.controller_forgot_everything();
+        match disable(&*self.regs, self.enable_timeout(), self.disable_timeout(), self.cfg.ready_check_delay) {
+            Err(Error::Timeout { what: RDY_AFTER_DISABLE, csts, .. }) => {
+                Err(failed(format!("after it the controller still did not clear CSTS.RDY (CSTS={csts:#x})")))
+            }
+            r => r,
+        }
     }
 
     /// Identify Controller after a reset: see `reset_inner`'s step 5.
