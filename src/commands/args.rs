@@ -259,6 +259,36 @@ pub fn sim_placement(numjobs: usize, cpus: Option<&[usize]>, sim_cpu: Option<usi
     (cpus, sim_cpu)
 }
 
+/// A warning when a simulator run's polling threads would share a CPU:
+/// job `i` runs on `cpus[i % len]` (as the engine pins it), and the
+/// controller's thread, when it has one, on `sim_cpu`. Pollers that share a
+/// CPU take turns at the scheduler's pace, so latency and IOPS are the
+/// scheduler's, not the path's. None when nothing is pinned (a one-CPU
+/// machine) or every poller has a CPU of its own.
+pub fn sim_sharing(numjobs: usize, cpus: &[usize], sim_cpu: Option<usize>) -> Option<String> {
+    if cpus.is_empty() {
+        return None;
+    }
+    let mut on = std::collections::BTreeMap::<usize, usize>::new();
+    for i in 0..numjobs {
+        *on.entry(cpus[i % cpus.len()]).or_default() += 1;
+    }
+    if let Some(c) = sim_cpu {
+        *on.entry(c).or_default() += 1;
+    }
+    let (&cpu, &n) = on.iter().max_by_key(|(_, n)| **n)?;
+    let pollers = numjobs + sim_cpu.is_some() as usize;
+    (n > 1).then(|| {
+        format!(
+            "{pollers} polling threads ({numjobs} job{}{}) on {} CPU{}, {n} of them on CPU {cpu}: threads that share a CPU take turns at the scheduler's pace, so these latencies and IOPS are the scheduler's, not the path's; give each its own CPU (fewer jobs, --cpus, --sim-cpu), or use --sim-sync (the controller steps on each job's own thread)",
+            if numjobs == 1 { "" } else { "s" },
+            if sim_cpu.is_some() { " and the simulator's controller" } else { "" },
+            on.len(),
+            if on.len() == 1 { "" } else { "s" },
+        )
+    })
+}
+
 /// The simulator's options from its arguments and our driver's (`queues` as
 /// [`PathSpec::open`] is given them, `cpu` from [`sim_placement`]).
 pub fn sim_options(a: &SimArgs, driver: &DriverArgs, queues: u16, cpu: Option<usize>) -> Result<SimOptions, Error> {
@@ -368,6 +398,19 @@ pub fn path_spec(kind: PathKind, device: Option<&str>, nsid: u32, sim: &SimArgs,
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn pollers_that_share_a_cpu_are_warned_of() {
+        // Two jobs and the controller on two CPUs: both jobs on CPU 0.
+        let w = sim_sharing(2, &[0, 0], Some(1)).unwrap();
+        assert!(w.contains("3 polling threads") && w.contains("2 of them on CPU 0") && w.contains("--sim-sync"), "{w}");
+        // The controller on a job's CPU.
+        assert!(sim_sharing(1, &[0], Some(0)).unwrap().contains("2 of them on CPU 0"));
+        // One each, or synchronous (no controller thread), or unpinned: nothing.
+        assert_eq!(sim_sharing(1, &[0], Some(1)), None);
+        assert_eq!(sim_sharing(2, &[0, 1], None), None);
+        assert_eq!(sim_sharing(4, &[], Some(1)), None);
+    }
+
     #[test]
     fn namespace_ids_are_one_to_fffffffe() {
         assert_eq!(parse_nsid("1"), Ok(1));

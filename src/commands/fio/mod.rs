@@ -453,6 +453,9 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
         }
         (None, "nvme-bypass-sim") => {
             let (c, sim_cpu) = sim_placement(o.numjobs, (!o.cpus.is_empty()).then_some(&o.cpus[..]), None);
+            if let Some(w) = crate::commands::args::sim_sharing(o.numjobs, &c, sim_cpu) {
+                eprintln!("nvme-bypass fio: warning: job {}: {w}", o.name);
+            }
             cpus = c;
             let sim = SimArgs {
                 sim_data: SimData::Ram,
