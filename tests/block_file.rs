@@ -193,6 +193,32 @@ fn data_written_by_one_engine_verifies_through_the_others() {
     std::fs::remove_file(f).unwrap();
 }
 
+/// The blocks of file `f` (`bs` bytes each), and how many differ.
+fn distinct_blocks(f: &str, bs: usize) -> (usize, usize) {
+    let data = std::fs::read(f).unwrap();
+    let blocks: std::collections::HashSet<&[u8]> = data.chunks(bs).collect();
+    (data.len() / bs, blocks.len())
+}
+
+#[test]
+fn written_blocks_are_scrambled_as_fios_unless_no_scramble() {
+    // A sequential write of the whole 4 MiB file, each engine: every 4 KiB
+    // block written is its own (fio's default scramble_buffers=1), so
+    // deduplicating storage keeps each, as it keeps fio's; with
+    // --no-scramble (fio's scramble_buffers=0) they are all one pattern.
+    let Some(f) = scratch("scramble", 4 << 20) else { return };
+    for (engine, depth) in [("io_uring", "8"), ("libaio", "8"), ("psync", "1")] {
+        for (extra, want) in [(None, 1024), (Some("--no-scramble"), 1)] {
+            let mut a = vec!["--backend", "block", "--device", &f, "--ioengine", engine, "--rw", "write", "--bs", "4k", "--iodepth", depth, "--ios", "1024", "--size", "4M", "--allow-write"];
+            a.extend(extra);
+            let j = json(&a);
+            assert_eq!(j["jobs"][0]["write"]["total_ios"], 1024, "{engine} {extra:?}");
+            assert_eq!(distinct_blocks(&f, 4096), (1024, want), "{engine} {extra:?}: blocks written, and distinct");
+        }
+    }
+    std::fs::remove_file(f).unwrap();
+}
+
 #[test]
 fn clear_refusals() {
     let Some(f) = scratch("refuse", 1 << 20) else { return };

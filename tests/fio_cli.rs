@@ -940,6 +940,49 @@ fn sync_opens_and_a_write_jobs_layout_as_fios() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// fio's default `scramble_buffers=1` (io_u.c `small_content_scramble`):
+/// every block a write job writes is its own, its offset and time in each
+/// 512-byte sector, so deduplicating storage keeps each block as it keeps
+/// fio's (the user's check: 1,024 random 4 KiB writes into a 4 MiB file
+/// left one distinct block before). `scramble_buffers=0` writes the one
+/// pattern, as does `buffer_compress_percentage=0` (given at all, it turns
+/// fio's scramble off); `verify=` writes its stamps, unscrambled, which
+/// check.
+#[test]
+fn every_block_written_is_its_own_as_fios_scramble_buffers_makes_it() {
+    let Some(d) = workdir("scramble") else { return };
+    let distinct = |f: &str| {
+        let data = std::fs::read(d.join(f)).unwrap();
+        let blocks: std::collections::HashSet<&[u8]> = data.chunks(4096).collect();
+        (data.len() / 4096, blocks.len())
+    };
+    let base = ["--name=c", "--ioengine=psync", "--size=4m", "--rw=randwrite", "--bs=4k"];
+    for (f, extra, want) in [
+        ("cov.bin", &[][..], 1024),
+        ("on.bin", &["--scramble_buffers=1"][..], 1024),
+        ("aio.bin", &["--ioengine=libaio", "--iodepth=16", "--direct=1"][..], 1024),
+        ("off.bin", &["--scramble_buffers=0"][..], 1),
+        ("compress.bin", &["--buffer_compress_percentage=0"][..], 1),
+    ] {
+        let file = format!("--filename={f}");
+        let args: Vec<&str> = base.iter().copied().chain([file.as_str()]).chain(extra.iter().copied()).collect();
+        let (code, _, err) = fio_in(&d, &args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert_eq!(distinct(f), (1024, want), "{extra:?}: blocks in the file, and distinct");
+    }
+    // In a job file too, and a verifying job's stamps are written as they
+    // are: its read-back finds no mismatch.
+    std::fs::write(d.join("off.fio"), "[global]\nscramble_buffers=0\nsize=4m\nbs=4k\n[w]\nrw=randwrite\nfilename=job.bin\n").unwrap();
+    let (code, _, err) = fio_in(&d, &["off.fio"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(distinct("job.bin"), (1024, 1));
+    let (code, out, err) = fio_in(&d, &["--name=v", "--filename=v.bin", "--size=4m", "--rw=randwrite", "--bs=4k", "--verify=crc32c"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("verify read back 1024 I/Os after the job") && out.contains(" 0 mismatching"), "{out}");
+    assert_eq!(distinct("v.bin"), (1024, 1024));
+    let _ = std::fs::remove_dir_all(d);
+}
+
 /// `rate_iops` and `rate`: I/Os spaced as fio's rate_process=linear
 /// spaces them (I/O k due k / rate s in), per direction as fio reads the
 /// values; refused where fio's rate is not ours to follow.

@@ -54,6 +54,70 @@ pub struct Io {
     pub tag: u64,
 }
 
+/// fio's scramble of a write buffer (`scramble_buffers`, on by default;
+/// io_u.c `small_content_scramble`), done just before the write goes out:
+/// in every 512-byte sector of the buffer, the sector's byte offset (the
+/// write's, plus 512 per sector before it) at the start of one of the
+/// sector's first eight 64-byte lines, the same line in every sector,
+/// picked by the time and the offset, and the issue time (seconds, then
+/// nanoseconds) at bytes 48..64. Three stores a sector, not a refill, and
+/// every block written differs from every other one (offset) and from an
+/// earlier write of its own (time): deduplicating storage keeps each, as
+/// it keeps fio's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scramble {
+    /// Byte offset of the write.
+    pub offset: u64,
+    pub sec: u64,
+    pub nsec: u64,
+}
+
+impl Scramble {
+    /// Sector size the content is scrambled in (fio's smallest block).
+    pub const SECTOR: usize = 512;
+
+    /// The scramble of a write at byte `offset` issued at `time_ns`.
+    #[inline]
+    pub fn new(offset: u64, time_ns: u64) -> Self {
+        Scramble { offset, sec: time_ns / 1_000_000_000, nsec: time_ns % 1_000_000_000 }
+    }
+
+    /// Where in each sector the offset goes: the start of 64-byte line
+    /// 0 to 7, from the time and the offset, as fio picks it.
+    #[inline]
+    fn line(&self) -> usize {
+        (((self.nsec ^ self.offset) & 7) << 6) as usize
+    }
+
+    /// Its stores into a buffer of `len` bytes: `store(byte position,
+    /// word)`, each word 8-byte aligned, in native byte order (as fio
+    /// stores them).
+    pub fn apply(&self, len: usize, mut store: impl FnMut(usize, u64)) {
+        let line = self.line();
+        let mut offset = self.offset;
+        for at in (0..len / Self::SECTOR).map(|i| i * Self::SECTOR) {
+            store(at + line, offset);
+            store(at + 48, self.sec);
+            store(at + 56, self.nsec);
+            offset = offset.wrapping_add(Self::SECTOR as u64);
+        }
+    }
+
+    /// Into `mem` from byte `base` (8-byte aligned), `len` bytes: the
+    /// same stores as [`apply`](Self::apply), bounds checked once.
+    #[inline]
+    pub fn to_region(&self, mem: &nvme_hal::DmaRegion, base: usize, len: usize) {
+        let s = Self::SECTOR;
+        let (offset, sec, nsec) = (self.offset, self.sec, self.nsec);
+        mem.write64_blocks(base, s, len / s, [self.line(), 48, 56], move |k| [offset.wrapping_add((k * s) as u64), sec, nsec]);
+    }
+
+    /// Into `buf`.
+    pub fn to_slice(&self, buf: &mut [u8]) {
+        self.apply(buf.len(), |at, v| buf[at..at + 8].copy_from_slice(&v.to_ne_bytes()));
+    }
+}
+
 /// How an I/O ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoStatus {
@@ -348,6 +412,13 @@ pub trait IoQueue: Send {
     fn buf_write(&mut self, buf: u32, off: usize, data: &[u8]);
     /// Copy from registered buffer `buf` at `off` into `out`.
     fn buf_read(&self, buf: u32, off: usize, out: &mut [u8]);
+    /// fio's scramble of the first `len` bytes of registered buffer `buf`
+    /// for its next write ([`Scramble`]). By default a copy per word
+    /// through [`buf_write`](Self::buf_write); paths whose buffers are one
+    /// [`DmaRegion`](nvme_hal::DmaRegion) store the words directly.
+    fn buf_scramble(&mut self, buf: u32, len: usize, s: Scramble) {
+        s.apply(len, |at, v| self.buf_write(buf, at, &v.to_ne_bytes()));
+    }
     /// Counters so far.
     fn counters(&self) -> QueueCounters;
     /// How long to wait before retrying a command whose completion's

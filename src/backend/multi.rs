@@ -9,7 +9,7 @@
 //! smallest namespace's. `--verify` is refused (a unit's expected content
 //! would depend on which device the slot went to).
 
-use super::{BackendError, Geometry, Io, IoDone, IoQueue, Op, QueueCounters, QueueParams, Recovery, Target};
+use super::{BackendError, Geometry, Io, IoDone, IoQueue, Op, QueueCounters, QueueParams, Recovery, Scramble, Target};
 use std::time::Duration;
 
 /// How a [`MultiTarget`] shares the work between its devices.
@@ -320,6 +320,13 @@ impl IoQueue for MultiQueue {
             Spread::SlotPerDevice => self.queues[(buf % n) as usize].buf_write(buf / n, off, data),
             // The slot's next I/O may go to any device: each gets the data.
             Spread::Interleaved(_) => self.queues.iter_mut().for_each(|q| q.buf_write(buf, off, data)),
+        }
+    }
+    fn buf_scramble(&mut self, buf: u32, len: usize, s: Scramble) {
+        let n = self.queues.len() as u32;
+        match self.spread {
+            Spread::SlotPerDevice => self.queues[(buf % n) as usize].buf_scramble(buf / n, len, s),
+            Spread::Interleaved(_) => self.queues.iter_mut().for_each(|q| q.buf_scramble(buf, len, s)),
         }
     }
     fn buf_read(&self, buf: u32, off: usize, out: &mut [u8]) {

@@ -61,6 +61,13 @@ pub struct BenchArgs {
     /// Only check existing stamps (written earlier, maybe through another path): no prefill.
     #[arg(long)]
     pub verify_only: bool,
+    /// Write the thread's fixed pattern as it is: no per-write scramble of
+    /// each 512-byte sector with the write's offset and time, which is on
+    /// by default as in fio (scramble_buffers=1), so no two written blocks
+    /// are alike. This is fio's scramble_buffers=0. (--verify never
+    /// scrambles: its stamps are unique already.)
+    #[arg(long)]
+    pub no_scramble: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "normal")]
     pub output_format: OutputFormat,
@@ -233,6 +240,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
         ios: a.ios,
         ramp: a.ramp_time,
         verify: a.verify.then_some(VerifySpec { seed: a.verify_seed, only: a.verify_only }),
+        scramble: !a.no_scramble,
         random_map: false, distribution: Default::default(), files: 1, spread_threads: true,
         batch: a.batch,
         batch_complete: a.batch_complete,

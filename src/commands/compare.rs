@@ -508,6 +508,8 @@ pub fn compare(a: &CompareArgs, stop: &Stop) -> Result<i32, Error> {
         ios: a.ios,
         ramp: a.ramp_time,
         verify: None,
+        // fio's default scramble_buffers=1 (writes unique per block).
+        scramble: true,
         batch: a.batch,
         batch_complete: a.batch_complete,
         reap_max: 0,

@@ -101,6 +101,13 @@ pub struct JobSpec {
     pub ramp: Duration,
     /// Verification.
     pub verify: Option<VerifySpec>,
+    /// fio's `scramble_buffers` (fio's default, on): every write's buffer
+    /// is scrambled just before it goes out, its offset and issue time
+    /// stored in each 512-byte sector ([`crate::backend::Scramble`]), so
+    /// no two blocks written are alike. Off, every write carries the
+    /// thread's fixed pattern. A verifying job's stamps are unique already
+    /// and are never scrambled, as fio does not scramble under `verify`.
+    pub scramble: bool,
     /// I/Os per submission (doorbell / system call); 0 = all that fit.
     pub batch: usize,
     /// Completions per reap: 0 or 1 reaps whatever is there; N > 1 reaps

@@ -177,6 +177,7 @@ fn spec(rw: Rw, ios: u64) -> JobSpec {
         ios: Some(ios),
         ramp: Duration::ZERO,
         verify: None,
+        scramble: true,
         batch: 0,
         batch_complete: 0,
         reap_max: 0,
@@ -614,4 +615,76 @@ fn a_sequential_jobs_threads_start_spread_or_all_at_the_start_as_fios_clones() {
         worker(&ctx, &mut q, 1).unwrap();
         assert_eq!(q.lbas[0].0, first, "spread_threads {spread}: thread 1's first I/O");
     }
+}
+
+/// The namespace's 512-byte sectors as the fake queue holds them.
+fn sectors(q: &FakeQueue) -> Vec<(u64, Vec<u8>)> {
+    let mut v: Vec<_> = q.disk.iter().map(|(&lba, b)| (lba, b.clone())).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn writes_are_scrambled_as_fios_unless_off_or_verifying() {
+    let word = |b: &[u8], at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().unwrap());
+    // A sequential write of the whole 1 MiB region (256 writes of 4 KiB),
+    // in the fast loop and in the general one (a job that flushes).
+    for s in [spec(Rw::Write, 256), JobSpec { sync_every: 10, ..spec(Rw::Write, 256) }] {
+        let mut q = FakeQueue::new(s.iodepth, s.bs);
+        run(&s, &mut q);
+        let secs = sectors(&q);
+        assert_eq!(secs.len(), 2048);
+        let distinct: std::collections::HashSet<&Vec<u8>> = secs.iter().map(|(_, b)| b).collect();
+        assert_eq!(distinct.len(), 2048, "every sector differs (sync_every {})", s.sync_every);
+        // fio's small_content_scramble: the sector's byte offset at the
+        // start of one of its first eight 64-byte lines (the same in every
+        // sector of a write), the time (s, ns) at bytes 48..64.
+        for w in secs.chunks(8) {
+            let (lba0, first) = (&w[0].0, &w[0].1);
+            let (sec, nsec) = (word(first, 48), word(first, 56));
+            assert!(nsec < 1_000_000_000 && (sec, nsec) != (0, 0));
+            let line = (((nsec ^ (lba0 * LBA as u64)) & 7) * 64) as usize;
+            for (lba, b) in w {
+                assert_eq!(word(b, line), lba * LBA as u64, "LBA {lba}: its offset at byte {line}");
+                assert_eq!((word(b, 48), word(b, 56)), (sec, nsec), "LBA {lba}: the write's time");
+            }
+        }
+    }
+    // scramble_buffers=0: every block is the thread's one pattern.
+    let s = JobSpec { scramble: false, ..spec(Rw::Write, 256) };
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    run(&s, &mut q);
+    let blocks: std::collections::HashSet<Vec<u8>> = sectors(&q).chunks(8).map(|w| w.iter().flat_map(|(_, b)| b.clone()).collect()).collect();
+    assert_eq!(blocks.len(), 1, "unscrambled, every 4 KiB block alike");
+    // Verifying: the stamps are written as they are, and check.
+    let mut s = spec(Rw::Randwrite, 300);
+    s.verify = Some(VerifySpec { seed: 9, only: false });
+    let mut q = FakeQueue::new(s.iodepth, s.bs);
+    let r = run(&s, &mut q);
+    assert_eq!((r.mismatches, r.errors), (0, 0));
+    assert!(r.verified_blocks > 0);
+    for (lba, b) in sectors(&q) {
+        assert_eq!(crate::engine::verify::check_block(&b, lba, 9, None), Ok(()), "LBA {lba}: a stamp, not scrambled");
+    }
+}
+
+#[test]
+fn a_paths_own_scramble_stores_what_the_default_copies() {
+    // DmaRegion's words (the kernel paths' and our driver's buffers) and
+    // the default's copies through buf_write give the same bytes.
+    let s = crate::backend::Scramble::new(3 * 4096, 5_123_456_789);
+    assert_eq!((s.sec, s.nsec), (5, 123_456_789));
+    let mut q = FakeQueue::new(2, 4096);
+    q.buf_scramble(1, 4096, s);
+    let mut want = vec![0u8; 4096];
+    s.to_slice(&mut want);
+    assert_eq!(q.bufs[1], want);
+    assert!(q.bufs[0].iter().all(|&b| b == 0), "only its own buffer");
+    let mem = nvme_hal::HostMemory::plain().map(8192).unwrap();
+    s.to_region(&mem, 4096, 4096);
+    let mut got = vec![0u8; 4096];
+    mem.copy_to(4096, &mut got);
+    assert_eq!(got, want);
+    // Only the three words of each sector change: 24 bytes of 512.
+    assert!(want.iter().filter(|&&b| b != 0).count() <= 8 * 24);
 }

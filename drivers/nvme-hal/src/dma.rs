@@ -229,6 +229,35 @@ impl DmaRegion {
         // SAFETY: as for read32.
         unsafe { atomic::<AtomicU64>(self.at::<u64>(offset)) }.store(v, Ordering::Relaxed)
     }
+    /// Relaxed 8-byte stores into `count` blocks of `stride` bytes from
+    /// `offset`: in block k, `value(k)[i]` at byte `at[i]` of the block
+    /// (each inside the block; block starts and `at` 8-byte aligned).
+    /// Bounds and alignment are checked once for them all, then each is
+    /// one store (a few words in every sector of a buffer: the engine's
+    /// scramble of a write's content, as fio's).
+    #[inline]
+    pub fn write64_blocks<const N: usize>(&self, offset: usize, stride: usize, count: usize, at: [usize; N], mut value: impl FnMut(usize) -> [u64; N]) {
+        let Some(last) = at.iter().max() else { return };
+        if count == 0 {
+            return;
+        }
+        assert!(stride.is_multiple_of(8) && at.iter().all(|&a| a.is_multiple_of(8) && a + 8 <= stride), "unaligned DMA access, or outside its block");
+        let span = (count - 1).checked_mul(stride).and_then(|s| s.checked_add(last + 8)).expect("DMA access out of bounds");
+        let mut p = self.range(offset, span, "DMA access out of bounds");
+        assert!(p.cast::<u64>().is_aligned(), "unaligned DMA access");
+        for k in 0..count {
+            let v = value(k);
+            for i in 0..N {
+                // SAFETY: block k starts at offset + k * stride, and at[i] +
+                // 8 <= stride: inside the checked range (its last block up
+                // to the largest at[i] + 8); 8-byte aligned (the first
+                // block's start is, stride and at[i] are multiples of 8);
+                // the memory is only accessed atomically.
+                unsafe { atomic::<AtomicU64>(p.add(at[i])) }.store(v[i], Ordering::Relaxed);
+            }
+            p = p.wrapping_add(stride);
+        }
+    }
     /// Store of 16 dwords (one 64-byte submission entry), 4-byte aligned.
     #[inline]
     pub fn write_dwords16(&self, offset: usize, v: [u32; 16]) {
@@ -909,6 +938,30 @@ mod tests {
         assert_eq!(r.read32(4092), 0xabcd);
         r.write32(4092, 7);
         assert_eq!((w.load(), w.load_acquire(), w.iova()), (7, 7, r.iova() + 4092));
+    }
+
+    #[test]
+    fn block_stores_land_in_each_block_and_are_checked_once_for_all() {
+        let r = HostMemory::plain().alloc(4096, 4096).unwrap();
+        // Three words in each of 7 sectors of 512 bytes from byte 512.
+        r.write64_blocks(512, 512, 7, [64, 48, 56], |k| [k as u64, 100 + k as u64, 200]);
+        for k in 0..7 {
+            let at = 512 + 512 * k;
+            assert_eq!([r.read64(at + 64), r.read64(at + 48), r.read64(at + 56)], [k as u64, 100 + k as u64, 200]);
+            assert_eq!(r.read64(at), 0, "nothing else written");
+        }
+        assert_eq!(r.read64(48), 0, "nothing before the first block");
+        r.write64_blocks(0, 512, 0, [0], |_| [9]);
+        assert_eq!(r.read64(0), 0, "no block, no store");
+        let refused = |f: &dyn Fn()| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
+        assert!(refused(&|| r.write64_blocks(512, 512, 8, [0], |_| [1])), "a block past the end");
+        assert!(refused(&|| r.write64_blocks(0, 512, 8, [505], |_| [1])), "a word past its block");
+        assert!(refused(&|| r.write64_blocks(0, 512, 1, [4], |_| [1])), "unaligned in its block");
+        assert!(refused(&|| r.write64_blocks(4, 512, 1, [0], |_| [1])), "unaligned block");
+        assert!(refused(&|| r.write64_blocks(0, 500, 2, [0], |_| [1])), "unaligned stride");
+        // The last block's words may end before the region's end.
+        r.write64_blocks(3584, 512, 1, [504, 0], |_| [5, 6]);
+        assert_eq!((r.read64(4088), r.read64(3584)), (5, 6));
     }
 
     #[test]

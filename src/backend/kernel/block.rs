@@ -27,7 +27,7 @@ use super::{
     byte_count_status, check_io, file_name, open_rw, read_sys, read_sys_u64, require_poll_queues, stat_device, sysfs_block_dir,
     sysfs_block_dir_of, AioReap, Buffers, FileKind, IoEngine, KernelOptions, Slots,
 };
-use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Target};
+use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Scramble, Target};
 use io_uring::{cqueue, opcode, squeue, types};
 use std::collections::VecDeque;
 use std::fs::File;
@@ -531,6 +531,10 @@ impl IoQueue for AioQueue {
         self.bufs.read(buf, off, out);
     }
 
+    fn buf_scramble(&mut self, buf: u32, len: usize, s: Scramble) {
+        self.bufs.scramble(buf, len, s);
+    }
+
     fn counters(&self) -> QueueCounters {
         QueueCounters { syscalls: self.syscalls, rejected_completions: self.rejected, ..Default::default() }
     }
@@ -632,6 +636,10 @@ impl IoQueue for PsyncQueue {
 
     fn buf_read(&self, buf: u32, off: usize, out: &mut [u8]) {
         self.bufs.read(buf, off, out);
+    }
+
+    fn buf_scramble(&mut self, buf: u32, len: usize, s: Scramble) {
+        self.bufs.scramble(buf, len, s);
     }
 
     fn counters(&self) -> QueueCounters {

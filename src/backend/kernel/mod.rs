@@ -15,7 +15,7 @@ pub mod passthru;
 pub mod sys;
 pub mod uring;
 
-use super::BackendError;
+use super::{BackendError, Scramble};
 use nvme_hal::{DmaRegion, HostMemory};
 use std::fs::File;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -416,6 +416,11 @@ impl Buffers {
     pub fn read(&self, i: u32, off: usize, out: &mut [u8]) {
         assert!(off + out.len() <= self.stride && (i as usize) < self.count);
         self.mem.copy_to(i as usize * self.stride + off, out);
+    }
+    /// fio's scramble of buffer `i`'s first `len` bytes for a write.
+    pub fn scramble(&self, i: u32, len: usize, s: Scramble) {
+        assert!(len <= self.stride && (i as usize) < self.count);
+        s.to_region(&self.mem, i as usize * self.stride, len);
     }
 }
 

@@ -15,7 +15,7 @@
 //! 16-byte CQEs, passthrough 128-byte SQEs (SQE128) and 32-byte CQEs (CQE32).
 
 use super::{check_io, Buffers, Slots};
-use crate::backend::{BackendError, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters};
+use crate::backend::{BackendError, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, Scramble};
 use io_uring::{cqueue, squeue, EnterFlags, IoUring};
 use std::fs::File;
 use std::io;
@@ -622,6 +622,10 @@ impl<C: Codec> IoQueue for UringQueue<C> {
 
     fn buf_read(&self, buf: u32, off: usize, out: &mut [u8]) {
         self.bufs.read(buf, off, out);
+    }
+
+    fn buf_scramble(&mut self, buf: u32, len: usize, s: Scramble) {
+        self.bufs.scramble(buf, len, s);
     }
 
     fn counters(&self) -> QueueCounters {

@@ -5,7 +5,7 @@
 pub mod sim;
 pub mod vfio;
 
-use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Recovery, Target};
+use crate::backend::{BackendError, Geometry, Io, IoDone, IoQueue, IoStatus, Op, QueueCounters, QueueParams, Recovery, Scramble, Target};
 use nvme_driver::{Controller, DataPtr, IoCmd, QueuePair};
 use nvme_spec::NvmOpcode;
 use nvme_hal::{DmaRegion, RegisterWindow};
@@ -382,6 +382,11 @@ impl<R: RegisterWindow + 'static> IoQueue for UserspaceQueue<R> {
 
     fn buf_read(&self, buf: u32, off: usize, out: &mut [u8]) {
         self.bufs.copy_to(buf as usize * self.stride + off, out);
+    }
+
+    fn buf_scramble(&mut self, buf: u32, len: usize, s: Scramble) {
+        assert!(len <= self.stride);
+        s.to_region(&self.bufs, buf as usize * self.stride, len);
     }
 
     fn counters(&self) -> QueueCounters {

@@ -809,6 +809,7 @@ fn run_one(p: &Planned, clock: Clock, stop: &Stop, schedulers: &sched::Scheduler
         ios,
         ramp: o.ramp,
         verify: o.verify.then_some(VerifySpec { seed: 0x6e76_6d65, only: !o.rw.writes() }),
+        scramble: o.scrambles(),
         random_map: !o.norandommap,
         distribution: o.distribution.clone(),
         files: p.paths.len() as u64,

@@ -120,10 +120,10 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("openfiles", Kind::Refused("one file per job (or one per filename)")),
     ("file_service_type", Kind::Refused("several files are served round robin by slot")),
     ("rw_sequencer", Kind::Refused("sequential patterns advance one block at a time")),
-    ("zero_buffers", Kind::Refused("write buffers hold verify stamps or fixed content")),
-    ("refill_buffers", Kind::Refused("write buffers are filled once")),
+    ("zero_buffers", Kind::Refused("write buffers hold verify stamps, or random content filled once, into which scramble_buffers=1 stores each write's offset and time")),
+    ("refill_buffers", Kind::Refused("write buffers are filled once, never refilled; scramble_buffers=1 stores each write's offset and time into them")),
     ("buffer_compress_percentage", Kind::Refused("write buffers are not compressible on request")),
-    ("dedupe_percentage", Kind::Refused("write buffers are not dedupable on request")),
+    ("dedupe_percentage", Kind::Refused("write buffers are not dedupable on request; given at all, even at 0, it makes fio refill every write buffer as refill_buffers=1 does, which nvme-bypass does not")),
     ("fallocate", Kind::Value),
     ("create_on_open", Kind::Refused("files are laid out before the job starts")),
     ("unlink", Kind::Refused("files are kept after the job")),
@@ -158,7 +158,7 @@ pub const TABLE: &[(&str, Kind)] = &[
     ("significant_figures", Kind::RefusedNoEffect("figures are printed with fio's default 4 significant figures")),
     ("log_offset", Kind::RefusedNoEffect("log entries carry no offset")),
     ("allrandrepeat", Kind::Ignored("every random draw is from a fixed seed, so every run repeats")),
-    ("scramble_buffers", Kind::Refused("write buffers are not scrambled per write")),
+    ("scramble_buffers", Kind::Bool),
     ("overwrite", Kind::Refused("a write job's new file is allocated, not written first")),
     ("create_serialize", Kind::RefusedNoEffect("files are laid out one after another before the jobs")),
     ("disk_util", Kind::RefusedNoEffect("the disk statistics are always gathered and printed")),
@@ -187,8 +187,10 @@ const AT_FIOS_DEFAULT: &[(&str, &[&str])] = &[
     ("rw_sequencer", &["sequential"]),
     ("zero_buffers", &["0"]),
     ("refill_buffers", &["0"]),
+    // Given at all, fio's buffer_compress_percentage turns its scramble off
+    // (TD_F_COMPRESS): taken at 0, it does so here too (JobOpts::scrambles).
+    // dedupe_percentage, even at 0, turns fio's refill_buffers on: refused.
     ("buffer_compress_percentage", &["0"]),
-    ("dedupe_percentage", &["0"]),
     ("create_on_open", &["0"]),
     ("unlink", &["0"]),
     ("do_verify", &["1"]),
@@ -202,7 +204,6 @@ const AT_FIOS_DEFAULT: &[(&str, &[&str])] = &[
     ("fill_device", &["0"]),
     ("significant_figures", &["4"]),
     ("log_offset", &["0"]),
-    ("scramble_buffers", &["1"]),
     ("overwrite", &["0"]),
     ("create_serialize", &["1"]),
     ("disk_util", &["1"]),
@@ -361,6 +362,8 @@ pub struct JobOpts {
     pub cmd_type: String,
     pub cpus: Vec<usize>,
     pub verify: bool,
+    /// fio's `scramble_buffers` (default 1): see [`JobOpts::scrambles`].
+    pub scramble_buffers: bool,
     pub thread: bool,
     pub seed: u64,
     /// fio's `norandommap`: random offsets drawn on their own (blocks may
@@ -463,6 +466,7 @@ impl Default for JobOpts {
             cmd_type: "nvme".into(),
             cpus: vec![],
             verify: false,
+            scramble_buffers: true,
             thread: false,
             seed: 1,
             norandommap: false,
@@ -867,6 +871,17 @@ impl JobOpts {
         self.given.iter().find(|(k, _)| k == "description").map(|(_, d)| d.as_str())
     }
 
+    /// Whether the job's writes are scrambled as fio 3.33 scrambles them
+    /// (init.c `init_flags`, io_u.c `get_io_u`): `scramble_buffers`, on by
+    /// default, unless `buffer_compress_percentage` is given (at any value,
+    /// 0 included, its callback sets fio's `TD_F_COMPRESS`, which skips the
+    /// scramble). fio's other exceptions are refused here (`zero_buffers=1`,
+    /// `refill_buffers=1`, `buffer_pattern`, `dedupe_percentage`), and
+    /// `verify` never scrambles (the engine: `JobSpec::scramble`).
+    pub fn scrambles(&self) -> bool {
+        self.scramble_buffers && !self.given.iter().any(|(k, _)| k == "buffer_compress_percentage")
+    }
+
     /// Apply one option as fio would. `v` is None for a bare key.
     pub fn set(&mut self, key: &str, v: Option<&str>) -> Result<(), Error> {
         let (name, kind) = lookup(key)?;
@@ -1111,6 +1126,7 @@ impl JobOpts {
                     x => return Err(Error::usage(format!("verify={x} is not supported; use a checksum such as crc32c (nvme-bypass stamps every block with LBA, seed and CRC-32C)"))),
                 }
             }
+            "scramble_buffers" => self.scramble_buffers = boolean(name, v)?,
             "thread" => self.thread = boolean(name, v)?,
             "randseed" => self.seed = num(name, need()?)?,
             "norandommap" => self.norandommap = boolean(name, v)?,
@@ -1337,6 +1353,30 @@ mod tests {
         for (k, v) in [("unlink", Some("1")), ("nrfiles", Some("2")), ("do_verify", Some("0")), ("unified_rw_reporting", Some("mixed")), ("unlink", None)] {
             assert!(with(k, v).is_err(), "{k}={v:?} still refused");
         }
+    }
+
+    #[test]
+    fn write_buffers_are_scrambled_as_fios_by_default() {
+        let with = |kv: &[(&str, Option<&str>)]| {
+            let mut o = JobOpts::default();
+            for (k, v) in kv {
+                o.set(k, *v).unwrap_or_else(|e| panic!("{k}={v:?}: {e}"));
+            }
+            o.scrambles()
+        };
+        assert!(with(&[]), "fio's default scramble_buffers=1");
+        assert!(with(&[("scramble_buffers", Some("1"))]) && with(&[("scramble_buffers", None)]));
+        assert!(!with(&[("scramble_buffers", Some("0"))]));
+        // fio's default values of the other buffer options leave it on...
+        assert!(with(&[("zero_buffers", Some("0")), ("refill_buffers", Some("0"))]));
+        // ...but buffer_compress_percentage, given at all, sets fio's
+        // TD_F_COMPRESS, which skips the scramble.
+        assert!(!with(&[("buffer_compress_percentage", Some("0"))]));
+        // dedupe_percentage, even 0, turns fio's refill_buffers on.
+        let mut o = JobOpts::default();
+        let e = o.set("dedupe_percentage", Some("0")).unwrap_err().to_string();
+        assert!(e.contains("refill_buffers=1"), "{e}");
+        assert!(JobOpts::default().set("scramble_buffers", Some("2")).is_err());
     }
 
     #[test]

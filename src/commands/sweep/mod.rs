@@ -277,6 +277,8 @@ fn spec_for(a: &SweepArgs, s: Setting, size: u64, cpus: Vec<usize>, stop: &Stop)
         ios: None,
         ramp: a.ramp_time,
         verify: None,
+        // fio's default scramble_buffers=1 (writes unique per block).
+        scramble: true,
         batch: 0,
         batch_complete: 0,
         reap_max: 0,
