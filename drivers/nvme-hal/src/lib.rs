@@ -22,6 +22,13 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+// NVMe registers and queue entries are little-endian. Stores of entries
+// convert (`to_le`), but register reads and completion-entry loads take the
+// host's order as it is: on a big-endian host CAP, CSTS and every CQE field
+// would decode wrongly, so such a build is refused rather than run.
+#[cfg(target_endian = "big")]
+compile_error!("nvme-hal reads NVMe registers and completion entries without byte swaps: it supports little-endian hosts only");
+
 pub mod barrier;
 mod dma;
 mod os;
