@@ -56,6 +56,12 @@ fn json_is_fio_shaped_with_cpu_figures() {
     for k in ["jobname", "job options", "read", "write", "trim", "usr_cpu", "sys_cpu", "job_runtime"] {
         assert!(!job[k].is_null(), "jobs[0].{k} missing");
     }
+    // fio's clocks: `elapsed` whole seconds since the job started, rounded
+    // up (1100 ms: 2); `job_start` at or before the report's time less the
+    // runtime; the runtime option as fio's parser reads it back.
+    assert!(job["elapsed"].as_u64().unwrap() >= 2, "{}", job["elapsed"]);
+    assert!(job["job_start"].as_u64().unwrap() + 1100 <= j["timestamp_ms"].as_u64().unwrap());
+    assert_eq!(job["job options"]["runtime"], "1100ms");
     let r = &job["read"];
     assert!(r["iops"].as_f64().unwrap() > 0.0);
     for k in ["bw", "bw_bytes", "io_bytes", "runtime", "total_ios"] {
@@ -112,6 +118,9 @@ fn json_is_fio_shaped_with_cpu_figures() {
     assert!(j["nvme_bypass"]["system_ceiling_iops_modelled"].is_null(), "{}", j["nvme_bypass"]);
     let (_, out, _) = bench(&["--backend", "sim", "--sim-data", "null", "--ios", "2000", "--no-c2c"]);
     assert!(out.contains("system-wide  : not shown") && !out.contains("system ceiling"), "{out}");
+    // fio's direction line: the total in binary units over whole msec.
+    let line = out.lines().find(|l| l.starts_with("  read: IOPS=")).unwrap_or_default();
+    assert!(line.contains("(8000KiB/") && line.ends_with("msec)"), "{line}");
 }
 
 /// --wait-fast-c2c gives up after --wait-timeout with its own exit status

@@ -17,9 +17,10 @@ use serde_json::{json, Value};
 pub fn fio_ms(ns: u64) -> u64 {
     ns.div_ceil(1_000_000)
 }
-pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Value {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let now_ms = now.as_millis() as u64;
+pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult], started_ms: u64) -> Value {
+    let now_ms = unix_ms();
+    // fio's `elapsed`: whole seconds since the job started, rounded up.
+    let elapsed_s = now_ms.saturating_sub(started_ms).div_ceil(1000).max(1);
     let jobs: Vec<Value> = threads
         .iter()
         .map(|t| {
@@ -34,7 +35,7 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                 // What fio 3.33 reports for a job that has finished (its
                 // ETA is unknown once the job is gone: INT_MAX).
                 "eta": i32::MAX,
-                "elapsed": (t.elapsed_ns / 1_000_000_000).max(1),
+                "elapsed": elapsed_s,
                 "job options": job_options(spec, &s.backend),
                 "read": dir_json(&ts.read, t, s.read.bw_bytes, false),
                 "write": dir_json(&ts.write, t, s.write.bw_bytes, true),
@@ -50,7 +51,7 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
                 "iodepth_level": depth_map(&DEPTH_KEYS, &t.depths.level),
                 "iodepth_submit": depth_map(&BATCH_KEYS, &t.depths.submit),
                 "iodepth_complete": depth_map(&BATCH_KEYS, &t.depths.complete),
-                "job_start": now_ms.saturating_sub(t.elapsed_ns / 1_000_000),
+                "job_start": started_ms,
                 // fio's latency target (latency_target= not supported: its
                 // defaults, as fio prints them for a job without one).
                 "latency_depth": spec.iodepth,
@@ -86,9 +87,9 @@ pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult]) -> Val
         .collect();
     json!({
         "fio version": concat!("nvme-bypass-", env!("CARGO_PKG_VERSION")),
-        "timestamp": now.as_secs(),
+        "timestamp": now_ms / 1000,
         "timestamp_ms": now_ms,
-        "time": super::fmt::fio_date(now.as_secs() as i64),
+        "time": super::fmt::fio_date((now_ms / 1000) as i64),
         "global options": job_options(spec, &s.backend),
         "jobs": jobs,
         "nvme_bypass": s.to_json(),
@@ -105,10 +106,26 @@ fn job_options(spec: &JobSpec, backend: &str) -> Value {
         "numjobs": spec.numjobs.to_string(),
         "offset": spec.offset.to_string(),
         "size": spec.size.to_string(),
-        "runtime": spec.runtime.map(|r| format!("{}", r.as_secs_f64())).unwrap_or_else(|| "0".into()),
-        "ramp_time": format!("{}", spec.ramp.as_secs_f64()),
+        "runtime": spec.runtime.map_or_else(|| "0".into(), fio_time),
+        "ramp_time": fio_time(spec.ramp),
         "verify": if spec.verify.is_some() { "crc32c" } else { "0" },
     })
+}
+
+/// Now, in milliseconds since the epoch (fio's `job_start` clock).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A time option's value as fio's parser reads it back: whole seconds
+/// bare ("2"), anything finer in ms or us ("1500ms", "250us"); fio would
+/// read "1.5" as 1 s.
+fn fio_time(d: std::time::Duration) -> String {
+    match (d.subsec_nanos(), d.as_micros()) {
+        (0, _) => d.as_secs().to_string(),
+        (n, _) if n % 1_000_000 == 0 => format!("{}ms", d.as_millis()),
+        (_, us) => format!("{us}us"),
+    }
 }
 
 /// fio's keys of `iodepth_level` and of `iodepth_submit` / `_complete`.

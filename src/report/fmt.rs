@@ -23,6 +23,64 @@ pub fn si(x: f64) -> String {
     }
 }
 
+/// fio's `enum n2s_unit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    None,
+    Byte,
+    BytePerSec,
+}
+
+/// fio's `num2str` (lib/num2str.c): `num` x `base` shown in at most
+/// `maxlen` digits (the '.' counted), divided by 1000 or 1024 (`pow2`) with
+/// k/M/G or Ki/Mi/Gi prefixes until it fits, the remainder as decimals,
+/// rounded as fio rounds ("carry rounding error" included).
+pub fn num2str(num: u64, maxlen: usize, base: u64, pow2: bool, unit: Unit) -> String {
+    let prefixes: [&str; 6] = if pow2 { ["", "Ki", "Mi", "Gi", "Ti", "Pi"] } else { ["", "k", "M", "G", "T", "P"] };
+    let unit_s = match unit {
+        Unit::None => "",
+        Unit::Byte => "B",
+        Unit::BytePerSec => "B/s",
+    };
+    let thousand: u64 = if pow2 { 1024 } else { 1000 };
+    let mut post = 0usize;
+    let mut b = base;
+    while b > 1 {
+        b /= thousand;
+        post += 1;
+    }
+    let mut num = num;
+    let mut modulo: Option<u64> = None;
+    let mut carry = false;
+    while post < prefixes.len() {
+        if num.to_string().len() <= maxlen {
+            break;
+        }
+        let m = num % thousand;
+        num /= thousand;
+        carry = m >= thousand / 2;
+        modulo = Some(m);
+        post += 1;
+    }
+    let post = post.min(prefixes.len() - 1);
+    let Some(modulo) = modulo else {
+        return format!("{num}{}{unit_s}", prefixes[post]);
+    };
+    let digits = num.to_string().len();
+    if maxlen.saturating_sub(digits) <= 1 {
+        if carry {
+            num += 1;
+        }
+        return format!("{num}{}{unit_s}", prefixes[post]);
+    }
+    let decimals = maxlen - digits - 1;
+    let frac = format!("{:.*}", decimals, modulo as f64 / thousand as f64);
+    if frac.starts_with('1') {
+        num += 1;
+    }
+    format!("{num}.{}{}{unit_s}", &frac[2..], prefixes[post])
+}
+
 /// Bandwidth in binary and decimal units, as fio prints it:
 /// "1.50GiB/s (1.61GB/s)", "390.6MiB/s (409.6MB/s)".
 pub fn bw(bytes_per_s: f64) -> String {

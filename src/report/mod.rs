@@ -8,7 +8,7 @@ pub mod fmt;
 pub mod summary;
 pub mod text;
 
-pub use fio_json::fio_json;
+pub use fio_json::{fio_json, unix_ms};
 pub use summary::{CpuSummary, DirSummary, RunSummary, SystemSummary};
 pub use text::text;
 

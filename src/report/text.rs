@@ -2,7 +2,7 @@
 //! direction IOPS, bandwidth and latency percentiles, then our CPU
 //! accounting (docs/methodology.md) and counters.
 
-use super::fmt::{bw, si};
+use super::fmt::{bw, num2str, si, Unit};
 use super::summary::RunSummary;
 use crate::engine::JobSpec;
 use crate::measure::stats::LatSummary;
@@ -57,11 +57,12 @@ pub fn text(s: &RunSummary, spec: &JobSpec) -> String {
             continue;
         }
         o.push_str(&format!(
-            "  {name}: IOPS={}, BW={}({}B/{:.1}s){}\n",
+            "  {name}: IOPS={}, BW={}({}/{}msec){}\n",
             si(d.iops),
             bw(d.bw_bytes),
-            si(d.bytes as f64),
-            secs,
+            // fio's total: binary units, over the run time in whole msec
+            num2str(d.bytes, 4, 1, true, Unit::Byte),
+            s.elapsed_ns / 1_000_000,
             if d.errors > 0 { format!(", errors={} (failed I/Os, not in IOPS, BW or latency)", d.errors) } else { String::new() }
         ));
         lat_lines(&mut o, "lat", &d.lat_ns);

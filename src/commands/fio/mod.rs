@@ -1133,7 +1133,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
         let g = plans[first].wave;
         let end = plans[first..].iter().position(|p| p.wave != g).map_or(plans.len(), |k| first + k);
         let members = &plans[first..end];
-        let started_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let started_ms = crate::report::unix_ms();
         // fio's exitall: each reporting group of the wave shares a stop
         // that a job with exitall requests when it ends (exit_what=group),
         // or every group's (exit_what=stonewall); Ctrl-C is relayed to them.
@@ -1304,7 +1304,7 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             // adds into one under group_reporting.
             let merged = [if e.threads.len() > 1 { ThreadResult::merged(&e.threads) } else { e.threads[0].clone() }];
             let threads: &[ThreadResult] = &merged;
-            let mut v = crate::report::fio_json(&e.summary, &r.spec, threads);
+            let mut v = crate::report::fio_json(&e.summary, &r.spec, threads, r.started_ms);
             let fio_version = v["fio version"].as_str().unwrap_or("nvme-bypass").to_string();
             if let Some(jobs) = v["jobs"].as_array_mut() {
                 for (j, t) in jobs.iter_mut().zip(threads) {
@@ -1405,10 +1405,8 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
                     }
                     j["jobname"] = p.opts.name.clone().into();
                     // fio's `elapsed`: whole seconds since it started
-                    // (ramp and layout included), rounded up; `job_start`:
-                    // when the job started, ms since the epoch.
+                    // (ramp and layout included), rounded up.
                     j["elapsed"] = elapsed_s.into();
-                    j["job_start"] = r.started_ms.into();
                     j["groupid"] = p.group.into();
                     // fio lists the options the job was given, as given
                     // (its name too), apart from the inherited globals; an
