@@ -247,13 +247,24 @@ pub fn refuse_foreign_options(given: &[String], backend: PathKind) -> Result<(),
 /// Simulator runs: keep the job threads and the controller thread on
 /// different CPUs, as a device would be. Job threads go on `cpus` or, when
 /// none are given, round robin over every CPU but the last; the controller on
-/// `sim_cpu` or the highest CPU no job thread uses. Returns (job CPUs,
-/// controller CPU); a one-CPU machine pins nothing.
-pub fn sim_placement(numjobs: usize, cpus: Option<&[usize]>, sim_cpu: Option<usize>) -> (Vec<usize>, Option<usize>) {
-    let ncpu = crate::measure::c2c::online_cpus();
+/// `sim_cpu` or the highest CPU no job thread uses. A controller that is not
+/// `threaded` (`--sim-sync`) has no thread and no CPU of its own: the job
+/// threads go round robin over every CPU, and no controller CPU is returned.
+/// Returns (job CPUs, controller CPU); a one-CPU machine pins nothing.
+pub fn sim_placement(numjobs: usize, cpus: Option<&[usize]>, sim_cpu: Option<usize>, threaded: bool) -> (Vec<usize>, Option<usize>) {
+    place_sim(crate::measure::c2c::online_cpus(), numjobs, cpus, sim_cpu, threaded)
+}
+
+/// [`sim_placement`] on a machine of `ncpu` CPUs.
+fn place_sim(ncpu: usize, numjobs: usize, cpus: Option<&[usize]>, sim_cpu: Option<usize>, threaded: bool) -> (Vec<usize>, Option<usize>) {
     let mut cpus = cpus.map(<[usize]>::to_vec).unwrap_or_default();
     if cpus.is_empty() && ncpu >= 2 {
-        cpus = (0..numjobs).map(|i| i % (ncpu - 1)).collect();
+        // Every CPU but the controller's, or every CPU when it has no thread.
+        let spread = if threaded { ncpu - 1 } else { ncpu };
+        cpus = (0..numjobs).map(|i| i % spread).collect();
+    }
+    if !threaded {
+        return (cpus, None);
     }
     let sim_cpu = sim_cpu.or_else(|| (ncpu >= 2).then(|| (0..ncpu).rev().find(|c| !cpus.contains(c)).unwrap_or(ncpu - 1)));
     (cpus, sim_cpu)
@@ -398,6 +409,31 @@ pub fn path_spec(kind: PathKind, device: Option<&str>, nsid: u32, sim: &SimArgs,
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_controller_thread_gets_a_cpu_of_its_own_and_sync_jobs_take_every_cpu() {
+        // Threaded: jobs round robin over every CPU but the last, the
+        // controller on the highest CPU no job uses (or the last).
+        assert_eq!(place_sim(4, 2, None, None, true), (vec![0, 1], Some(3)));
+        assert_eq!(place_sim(4, 5, None, None, true), (vec![0, 1, 2, 0, 1], Some(3)));
+        assert_eq!(place_sim(4, 2, Some(&[2, 3][..]), None, true), (vec![2, 3], Some(1)));
+        assert_eq!(place_sim(2, 2, Some(&[0, 1][..]), None, true), (vec![0, 1], Some(1)));
+        assert_eq!(place_sim(4, 2, None, Some(0), true), (vec![0, 1], Some(0)));
+        // Synchronous (--sim-sync): no controller thread, so no controller
+        // CPU (not even one asked for), and the jobs take every CPU.
+        assert_eq!(place_sim(4, 5, None, None, false), (vec![0, 1, 2, 3, 0], None));
+        assert_eq!(place_sim(2, 2, None, Some(1), false), (vec![0, 1], None));
+        assert_eq!(place_sim(4, 2, Some(&[3][..]), None, false), (vec![3], None));
+        // A one-CPU machine pins nothing either way.
+        assert_eq!(place_sim(1, 2, None, None, true), (vec![], None));
+        assert_eq!(place_sim(1, 2, None, None, false), (vec![], None));
+        // What the warning then says: two threaded jobs on a 2-CPU machine
+        // share CPU 0; two synchronous ones have a CPU each.
+        let (c, s) = place_sim(2, 2, None, None, true);
+        assert!(sim_sharing(2, &c, s).unwrap().contains("2 of them on CPU 0"));
+        let (c, s) = place_sim(2, 2, None, None, false);
+        assert_eq!(sim_sharing(2, &c, s), None);
+    }
+
     #[test]
     fn pollers_that_share_a_cpu_are_warned_of() {
         // Two jobs and the controller on two CPUs: both jobs on CPU 0.

@@ -173,18 +173,11 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
             a.offset + a.bs
         )));
     }
-    let (cpus, sim_cpu) = if is_sim && a.sim.sim_sync && a.cpus.is_none() {
-        // A synchronous controller has no thread of its own: the jobs
-        // take every CPU, round robin.
-        let ncpu = crate::measure::c2c::online_cpus();
-        ((0..a.numjobs).map(|i| i % ncpu).filter(|_| ncpu >= 2).collect(), None)
-    } else if is_sim {
-        sim_placement(a.numjobs, a.cpus.as_deref(), a.sim.sim_cpu)
+    let (cpus, sim_cpu) = if is_sim {
+        sim_placement(a.numjobs, a.cpus.as_deref(), a.sim.sim_cpu, !a.sim.sim_sync)
     } else {
         (a.cpus.clone().unwrap_or_default(), None)
     };
-    // A synchronous controller has no thread (and no CPU) of its own.
-    let sim_cpu = sim_cpu.filter(|_| !a.sim.sim_sync);
     if let Some(w) = is_sim.then(|| crate::commands::args::sim_sharing(a.numjobs, &cpus, sim_cpu)).flatten() {
         eprintln!("nvme-bypass: warning: {w}");
     }

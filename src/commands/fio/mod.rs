@@ -452,22 +452,23 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
             v.into_iter().map(PathSpec::Vfio).collect()
         }
         (None, "nvme-bypass-sim") => {
-            let (c, sim_cpu) = sim_placement(o.numjobs, (!o.cpus.is_empty()).then_some(&o.cpus[..]), None);
-            if let Some(w) = crate::commands::args::sim_sharing(o.numjobs, &c, sim_cpu) {
-                eprintln!("nvme-bypass fio: warning: job {}: {w}", o.name);
-            }
-            cpus = c;
-            let sim = SimArgs {
+            let mut sim = SimArgs {
                 sim_data: SimData::Ram,
                 // Whole 512-byte blocks, as the simulator's namespace is.
                 sim_size: (o.offset + o.size.unwrap_or(0)).max(1 << 30).next_multiple_of(512),
                 sim_lba_size: 512,
-                sim_cpu,
+                sim_cpu: None,
                 sim_mdts: 7,
                 sim_mqes: 2047,
                 sim_sync: false,
                 sim_fault: vec![],
             };
+            let (c, sim_cpu) = sim_placement(o.numjobs, (!o.cpus.is_empty()).then_some(&o.cpus[..]), None, !sim.sim_sync);
+            if let Some(w) = crate::commands::args::sim_sharing(o.numjobs, &c, sim_cpu) {
+                eprintln!("nvme-bypass fio: warning: job {}: {w}", o.name);
+            }
+            cpus = c;
+            sim.sim_cpu = sim_cpu;
             context = format!("measured, simulated: {}", crate::experiment::session::SIM_NOTE);
             vec![PathSpec::Sim(sim_options(&sim, &DriverArgs::default(), 1, sim_cpu)?)]
         }

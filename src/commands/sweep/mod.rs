@@ -431,13 +431,14 @@ fn run_sim(r: &mut Runner, pi: usize, v: &Variant, round: usize, sim_cpu: Option
     };
     let geo = target.geometry();
     let size = a.size.unwrap_or(geo.bytes().saturating_sub(a.offset));
+    let threaded = matches!(&v.spec, PathSpec::Sim(o) if o.threaded);
     for si in order {
         if r.stop.requested() {
             return;
         }
         let setting = r.settings[si].0;
         r.progress.announce(label, setting, round);
-        let (cpus, _) = crate::commands::args::sim_placement(setting.numjobs, a.cpus.as_deref(), sim_cpu);
+        let (cpus, _) = crate::commands::args::sim_placement(setting.numjobs, a.cpus.as_deref(), sim_cpu, threaded);
         let spec = spec_for(a, setting, size, cpus, &r.stop);
         let run = match engine::validate(&spec, &geo).and_then(|_| engine::run(&*target, &spec, r.clock, r.status)) {
             Ok(threads) => {
@@ -551,9 +552,10 @@ pub fn sweep(a: &SweepArgs, stop: &Stop) -> Result<i32, Error> {
     if device_paths.is_empty() && a.device.is_some() {
         eprintln!("nvme-bypass: note: --device is not used by --paths {}: only the simulator runs", sim_paths.join(","));
     }
-    // The simulator's job threads and controller thread on CPUs of their own.
+    // The simulator's job threads and controller thread on CPUs of their own
+    // (plan::sim's controllers run on a thread of their own).
     let max_jobs = numjobs.iter().copied().max().unwrap_or(1);
-    let (sim_job_cpus, sim_cpu) = crate::commands::args::sim_placement(max_jobs, a.cpus.as_deref(), a.sim_cpu);
+    let (sim_job_cpus, sim_cpu) = crate::commands::args::sim_placement(max_jobs, a.cpus.as_deref(), a.sim_cpu, true);
     let mut paths: Vec<Variant> = sim_paths.iter().map(|&l| plan::sim(l == "sim-null", a.sim_size, sim_cpu)).collect();
     // Kernel rows first, vfio last, so the controller moves once.
     variants.sort_by_key(|v| v.path == PathKind::Vfio);
