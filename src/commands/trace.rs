@@ -13,7 +13,7 @@
 
 use crate::backend::path::{PathKind, PathSpec};
 use crate::backend::userspace::sim::SimOptions;
-use crate::backend::userspace::vfio::VfioOptions;
+use crate::backend::userspace::vfio::{QuirkDelays, VfioOptions};
 use crate::error::{exit, Error};
 use crate::report::OutputFormat;
 use nvme_driver::{AdminEvent, AdminObserver, Controller, ControllerConfig, DataPtr, QueuePair};
@@ -384,7 +384,7 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             let cfg = SimConfig { events: Some(Arc::new(move |e: &SimEvent| controller_event(&tr2, hex, e))), ..o.config() };
             let sim = SimController::start(cfg)?;
             let regs = Arc::new(TracedRegs { inner: sim.registers(), tr: tr.clone() });
-            story(&tr, regs, sim.allocator(), a, (o.shadow_doorbells, o.streaming_sq, Default::default()))?;
+            story(&tr, regs, sim.allocator(), a, DriverSetup { shadow_doorbells: o.shadow_doorbells, streaming_sq: o.streaming_sq, quirks: QuirkDelays::default() })?;
             drop(sim);
         }
         PathSpec::Vfio(o) => {
@@ -397,10 +397,8 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             }
             let (regs, mem, dev) = crate::backend::userspace::vfio::open_raw(bdf)?;
             let traced = Arc::new(TracedRegs { inner: regs, tr: tr.clone() });
-            let delays = nvme_vfio::Bdf::parse(bdf)
-                .map(|b| (crate::backend::userspace::vfio::ready_check_delay(&b), crate::backend::userspace::vfio::init_delay(&b)))
-                .unwrap_or_default();
-            story(&tr, traced, mem, a, (o.shadow_doorbells, o.streaming_sq, delays))?;
+            let quirks = nvme_vfio::Bdf::parse(bdf).map(|b| QuirkDelays::of(&nvme_vfio::Host::system(), &b)).unwrap_or_default();
+            story(&tr, traced, mem, a, DriverSetup { shadow_doorbells: o.shadow_doorbells, streaming_sq: o.streaming_sq, quirks })?;
             drop(dev);
         }
         PathSpec::Passthru(_) | PathSpec::Block(_) => unreachable!("path() refuses the kernel paths"),
@@ -418,12 +416,20 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
     }
 }
 
+/// How the story's driver drives the controller: the path's doorbell and
+/// store choices, and the waits the controller's model needs.
+struct DriverSetup {
+    shadow_doorbells: bool,
+    streaming_sq: bool,
+    quirks: QuirkDelays,
+}
+
 fn story<R: RegisterWindow + ?Sized + 'static>(
     tr: &Arc<Tracer>,
     regs: Arc<R>,
     mem: Arc<dyn nvme_hal::DmaAllocator>,
     a: &TraceArgs,
-    (shadow_doorbells, streaming_sq, (ready_check_delay, init_delay)): (bool, bool, (std::time::Duration, std::time::Duration)),
+    DriverSetup { shadow_doorbells, streaming_sq, quirks }: DriverSetup,
 ) -> Result<(), Error> {
     tr.story("bring-up, NVMe 1.4c §7.6.1: read CAP, disable, admin queues in AQA/ASQ/ACQ, CC with EN=1, wait for CSTS.RDY; then Identify and Set Features Number of Queues");
     // Completion queues as large as submission queues, each pass ringing
@@ -440,8 +446,8 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
         shadow_doorbells,
         streaming_sq,
         batch_cq_doorbells: false,
-        ready_check_delay,
-        init_delay,
+        ready_check_delay: quirks.ready_check_delay,
+        init_delay: quirks.init_delay,
         admin_observer: Some(admin_observer),
         ..Default::default()
     };

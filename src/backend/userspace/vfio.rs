@@ -61,16 +61,29 @@ pub struct VfioTarget {
     bar_len: usize,
 }
 
-/// The wait this model needs after CC.EN = 0 (nvme_driver's quirk table,
-/// by the PCI ids sysfs gives; none when they cannot be read).
-pub fn ready_check_delay(bdf: &Bdf) -> std::time::Duration {
-    Host::system().pci_ids(bdf).map(|(vendor, device)| nvme_driver::controller::ready_check_delay(vendor, device)).unwrap_or_default()
+/// The waits a controller's model needs (nvme_driver's quirk tables, by its
+/// PCI vendor and device ids); zero for a model that needs none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QuirkDelays {
+    /// Between CC.EN = 0 and reading CSTS.RDY
+    /// (`nvme_driver::controller::ready_check_delay`).
+    pub ready_check_delay: std::time::Duration,
+    /// After vfio-pci's reset at open, before bring-up
+    /// (`nvme_driver::controller::init_delay`).
+    pub init_delay: std::time::Duration,
 }
 
-/// The controller's wait after vfio-pci's reset at open, by its PCI ids
-/// (`nvme_driver::controller::init_delay`).
-pub fn init_delay(bdf: &Bdf) -> std::time::Duration {
-    Host::system().pci_ids(bdf).map(|(vendor, device)| nvme_driver::controller::init_delay(vendor, device)).unwrap_or_default()
+impl QuirkDelays {
+    /// The waits of the controller at `bdf`, by the PCI ids `host`'s sysfs
+    /// gives (read once for both); none when they cannot be read.
+    pub fn of(host: &Host, bdf: &Bdf) -> QuirkDelays {
+        host.pci_ids(bdf)
+            .map(|(vendor, device)| QuirkDelays {
+                ready_check_delay: nvme_driver::controller::ready_check_delay(vendor, device),
+                init_delay: nvme_driver::controller::init_delay(vendor, device),
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// The function-level reset the driver escalates to when the controller
@@ -90,7 +103,8 @@ impl VfioTarget {
     /// Open the controller at `o.bdf` (bound to vfio-pci) and bring it up.
     pub fn open(o: &VfioOptions) -> Result<Self, BackendError> {
         let bdf = Bdf::parse(&o.bdf)?;
-        let dev = Arc::new(VfioPci::open(&Host::system(), &bdf).map_err(|e| vfio_err(&o.bdf, e))?);
+        let host = Host::system();
+        let dev = Arc::new(VfioPci::open(&host, &bdf).map_err(|e| vfio_err(&o.bdf, e))?);
         let bar = dev.map_bar0().map_err(|e| vfio_err(&o.bdf, e))?;
         let dma = dev.dma(true);
         // The controller fetches commands by DMA as soon as CC.EN=1.
@@ -113,8 +127,7 @@ impl VfioTarget {
         } else {
             None
         };
-        let ready_check_delay = ready_check_delay(&bdf);
-        let init_delay = init_delay(&bdf);
+        let QuirkDelays { ready_check_delay, init_delay } = QuirkDelays::of(&host, &bdf);
         let cfg = ControllerConfig {
             io_queues: queues,
             shadow_doorbells: o.shadow_doorbells,
@@ -162,12 +175,14 @@ pub struct VfioController {
 /// Open the controller at `bdf` (bound to vfio-pci) for admin commands.
 pub fn open_controller(bdf: &str) -> Result<VfioController, BackendError> {
     let b = Bdf::parse(bdf)?;
-    let dev = Arc::new(VfioPci::open(&Host::system(), &b).map_err(|e| vfio_err(bdf, e))?);
+    let host = Host::system();
+    let dev = Arc::new(VfioPci::open(&host, &b).map_err(|e| vfio_err(bdf, e))?);
     let bar = dev.map_bar0().map_err(|e| vfio_err(bdf, e))?;
     let dma = dev.dma(true);
     dev.enable_bus_master().map_err(|e| vfio_err(bdf, e))?;
     let mem: Arc<dyn DmaAllocator> = dma.clone();
-    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells: false, ready_check_delay: ready_check_delay(&b), init_delay: init_delay(&b), ..Default::default() };
+    let QuirkDelays { ready_check_delay, init_delay } = QuirkDelays::of(&host, &b);
+    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells: false, ready_check_delay, init_delay, ..Default::default() };
     let ctrl = Controller::new_with_function_reset(bar, mem, cfg, function_reset(&dev))?;
     Ok(VfioController { ctrl, _dma: dma, _dev: dev })
 }
@@ -246,4 +261,35 @@ impl Target for VfioTarget {
 /// Open a controller bound to vfio-pci and bring it up with our driver.
 pub fn open(o: &VfioOptions) -> Result<Box<dyn Target>, BackendError> {
     Ok(Box::new(VfioTarget::open(o)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The PCI ids are read from the host's sysfs once, and each quirk
+    /// table gives its wait; ids that cannot be read give none.
+    #[test]
+    fn quirk_delays_by_the_pci_ids_sysfs_gives() {
+        let root = std::env::temp_dir().join(format!("nvb-quirks-{}", std::process::id()));
+        let host = Host::at(&root, 0);
+        let bdf = Bdf::parse("0000:05:00.0").unwrap();
+        let ids = |vendor: &str, device: &str| {
+            let d = host.pci_device(&bdf);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("vendor"), format!("{vendor}\n")).unwrap();
+            std::fs::write(d.join("device"), format!("{device}\n")).unwrap();
+            QuirkDelays::of(&host, &bdf)
+        };
+        // Samsung PM1725a: a wait before reading CSTS.RDY.
+        assert_eq!(ids("0x144d", "0xa822"), QuirkDelays { ready_check_delay: Duration::from_millis(2300), init_delay: Duration::ZERO });
+        // Intel DC P4500: a wait after vfio-pci's reset.
+        assert_eq!(ids("0x8086", "0x0a54"), QuirkDelays { ready_check_delay: Duration::ZERO, init_delay: Duration::from_secs(2) });
+        // QEMU's controller, ids that are not hex, no device: none.
+        assert_eq!(ids("0x1b36", "0x0010"), QuirkDelays::default());
+        assert_eq!(ids("0x144d", "zz"), QuirkDelays::default());
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(QuirkDelays::of(&host, &bdf), QuirkDelays::default());
+    }
 }
