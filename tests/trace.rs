@@ -97,7 +97,8 @@ fn text_output_and_hex() {
 
 /// --backend offers only the paths whose queues are ours to show (a kernel
 /// path is refused saying what to use instead, and --help lists none), and
-/// vfio's --allow-write is refused on the simulator.
+/// vfio's --allow-write is refused on the simulator, as is a namespace it
+/// does not have.
 #[test]
 fn only_our_driver_s_paths_and_their_options_are_offered() {
     for b in ["passthru", "block"] {
@@ -113,6 +114,11 @@ fn only_our_driver_s_paths_and_their_options_are_offered() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--allow-write has no effect on --backend sim"), "{err}");
+    // The simulator has namespace 1 only, as bench says.
+    let out = Command::new(env!("CARGO_BIN_EXE_nvme-bypass")).args(["trace", "--nsid", "2"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("namespace 2 is not active on the simulated controller; it has namespace 1"), "{err}");
     let backend = &help[help.find("--backend").unwrap()..help.find("--device").unwrap()];
     assert!(backend.contains("sim") && backend.contains("vfio") && !backend.contains("Possible values"), "{backend}");
 }

@@ -381,15 +381,22 @@ pub fn refuse_duplicate_devices(devices: &[String]) -> Result<(), Error> {
     Ok(())
 }
 
+/// Refuse a namespace the simulated controller does not have: it has
+/// namespace 1 only.
+pub fn sim_namespace(nsid: u32) -> Result<(), Error> {
+    if nsid != 1 {
+        return Err(Error::usage(format!("namespace {nsid} is not active on the simulated controller; it has namespace 1")));
+    }
+    Ok(())
+}
+
 /// The path a command asks for: `--backend`, `--device`, `--nsid` and the
 /// option groups, checked. `sim_cpu` is the simulator's from [`sim_placement`].
 pub fn path_spec(kind: PathKind, device: Option<&str>, nsid: u32, sim: &SimArgs, kernel: &KernelArgs, driver: &DriverArgs, sim_cpu: Option<usize>) -> Result<PathSpec, Error> {
     let need_device = |example: &str| device.ok_or_else(|| Error::usage(format!("--backend {} needs --device (e.g. --device {example})", kind.name())));
     Ok(match kind {
         PathKind::Sim => {
-            if nsid != 1 {
-                return Err(Error::usage(format!("namespace {nsid} is not active on the simulated controller; it has namespace 1")));
-            }
+            sim_namespace(nsid)?;
             if device.is_some_and(|d| d != "sim") {
                 return Err(Error::usage("--device is not used by --backend sim; drop it, or pick --backend vfio|passthru|block"));
             }

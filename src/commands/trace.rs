@@ -331,8 +331,10 @@ fn report_cqe(tr: &Tracer, qid: u16, slot: u16, cqe: &Cqe, ours: bool) {
 /// shows.
 fn path(a: &TraceArgs) -> Result<PathSpec, Error> {
     Ok(match a.backend {
-        PathKind::Sim if a.nsid != 1 => return Err(Error::usage(format!("namespace {} is not active on the simulated controller; it has namespace 1", a.nsid))),
-        PathKind::Sim => PathSpec::Sim(SimOptions { size: 64 << 20, queues: SimConfig::default().max_io_queues, threaded: false, shadow_doorbells: false, ..SimOptions::default() }),
+        PathKind::Sim => {
+            crate::commands::args::sim_namespace(a.nsid)?;
+            PathSpec::Sim(SimOptions { size: 64 << 20, queues: SimConfig::default().max_io_queues, threaded: false, shadow_doorbells: false, ..SimOptions::default() })
+        }
         PathKind::Vfio => PathSpec::Vfio(VfioOptions {
             shadow_doorbells: false,
             ..VfioOptions::new(a.device.clone().ok_or_else(|| Error::usage("trace --backend vfio needs --device BDF"))?, a.nsid)
