@@ -88,9 +88,11 @@ fio_batch() {
 nvb_batch() { if [ "$BATCH" = 1 ]; then echo "--batch 1"; else echo "--batch $1"; fi; }
 
 # run_fio OUTFILE RUNTIME ARGS / run_nvb OUTFILE RUNTIME ARGS: one run, JSON to OUTFILE
+# fio reads a time as a whole number ("0.5" is 0 s): both go to it in ms.
+ms() { awk -v s="$1" 'BEGIN { printf "%dms", s * 1000 + 0.5 }'; }
 run_fio() {
   # shellcheck disable=SC2086
-  fio --name="$name" --ramp_time="$R" --runtime="$2" --time_based --norandommap --output-format=json $3 > "$1" 2>"$1.err" \
+  fio --name="$name" --ramp_time="$(ms "$R")" --runtime="$(ms "$2")" --time_based --norandommap --output-format=json $3 > "$1" 2>"$1.err" \
     || fail "fio $name: $(tail -3 "$1.err")"
 }
 run_nvb() {
