@@ -225,6 +225,10 @@ pub struct Controller<R: RegisterWindow + ?Sized> {
     /// was given, kept for a reset whose CC.EN = 0 the controller does not
     /// act on (see `function_level_reset`); None from [`Controller::new`].
     function_reset: Option<FunctionReset>,
+    /// CSTS.NSSRO read 1 (and was cleared) at bring-up or at a reset since:
+    /// an NVM subsystem reset had happened (see
+    /// [`subsystem_reset_occurred`](Self::subsystem_reset_occurred)).
+    subsystem_reset: bool,
 }
 
 /// A function-level reset of the controller's PCI function (vfio-pci's
@@ -414,6 +418,27 @@ fn disable<R: RegisterWindow + ?Sized>(regs: &R, enable_wait: Duration, disable_
     Ok(())
 }
 
+/// Clear CSTS.NSSRO (NVM Subsystem Reset Occurred, write 1 to clear) if
+/// it reads 1, before the controller is reset, as Linux's
+/// `nvme_pci_configure_admin_queue` does at probe and at every reset: a 1
+/// read afterwards then means an NVM subsystem reset since (NVMe 1.4c
+/// §3.1.6, §7.3.1), not one from before. Only on a controller that
+/// supports NVM subsystem reset (CAP.NSSRS, from NVMe 1.1, as Linux
+/// checks VS): for another the bit means nothing, and CSTS is not written.
+/// Whether it read 1. A device that reads all ones is left to [`disable`]
+/// to report gone.
+fn clear_subsystem_reset_occurred<R: RegisterWindow + ?Sized>(regs: &R, cap: Cap, vs: Vs) -> bool {
+    if !cap.nssrs() || !vs.at_least(1, 1) {
+        return false;
+    }
+    let csts = Csts::from_bits(regs.read32(offset::CSTS));
+    if !csts.nssro() || csts.into_bits() == u32::MAX {
+        return false;
+    }
+    regs.write32(offset::CSTS, Csts::new().with_nssro(true).into_bits());
+    true
+}
+
 /// The pause between CSTS.RDY reading 0 after a reset and the next CC.EN =
 /// 1 ([`disable`]).
 pub(crate) const EN_AFTER_RDY_0: Duration = Duration::from_micros(100);
@@ -524,9 +549,12 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         }
         let (enable_to, disable_to) = (enable_timeout(&*regs, cap, &cfg), disable_timeout(cap, &cfg));
 
-        // Step 1: reset. Clear CC.EN and wait for CSTS.RDY to follow; a
-        // controller the previous owner left enabling is let finish first,
-        // and a quirky model is given its settle time before CSTS is read.
+        // Step 1: reset. CSTS.NSSRO cleared first (where it is defined),
+        // so that a later NVM subsystem reset can be told apart. Clear
+        // CC.EN and wait for CSTS.RDY to follow; a controller the previous
+        // owner left enabling is let finish first, and a quirky model is
+        // given its settle time before CSTS is read.
+        let subsystem_reset = clear_subsystem_reset_occurred(&*regs, cap, vs);
         disable(&*regs, enable_to, disable_to, cfg.ready_check_delay)?;
 
         // Steps 2-4: admin queues (AQA, ASQ, ACQ), CC, CC.EN = 1, then wait
@@ -576,6 +604,7 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             host_memory: None,
             host_memory_refused: None,
             function_reset: None,
+            subsystem_reset,
         };
 
         // Step 5: Identify Controller: MDTS bounds every transfer. A
@@ -904,6 +933,15 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
     /// The admin queue pair (read-only, for tracing).
     pub fn admin_queue(&self) -> &QueuePair<R> {
         &self.admin
+    }
+    /// True when CSTS.NSSRO read 1 at bring-up or at a reset since (it is
+    /// cleared each time, as Linux does): an NVM subsystem reset (NSSR
+    /// written, e.g. by `nvme subsystem-reset`, or one taken by another
+    /// controller of the subsystem) had reset this controller, before
+    /// bring-up or, at a reset, while this driver had it. Always false for
+    /// a controller without NVM subsystem reset (CAP.NSSRS).
+    pub fn subsystem_reset_occurred(&self) -> bool {
+        self.subsystem_reset
     }
     /// Controller Status now.
     pub fn status(&self) -> Csts {
@@ -1493,6 +1531,55 @@ mod tests {
         for (v, d) in [(0x8086, 0x0a55), (0x1b36, 0x0010), (0x144d, 0xa808)] {
             assert_eq!(init_delay(v, d), Duration::ZERO, "{v:04x}:{d:04x}");
         }
+    }
+
+    /// CSTS.NSSRO is cleared (written 1, RW1C) before the reset when the
+    /// controller supports NVM subsystem reset (CAP.NSSRS, NVMe 1.1 on);
+    /// otherwise, or when it reads 0, CSTS is not written at all.
+    #[test]
+    fn nssro_is_cleared_only_where_subsystem_reset_is_supported() {
+        /// CSTS.NSSRO as a write-1-to-clear bit; every write to CSTS counted.
+        struct Rw1c(MemRegisters, std::sync::atomic::AtomicU32);
+        impl RegisterWindow for Rw1c {
+            fn read32(&self, off: usize) -> u32 {
+                self.0.read32(off)
+            }
+            fn write32(&self, off: usize, v: u32) {
+                if off == offset::CSTS {
+                    self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.0.write32(off, self.0.read32(off) & !(v & Csts::new().with_nssro(true).into_bits()));
+                } else {
+                    self.0.write32(off, v);
+                }
+            }
+            fn len(&self) -> usize {
+                self.0.len()
+            }
+        }
+        let v = |mjr, mnr| Vs::new().with_mjr(mjr).with_mnr(mnr);
+        let nssrs = Cap::new().with_nssrs(true);
+        // (CAP, VS, NSSRO before) -> (seen and cleared, NSSRO after, CSTS writes)
+        for (cap, vs, before, want) in [
+            (nssrs, v(1, 4), true, (true, false, 1)),
+            (nssrs, v(1, 1), true, (true, false, 1)),
+            (nssrs, v(1, 4), false, (false, false, 0)),
+            (Cap::new(), v(1, 4), true, (false, true, 0)),
+            (nssrs, v(1, 0), true, (false, true, 0)),
+        ] {
+            let regs = Rw1c(MemRegisters::new(0x1000), Default::default());
+            let csts = Csts::new().with_rdy(true).with_nssro(before);
+            regs.0.write32(offset::CSTS, csts.into_bits());
+            let seen = clear_subsystem_reset_occurred(&regs, cap, vs);
+            let after = Csts::from_bits(regs.read32(offset::CSTS));
+            let got = (seen, after.nssro(), regs.1.load(std::sync::atomic::Ordering::Relaxed));
+            assert_eq!(got, want, "NSSRS={} VS={vs} NSSRO={before}", cap.nssrs());
+            assert!(after.rdy(), "the other bits are left as they were");
+        }
+        // Gone (all ones): not written, left to `disable` to report.
+        let regs = Rw1c(MemRegisters::new(0x1000), Default::default());
+        regs.0.write32(offset::CSTS, u32::MAX);
+        assert!(!clear_subsystem_reset_occurred(&regs, nssrs, v(1, 4)));
+        assert_eq!(regs.1.load(std::sync::atomic::Ordering::Relaxed), 0);
     }
 
     /// A device that is gone reads all ones, RDY and CFS included: that is

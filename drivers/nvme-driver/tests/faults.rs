@@ -9,7 +9,7 @@
 use nvme_driver::{AbortOutcome, Controller, ControllerConfig, DataPtr, Error, QueuePair, TimeoutAction};
 use nvme_hal::{DmaRegion, RegisterWindow};
 use nvme_sim::{DataMode, SimConfig, SimController, SimRegisters};
-use nvme_spec::regs::offset;
+use nvme_spec::regs::{offset, Cap, Csts};
 use nvme_spec::status::generic as gs;
 use nvme_spec::{Status, StatusCodeType};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -253,6 +253,86 @@ fn the_wait_a_quirky_model_needs_after_cc_en_0_is_kept_at_every_reset_and_costs_
     let ctrl = Controller::new(s.registers(), s.allocator(), cfg).unwrap();
     assert!(t.elapsed() >= delay, "bring-up of an enabled controller waits: {:?}", t.elapsed());
     ctrl.shutdown().unwrap();
+}
+
+/// The simulator's registers, with NVM subsystem reset supported
+/// (CAP.NSSRS) or not, and CSTS.NSSRO, a write-1-to-clear bit, as the
+/// test sets it; host writes to CSTS are counted, and whether the first
+/// came before the first CC write (the reset).
+struct SubsystemReset {
+    sim: Arc<SimRegisters>,
+    nssrs: bool,
+    nssro: std::sync::atomic::AtomicBool,
+    csts_writes: AtomicU32,
+    cc_written: std::sync::atomic::AtomicBool,
+    cleared_before_reset: std::sync::atomic::AtomicBool,
+}
+
+impl RegisterWindow for SubsystemReset {
+    fn read32(&self, off: usize) -> u32 {
+        let v = self.sim.read32(off);
+        match off {
+            o if o == offset::CAP + 4 && self.nssrs => v | (Cap::new().with_nssrs(true).into_bits() >> 32) as u32,
+            offset::CSTS => v | Csts::new().with_nssro(self.nssro.load(Ordering::Relaxed)).into_bits(),
+            _ => v,
+        }
+    }
+    fn write32(&self, off: usize, v: u32) {
+        match off {
+            offset::CSTS => {
+                if self.csts_writes.fetch_add(1, Ordering::Relaxed) == 0 && !self.cc_written.load(Ordering::Relaxed) {
+                    self.cleared_before_reset.store(true, Ordering::Relaxed);
+                }
+                if Csts::from_bits(v).nssro() {
+                    self.nssro.store(false, Ordering::Relaxed);
+                }
+            }
+            offset::CC => self.cc_written.store(true, Ordering::Relaxed),
+            _ => {}
+        }
+        self.sim.write32(off, v);
+    }
+    fn len(&self) -> usize {
+        self.sim.len()
+    }
+}
+
+/// CSTS.NSSRO, found set, is cleared before the reset of bring-up and of
+/// every later reset, as Linux's `nvme_pci_configure_admin_queue` does, when
+/// the controller supports NVM subsystem reset (CAP.NSSRS), and the
+/// controller says it saw it; without NSSRS, CSTS is never written.
+#[test]
+fn nssro_is_cleared_before_each_reset_when_subsystem_reset_is_supported() {
+    for nssrs in [true, false] {
+        let s = left_enabled(SimConfig::default());
+        let regs = Arc::new(SubsystemReset {
+            sim: s.registers(),
+            nssrs,
+            nssro: true.into(),
+            csts_writes: AtomicU32::new(0),
+            cc_written: false.into(),
+            cleared_before_reset: false.into(),
+        });
+        let cfg = ControllerConfig { admin_timeout: Duration::from_secs(5), ..Default::default() };
+        let mut ctrl = Controller::new(regs.clone(), s.allocator(), cfg).unwrap();
+        assert_eq!(ctrl.subsystem_reset_occurred(), nssrs, "NSSRS={nssrs}");
+        if nssrs {
+            assert!(!regs.nssro.load(Ordering::Relaxed), "NSSRO cleared");
+            assert_eq!(regs.csts_writes.load(Ordering::Relaxed), 1);
+            assert!(regs.cleared_before_reset.load(Ordering::Relaxed), "cleared before CC.EN = 0");
+            // Cleared at a reset too; none to clear, no write.
+            regs.nssro.store(true, Ordering::Relaxed);
+            ctrl.reset(Duration::from_secs(5)).unwrap();
+            assert!(!regs.nssro.load(Ordering::Relaxed), "NSSRO cleared at the reset");
+            ctrl.reset(Duration::from_secs(5)).unwrap();
+            assert_eq!(regs.csts_writes.load(Ordering::Relaxed), 2);
+        } else {
+            assert!(regs.nssro.load(Ordering::Relaxed), "left alone");
+            ctrl.reset(Duration::from_secs(5)).unwrap();
+            assert_eq!(regs.csts_writes.load(Ordering::Relaxed), 0, "CSTS never written");
+        }
+        ctrl.shutdown().unwrap();
+    }
 }
 
 #[test]

@@ -84,6 +84,12 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
             };
             facts.push(("host memory buffer".into(), got));
         }
+        if ctrl.subsystem_reset_occurred() {
+            facts.push((
+                "subsystem reset".into(),
+                "CSTS.NSSRO read 1: an NVM subsystem reset had reset this controller since it was last brought up; cleared, as Linux's driver clears it".into(),
+            ));
+        }
         let (mqes, max_depth) = (ctrl.max_queue_entries(), ctrl.max_io_queue_depth());
         let depth_limit = if ctrl.max_io_queue_entries() < mqes {
             format!(

@@ -10,7 +10,8 @@
 //! next owner (or, if it does not even stop, left with all its memory).
 
 use super::{
-    admin_queue_pair, disable, disable_timeout, enable_timeout, enable_with_admin_queue, Controller, LiveQueue, RDY_AFTER_DISABLE,
+    admin_queue_pair, clear_subsystem_reset_occurred, disable, disable_timeout, enable_timeout, enable_with_admin_queue, Controller,
+    LiveQueue, RDY_AFTER_DISABLE,
 };
 use crate::qpair::QueuePair;
 use crate::Error;
@@ -156,8 +157,10 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
         // has, the controller no longer owns any I/O queue memory (which
         // stays with `live` until re-created or deleted) and quarantine
         // ends; until then it may (queue memory stays on_device, quarantine
-        // stays shut).
+        // stays shut). CSTS.NSSRO is cleared first, as at bring-up: a 1
+        // now says an NVM subsystem reset happened while the driver had it.
         self.generation += 1;
+        self.subsystem_reset |= clear_subsystem_reset_occurred(&*self.regs, self.cap, self.vs);
         match disable(&*self.regs, self.enable_timeout(), self.disable_timeout(), self.cfg.ready_check_delay) {
             Err(Error::Timeout { what: RDY_AFTER_DISABLE, timeout_ms, csts }) if self.function_reset.is_some() => {
                 self.function_level_reset(timeout_ms, csts)?;
