@@ -13,7 +13,7 @@
 
 use crate::backend::path::{PathKind, PathSpec};
 use crate::backend::userspace::sim::SimOptions;
-use crate::backend::userspace::vfio::{QuirkDelays, VfioOptions};
+use crate::backend::userspace::vfio::{Quirks, VfioOptions};
 use crate::error::{exit, Error};
 use crate::report::OutputFormat;
 use nvme_driver::{AdminEvent, AdminObserver, Controller, ControllerConfig, DataPtr, QueuePair};
@@ -386,7 +386,7 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             let cfg = SimConfig { events: Some(Arc::new(move |e: &SimEvent| controller_event(&tr2, hex, e))), ..o.config() };
             let sim = SimController::start(cfg)?;
             let regs = Arc::new(TracedRegs { inner: sim.registers(), tr: tr.clone() });
-            story(&tr, regs, sim.allocator(), a, DriverSetup { shadow_doorbells: o.shadow_doorbells, streaming_sq: o.streaming_sq, quirks: QuirkDelays::default() })?;
+            story(&tr, regs, sim.allocator(), a, DriverSetup { shadow_doorbells: o.shadow_doorbells, streaming_sq: o.streaming_sq, quirks: Quirks::default() })?;
             drop(sim);
         }
         PathSpec::Vfio(o) => {
@@ -399,7 +399,7 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
             }
             let (regs, mem, dev) = crate::backend::userspace::vfio::open_raw(bdf)?;
             let traced = Arc::new(TracedRegs { inner: regs, tr: tr.clone() });
-            let quirks = nvme_vfio::Bdf::parse(bdf).map(|b| QuirkDelays::of(&nvme_vfio::Host::system(), &b)).unwrap_or_default();
+            let quirks = nvme_vfio::Bdf::parse(bdf).map(|b| Quirks::of(&nvme_vfio::Host::system(), &b)).unwrap_or_default();
             story(&tr, traced, mem, a, DriverSetup { shadow_doorbells: o.shadow_doorbells, streaming_sq: o.streaming_sq, quirks })?;
             drop(dev);
         }
@@ -419,11 +419,11 @@ pub fn trace(a: &TraceArgs) -> Result<i32, Error> {
 }
 
 /// How the story's driver drives the controller: the path's doorbell and
-/// store choices, and the waits the controller's model needs.
+/// store choices, and what the controller's model needs (its quirks).
 struct DriverSetup {
     shadow_doorbells: bool,
     streaming_sq: bool,
-    quirks: QuirkDelays,
+    quirks: Quirks,
 }
 
 fn story<R: RegisterWindow + ?Sized + 'static>(
@@ -450,6 +450,7 @@ fn story<R: RegisterWindow + ?Sized + 'static>(
         batch_cq_doorbells: false,
         ready_check_delay: quirks.ready_check_delay,
         init_delay: quirks.init_delay,
+        medium_prio_sq: quirks.medium_prio_sq,
         admin_observer: Some(admin_observer),
         ..Default::default()
     };

@@ -60,6 +60,10 @@ pub struct ControllerConfig {
     /// ready right after the function reset vfio-pci does when the device
     /// is opened need it ([`init_delay`]). Zero for the others.
     pub init_delay: Duration,
+    /// Create I/O submission queues with medium priority (QPRIO 10b)
+    /// rather than 00b: controllers whose firmware misbehaves otherwise
+    /// need it ([`medium_prio_sq`]). False for the others.
+    pub medium_prio_sq: bool,
     /// The most host memory a controller that asks for a Host Memory
     /// Buffer (Identify HMPRE, a DRAM-less SSD) is given: 128 MiB, Linux's
     /// `max_host_mem_size_mb`. Zero gives none.
@@ -130,6 +134,19 @@ pub fn ready_check_delay(vendor: u16, device: u16) -> Duration {
     }
 }
 
+/// Whether a controller's I/O submission queues are created with medium
+/// priority (QPRIO 10b) instead of the 00b every other controller's get,
+/// by PCI vendor and device id: those Linux's `nvme_id_table` marks
+/// `NVME_QUIRK_MEDIUM_PRIO_SQ` (Intel 600P/P3100). Its `adapter_alloc_sq`
+/// says why: "Some drives have a bug that auto-enables WRRU if MEDIUM
+/// isn't set. Since URGENT priority is zeroes, it makes all queues
+/// URGENT." (Under the round robin this driver selects, CC.AMS = 000b,
+/// QPRIO is otherwise ignored.)
+pub fn medium_prio_sq(vendor: u16, device: u16) -> bool {
+    const MEDIUM_PRIO_SQ: [(u16, u16); 1] = [(0x8086, 0xf1a5)];
+    MEDIUM_PRIO_SQ.contains(&(vendor, device))
+}
+
 impl Default for ControllerConfig {
     fn default() -> Self {
         ControllerConfig {
@@ -145,6 +162,7 @@ impl Default for ControllerConfig {
             streaming_sq: true,
             ready_check_delay: Duration::ZERO,
             init_delay: Duration::ZERO,
+            medium_prio_sq: false,
             host_memory_max: HOST_MEMORY_MAX,
             admin_observer: None,
         }
@@ -1284,7 +1302,11 @@ impl<R: RegisterWindow + ?Sized> Controller<R> {
             }
             return Err(e);
         }
-        if let Err(e) = self.admin_command_within(cmd::CreateIoSq::new(qid, q.entries, q.sq.iova(), qid).build(), None, timeout) {
+        let mut create_sq = cmd::CreateIoSq::new(qid, q.entries, q.sq.iova(), qid);
+        if self.cfg.medium_prio_sq {
+            create_sq = create_sq.priority(cmd::qprio::MEDIUM);
+        }
+        if let Err(e) = self.admin_command_within(create_sq.build(), None, timeout) {
             // A controller seen to stop since (a timeout's reset) has no CQ
             // left to delete; after a refusal, the CQ is deleted again (and
             // if that times out, its reset deletes it).
@@ -1580,6 +1602,15 @@ mod tests {
         regs.0.write32(offset::CSTS, u32::MAX);
         assert!(!clear_subsystem_reset_occurred(&regs, nssrs, v(1, 4)));
         assert_eq!(regs.1.load(std::sync::atomic::Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn only_the_models_that_need_it_get_medium_priority_submission_queues() {
+        assert!(medium_prio_sq(0x8086, 0xf1a5), "Intel 600P/P3100");
+        for (v, d) in [(0x8086, 0xf1a6), (0x8086, 0x0953), (0x1b36, 0x0010), (0x144d, 0xa808)] {
+            assert!(!medium_prio_sq(v, d), "{v:04x}:{d:04x}");
+        }
+        assert!(!ControllerConfig::default().medium_prio_sq);
     }
 
     /// A device that is gone reads all ones, RDY and CFS included: that is

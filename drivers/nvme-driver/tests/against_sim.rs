@@ -85,6 +85,45 @@ fn bring_up_identify_and_queue_creation() {
     assert_eq!(csts & 1, 0, "controller disabled after shutdown");
 }
 
+/// Linux's NVME_QUIRK_MEDIUM_PRIO_SQ: with `medium_prio_sq` every Create
+/// I/O SQ the driver sends (a re-creation after a reset too) carries QPRIO
+/// = 10b in CDW11 bits 2:1; without it, 00b.
+#[test]
+fn submission_queues_are_created_with_medium_priority_when_the_quirk_asks() {
+    use nvme_driver::{AdminEvent, AdminObserver};
+    use nvme_spec::AdminOpcode;
+    for medium in [true, false] {
+        let sim = SimController::start(quiet(SimConfig::default())).unwrap();
+        let sent = Arc::new(std::sync::Mutex::new(vec![]));
+        let seen = sent.clone();
+        let observer = AdminObserver(Arc::new(move |e: AdminEvent<'_>| {
+            if let AdminEvent::Posted { sqe, .. } = e {
+                if sqe.opcode() == AdminOpcode::CreateIoSq as u8 {
+                    seen.lock().unwrap().push(sqe.cdw11);
+                }
+            }
+        }));
+        let cfg = ControllerConfig {
+            admin_timeout: Duration::from_secs(5),
+            medium_prio_sq: medium,
+            admin_observer: Some(observer),
+            ..Default::default()
+        };
+        let mut ctrl = Controller::new(sim.registers(), sim.allocator(), cfg).unwrap();
+        let qp = ctrl.create_io_queue_pair(16).unwrap();
+        ctrl.reset(Duration::from_secs(5)).unwrap();
+        let (qp, _) = ctrl.recreate_io_queue_pair(qp, Duration::from_secs(5)).unwrap();
+        let cdw11 = sent.lock().unwrap().clone();
+        let want = if medium { 0b10 } else { 0b00 };
+        assert_eq!(cdw11.len(), 2, "created, and created again after the reset");
+        for c in cdw11 {
+            assert_eq!(((c >> 1) & 0b11, c & 1, c >> 16), (want, 1, 1), "QPRIO, PC, CQID in CDW11 {c:#x}");
+        }
+        ctrl.delete_io_queue_pair(qp).unwrap();
+        ctrl.shutdown().unwrap();
+    }
+}
+
 #[test]
 fn inactive_and_invalid_namespaces() {
     let (_sim, mut ctrl) = bring_up(SimConfig { inactive_namespaces: 2, ..Default::default() }, 1);

@@ -171,6 +171,20 @@ impl CreateIoCq {
     }
 }
 
+/// Queue Priority values of Create I/O Submission Queue's QPRIO (CDW11
+/// bits 2:1): the SQ's class under weighted round robin arbitration
+/// (CC.AMS = 001b), ignored under round robin. NVMe 1.4c §5.4, Figure 153.
+pub mod qprio {
+    /// Urgent (00b).
+    pub const URGENT: u8 = 0b00;
+    /// High (01b).
+    pub const HIGH: u8 = 0b01;
+    /// Medium (10b).
+    pub const MEDIUM: u8 = 0b10;
+    /// Low (11b).
+    pub const LOW: u8 = 0b11;
+}
+
 /// Create I/O Submission Queue. NVMe 1.4c §5.4: CDW10 QID and QSIZE as for
 /// the CQ; CDW11 PC (bit 0), QPRIO (2:1), CQID (31:16); PRP1 = base.
 #[derive(Clone, Copy, Debug)]
@@ -179,20 +193,26 @@ pub struct CreateIoSq {
     entries: QueueEntries,
     base: u64,
     cqid: u16,
+    priority: u8,
 }
 
 impl CreateIoSq {
     /// A physically contiguous SQ of `entries` entries at `base`, whose
-    /// completions go to CQ `cqid`.
+    /// completions go to CQ `cqid`, of priority [`qprio::URGENT`] (QPRIO 0).
     pub fn new(qid: u16, entries: QueueEntries, base: u64, cqid: u16) -> Self {
-        CreateIoSq { qid, entries, base, cqid }
+        CreateIoSq { qid, entries, base, cqid, priority: qprio::URGENT }
+    }
+    /// Queue priority `p`, one of [`qprio`] (two bits; higher ones are dropped).
+    pub fn priority(mut self, p: u8) -> Self {
+        self.priority = p & 0b11;
+        self
     }
     /// The entry.
     pub fn build(self) -> Sqe {
         let mut s = sqe(AdminOpcode::CreateIoSq as u8, 0);
         s.prp1 = self.base;
         s.cdw10 = self.qid as u32 | (self.entries.zeros_based() as u32) << 16;
-        s.cdw11 = 1 | (self.cqid as u32) << 16;
+        s.cdw11 = 1 | (self.priority as u32) << 1 | (self.cqid as u32) << 16;
         s
     }
 }
@@ -364,6 +384,10 @@ mod tests {
         assert_eq!(sq.opcode(), 0x01);
         assert_eq!(sq.cdw10, 3 | 63 << 16);
         assert_eq!(sq.cdw11, 1 | 3 << 16);
+        // QPRIO in bits 2:1: medium is 10b (Linux's NVME_SQ_PRIO_MEDIUM, 2 << 1).
+        let medium = CreateIoSq::new(3, n(64), 0x20_0000, 3).priority(qprio::MEDIUM).build();
+        assert_eq!(medium.cdw11, 1 | 0b100 | 3 << 16);
+        assert_eq!(CreateIoSq::new(3, n(64), 0, 3).priority(qprio::LOW).build().cdw11, 1 | 0b110 | 3 << 16);
         // 65536 entries (CAP.MQES = FFFFh) is QSIZE FFFFh, 2 entries QSIZE 1.
         assert_eq!(CreateIoSq::new(1, QueueEntries::MAX, 0, 1).build().cdw10, 1 | 0xffff << 16);
         assert_eq!(CreateIoCq::new(1, QueueEntries::MIN, 0).build().cdw10, 1 | 1 << 16);

@@ -61,26 +61,31 @@ pub struct VfioTarget {
     bar_len: usize,
 }
 
-/// The waits a controller's model needs (nvme_driver's quirk tables, by its
-/// PCI vendor and device ids); zero for a model that needs none.
+/// What a controller's model needs of the driver (nvme_driver's quirk
+/// tables, by its PCI vendor and device ids): two waits, zero for a model
+/// that needs none, and the priority of its submission queues.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QuirkDelays {
+pub struct Quirks {
     /// Between CC.EN = 0 and reading CSTS.RDY
     /// (`nvme_driver::controller::ready_check_delay`).
     pub ready_check_delay: std::time::Duration,
     /// After vfio-pci's reset at open, before bring-up
     /// (`nvme_driver::controller::init_delay`).
     pub init_delay: std::time::Duration,
+    /// I/O submission queues created with medium priority
+    /// (`nvme_driver::controller::medium_prio_sq`).
+    pub medium_prio_sq: bool,
 }
 
-impl QuirkDelays {
-    /// The waits of the controller at `bdf`, by the PCI ids `host`'s sysfs
-    /// gives (read once for both); none when they cannot be read.
-    pub fn of(host: &Host, bdf: &Bdf) -> QuirkDelays {
+impl Quirks {
+    /// The quirks of the controller at `bdf`, by the PCI ids `host`'s sysfs
+    /// gives (read once for all); none when they cannot be read.
+    pub fn of(host: &Host, bdf: &Bdf) -> Quirks {
         host.pci_ids(bdf)
-            .map(|(vendor, device)| QuirkDelays {
+            .map(|(vendor, device)| Quirks {
                 ready_check_delay: nvme_driver::controller::ready_check_delay(vendor, device),
                 init_delay: nvme_driver::controller::init_delay(vendor, device),
+                medium_prio_sq: nvme_driver::controller::medium_prio_sq(vendor, device),
             })
             .unwrap_or_default()
     }
@@ -127,7 +132,7 @@ impl VfioTarget {
         } else {
             None
         };
-        let QuirkDelays { ready_check_delay, init_delay } = QuirkDelays::of(&host, &bdf);
+        let Quirks { ready_check_delay, init_delay, medium_prio_sq } = Quirks::of(&host, &bdf);
         let cfg = ControllerConfig {
             io_queues: queues,
             shadow_doorbells: o.shadow_doorbells,
@@ -135,6 +140,7 @@ impl VfioTarget {
             streaming_sq: o.streaming_sq,
             ready_check_delay,
             init_delay,
+            medium_prio_sq,
             host_memory_max: o.host_memory_max,
             ..Default::default()
         };
@@ -145,6 +151,9 @@ impl VfioTarget {
         }
         if !init_delay.is_zero() {
             target.add_fact("open quirk", "this model is not ready at once after the reset vfio-pci does when it is opened (SPDK's NVME_QUIRK_DELAY_BEFORE_INIT): bring-up waits 2 s first");
+        }
+        if medium_prio_sq {
+            target.add_fact("queue quirk", "this model's submission queues are created with medium priority (QPRIO 10b, Linux's NVME_QUIRK_MEDIUM_PRIO_SQ): with the default 00b its firmware turns on weighted round robin and every queue is urgent");
         }
         if let Some(m) = msix.clone() {
             // Called on the thread that will wait on the queue: if it is
@@ -181,8 +190,8 @@ pub fn open_controller(bdf: &str) -> Result<VfioController, BackendError> {
     let dma = dev.dma(true);
     dev.enable_bus_master().map_err(|e| vfio_err(bdf, e))?;
     let mem: Arc<dyn DmaAllocator> = dma.clone();
-    let QuirkDelays { ready_check_delay, init_delay } = QuirkDelays::of(&host, &b);
-    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells: false, ready_check_delay, init_delay, ..Default::default() };
+    let Quirks { ready_check_delay, init_delay, medium_prio_sq } = Quirks::of(&host, &b);
+    let cfg = ControllerConfig { io_queues: 1, shadow_doorbells: false, ready_check_delay, init_delay, medium_prio_sq, ..Default::default() };
     let ctrl = Controller::new_with_function_reset(bar, mem, cfg, function_reset(&dev))?;
     Ok(VfioController { ctrl, _dma: dma, _dev: dev })
 }
@@ -269,9 +278,9 @@ mod tests {
     use std::time::Duration;
 
     /// The PCI ids are read from the host's sysfs once, and each quirk
-    /// table gives its wait; ids that cannot be read give none.
+    /// table gives its quirk; ids that cannot be read give none.
     #[test]
-    fn quirk_delays_by_the_pci_ids_sysfs_gives() {
+    fn quirks_by_the_pci_ids_sysfs_gives() {
         let root = std::env::temp_dir().join(format!("nvb-quirks-{}", std::process::id()));
         let host = Host::at(&root, 0);
         let bdf = Bdf::parse("0000:05:00.0").unwrap();
@@ -280,16 +289,18 @@ mod tests {
             std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join("vendor"), format!("{vendor}\n")).unwrap();
             std::fs::write(d.join("device"), format!("{device}\n")).unwrap();
-            QuirkDelays::of(&host, &bdf)
+            Quirks::of(&host, &bdf)
         };
         // Samsung PM1725a: a wait before reading CSTS.RDY.
-        assert_eq!(ids("0x144d", "0xa822"), QuirkDelays { ready_check_delay: Duration::from_millis(2300), init_delay: Duration::ZERO });
+        assert_eq!(ids("0x144d", "0xa822"), Quirks { ready_check_delay: Duration::from_millis(2300), ..Quirks::default() });
         // Intel DC P4500: a wait after vfio-pci's reset.
-        assert_eq!(ids("0x8086", "0x0a54"), QuirkDelays { ready_check_delay: Duration::ZERO, init_delay: Duration::from_secs(2) });
+        assert_eq!(ids("0x8086", "0x0a54"), Quirks { init_delay: Duration::from_secs(2), ..Quirks::default() });
+        // Intel 600P/P3100: medium priority submission queues, no wait.
+        assert_eq!(ids("0x8086", "0xf1a5"), Quirks { medium_prio_sq: true, ..Quirks::default() });
         // QEMU's controller, ids that are not hex, no device: none.
-        assert_eq!(ids("0x1b36", "0x0010"), QuirkDelays::default());
-        assert_eq!(ids("0x144d", "zz"), QuirkDelays::default());
+        assert_eq!(ids("0x1b36", "0x0010"), Quirks::default());
+        assert_eq!(ids("0x144d", "zz"), Quirks::default());
         std::fs::remove_dir_all(&root).unwrap();
-        assert_eq!(QuirkDelays::of(&host, &bdf), QuirkDelays::default());
+        assert_eq!(Quirks::of(&host, &bdf), Quirks::default());
     }
 }

@@ -1146,6 +1146,7 @@ fn run_with(dev: &Arc<Hostile>, mem: Arc<ArenaMemory>, s: &Scenario, io: &mut Io
         // No model's quirk: a hostile controller's resets stay fast.
         ready_check_delay: Duration::ZERO,
         init_delay: Duration::ZERO,
+        medium_prio_sq: false,
         // A hostile HMPRE/HMMIN is given at most 1 MiB of the arena: the
         // Host Memory Buffer path runs without starving the queues.
         host_memory_max: 1 << 20,
