@@ -259,3 +259,26 @@ fn sweep_refuses_bad_input_with_what_to_do() {
     assert_eq!(std::fs::read_to_string(d.join("sweep.json")).unwrap(), "{}");
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// As bench warns when the simulator's polling threads share a CPU, so does
+/// sweep: once for each numjobs whose placement shares one, however many
+/// points and rounds run at it, and not for the others.
+#[test]
+fn sweep_warns_once_when_the_simulators_pollers_share_a_cpu() {
+    if std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) < 2 {
+        eprintln!("skipped: the simulator's controller needs a CPU of its own (--sim-cpu 1)");
+        return;
+    }
+    let dir = TempDir::new("sweep-sharing");
+    let out = dir.0.to_str().unwrap();
+    // Jobs on CPU 0, the controller on CPU 1: one job has its CPU, two share it.
+    let (code, stdout, stderr) = nvb(&[
+        "sweep", "--paths", "sim-null", "--iodepth", "1", "--bs", "4k", "--numjobs", "1,2", "--cpus", "0", "--sim-cpu", "1",
+        "--runtime", "100ms", "--ramp-time", "0", "--sim-size", "64M", "--repeat", "2", "--out", out,
+    ]);
+    assert_eq!(code, 0, "sweep failed:\n{stdout}\n{stderr}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning:") && l.contains("polling threads")).collect();
+    assert_eq!(warnings.len(), 1, "one warning for the run, not one per point or round:\n{stderr}");
+    assert!(warnings[0].contains("numjobs=2") && warnings[0].contains("2 of them on CPU 0"), "{}", warnings[0]);
+    assert!(stderr.contains("[4/4]"), "every point ran in both rounds:\n{stderr}");
+}

@@ -277,6 +277,17 @@ fn place_sim(ncpu: usize, numjobs: usize, cpus: Option<&[usize]>, sim_cpu: Optio
 /// scheduler's, not the path's. None when nothing is pinned (a one-CPU
 /// machine) or every poller has a CPU of its own.
 pub fn sim_sharing(numjobs: usize, cpus: &[usize], sim_cpu: Option<usize>) -> Option<String> {
+    sim_sharing_advised(
+        numjobs,
+        cpus,
+        sim_cpu,
+        "give each its own CPU (fewer jobs, --cpus, --sim-cpu), or use --sim-sync (the controller steps on each job's own thread)",
+    )
+}
+
+/// [`sim_sharing`], ending in `advice` (what to do about it) for a command
+/// whose options are not bench's: sweep has no --sim-sync.
+pub fn sim_sharing_advised(numjobs: usize, cpus: &[usize], sim_cpu: Option<usize>, advice: &str) -> Option<String> {
     if cpus.is_empty() {
         return None;
     }
@@ -291,7 +302,7 @@ pub fn sim_sharing(numjobs: usize, cpus: &[usize], sim_cpu: Option<usize>) -> Op
     let pollers = numjobs + sim_cpu.is_some() as usize;
     (n > 1).then(|| {
         format!(
-            "{pollers} polling threads ({numjobs} job{}{}) on {} CPU{}, {n} of them on CPU {cpu}: threads that share a CPU take turns at the scheduler's pace, so these latencies and IOPS are the scheduler's, not the path's; give each its own CPU (fewer jobs, --cpus, --sim-cpu), or use --sim-sync (the controller steps on each job's own thread)",
+            "{pollers} polling threads ({numjobs} job{}{}) on {} CPU{}, {n} of them on CPU {cpu}: threads that share a CPU take turns at the scheduler's pace, so these latencies and IOPS are the scheduler's, not the path's; {advice}",
             if numjobs == 1 { "" } else { "s" },
             if sim_cpu.is_some() { " and the simulator's controller" } else { "" },
             on.len(),

@@ -20,8 +20,10 @@
 //! The simulator paths (`sim`: data in RAM, `sim-null`: no data moved) need
 //! no hardware and no root. Each starts one simulated controller for all its
 //! points, its thread pinned to a CPU of its own and the job threads pinned
-//! to the others, as `bench` does; the core-to-core latency the simulator's
-//! figures depend on is measured before and after the simulator points.
+//! to the others, as `bench` does, and as `bench` it warns when polling
+//! threads must share a CPU (once for each numjobs that makes them); the
+//! core-to-core latency the simulator's figures depend on is measured
+//! before and after the simulator points.
 //!
 //! `--repeat N` runs every point N times, in N rounds; round r rotates each
 //! path's settings, and the paths of each group, r places, so no point is
@@ -453,6 +455,23 @@ fn run_sim(r: &mut Runner, pi: usize, v: &Variant, round: usize, sim_cpu: Option
     }
 }
 
+/// The warnings of [`sim_sharing`](crate::commands::args::sim_sharing) for
+/// the simulator's points, as `bench` gives it (with sweep's options as the
+/// advice: it has no --sim-sync): one for each of the `numjobs` whose
+/// placement (`run_sim`'s, with the controller on `sim_cpu`) has polling
+/// threads share a CPU. A point's placement depends on its numjobs alone,
+/// so each is said once for the sweep, not at every point and round.
+fn sim_sharing_warnings(numjobs: &[usize], cpus: Option<&[usize]>, sim_cpu: Option<usize>, threaded: bool) -> Vec<String> {
+    numjobs
+        .iter()
+        .filter_map(|&n| {
+            let (job_cpus, sim_cpu) = crate::commands::args::sim_placement(n, cpus, sim_cpu, threaded);
+            let advice = "give each its own CPU (fewer --numjobs, --cpus, --sim-cpu)";
+            crate::commands::args::sim_sharing_advised(n, &job_cpus, sim_cpu, advice).map(|w| format!("simulator points at numjobs={n}: {w}"))
+        })
+        .collect()
+}
+
 /// Every round of the device paths: the kernel paths' rounds first, then
 /// the vfio paths' (the controller moves to vfio-pci once, before the first
 /// vfio run, and goes back at the end; the guard also restores it on
@@ -566,6 +585,11 @@ pub fn sweep(a: &SweepArgs, stop: &Stop) -> Result<i32, Error> {
     // before its first point runs; here against the kernel's view.)
     for v in paths.iter().filter(|v| v.path != PathKind::Vfio) {
         preflight(a, v, &settings, stop)?;
+    }
+    if !sim_paths.is_empty() {
+        for w in sim_sharing_warnings(&numjobs, a.cpus.as_deref(), sim_cpu, true) {
+            eprintln!("nvme-bypass: warning: {w}");
+        }
     }
 
     let out = a.out.clone().unwrap_or_else(|| {
@@ -889,6 +913,24 @@ mod tests {
         p.finish();
         assert!(!p.ok());
         assert_eq!(p.error.as_deref(), Some("interrupted"));
+    }
+
+    /// Pollers sharing a CPU are warned of once per numjobs whose placement
+    /// shares one, whatever the number of points and rounds at it.
+    #[test]
+    fn sharing_is_warned_of_once_per_numjobs_that_shares() {
+        // One job CPU, the controller on another: 1 job alone, 2 and 4 share.
+        let w = sim_sharing_warnings(&[1, 2, 4], Some(&[0]), Some(1), true);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].starts_with("simulator points at numjobs=2: ") && w[0].contains("2 of them on CPU 0"), "{}", w[0]);
+        assert!(w[1].starts_with("simulator points at numjobs=4: ") && w[1].contains("4 of them on CPU 0"), "{}", w[1]);
+        // What to do names sweep's options: it has no --sim-sync.
+        assert!(w[0].ends_with("give each its own CPU (fewer --numjobs, --cpus, --sim-cpu)") && !w[0].contains("--sim-sync"), "{}", w[0]);
+        // The controller on a job's CPU: shared from one job on.
+        let w = sim_sharing_warnings(&[1], Some(&[0, 1]), Some(0), true);
+        assert!(w.len() == 1 && w[0].contains("2 of them on CPU 0"), "{w:?}");
+        // A CPU each: nothing to say.
+        assert!(sim_sharing_warnings(&[1, 2, 3], Some(&[0, 1, 2]), Some(3), true).is_empty());
     }
 
     #[test]
