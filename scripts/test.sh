@@ -52,8 +52,11 @@ else
 fi
 
 step "examples against the simulator"
-cargo run --quiet --example identify | tail -3
-cargo run --quiet --example read_block | tail -1
+# Built as `cargo test --workspace` built them: `cargo run --example` takes
+# the root package's features alone and compiled the library again (24 s).
+cargo build --workspace --examples --quiet
+target/debug/examples/identify | tail -3
+target/debug/examples/read_block | tail -1
 
 step "release build (static: the host's checks and the test bed's guest run the same binary)"
 # One whole-program optimised build serves both: the host-side checks below
