@@ -1989,3 +1989,15 @@ fn psync_shows_the_iodepth_given_and_numjobs_stops_at_fios_limit() {
     assert!(err.contains("numjobs=5000 is more than fio's 4096"), "{err}");
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// Two simulator jobs pinned to one CPU: the warning that their latencies
+/// are the scheduler's gives advice in job-file options (fio has no
+/// --sim-cpu or --sim-sync).
+#[test]
+fn sharing_a_cpu_is_warned_of_in_job_file_words() {
+    let Some(d) = workdir("sim-sharing") else { return };
+    let (code, _, err) = fio_in(&d, &["--name=t", "--ioengine=nvme-bypass-sim", "--size=1m", "--numjobs=2", "--cpus_allowed=0", "--rw=read"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning: job t:") && err.contains("2 of them on CPU 0"), "{err}");
+    assert!(err.contains("cpus_allowed=") && !err.contains("--sim"), "{err}");
+}

@@ -464,7 +464,13 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
                 sim_fault: vec![],
             };
             let (c, sim_cpu) = sim_placement(o.numjobs, (!o.cpus.is_empty()).then_some(&o.cpus[..]), None, !sim.sim_sync);
-            if let Some(w) = crate::commands::args::sim_sharing(o.numjobs, &c, sim_cpu) {
+            // A job file has no --sim-cpu or --sim-sync: the advice is in
+            // its own options.
+            let advice = match sim_cpu {
+                Some(s) => format!("give each its own CPU: fewer numjobs, or a cpus_allowed= list without CPU {s}, where the simulated controller runs"),
+                None => "give each its own CPU: fewer numjobs, or a longer cpus_allowed= list".to_string(),
+            };
+            if let Some(w) = crate::commands::args::sim_sharing_advised(o.numjobs, &c, sim_cpu, &advice) {
                 eprintln!("nvme-bypass fio: warning: job {}: {w}", o.name);
             }
             cpus = c;
