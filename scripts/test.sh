@@ -183,8 +183,8 @@ else
   # often the vfio interrupts row waits for its interrupt follows the
   # emulated controller's pace beside the vCPU. Pinned, a boot's controller
   # (QEMU's main loop) shares its vCPU's host CPU and the other boot cannot
-  # delay it; unpinned, the two boots' waits differed by up to 18% and their
-  # totals by up to 5% (docs/methodology.md, "Two boots").
+  # delay it; unpinned, that row's totals were 0.3-11.6% apart over 24 CI
+  # runs (docs/methodology.md, "Two boots, one host CPU each").
   # Each boot's output is shown whole afterwards.
   # Each row does the same 32000 I/Os from its start in both boots (the
   # runtime only bounds it), so the boots count the same work.

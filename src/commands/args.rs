@@ -28,7 +28,7 @@ pub struct SimArgs {
     /// Simulated logical block size: 512 or 4096.
     #[arg(long, default_value_t = 512)]
     pub sim_lba_size: u32,
-    /// CPU for the simulated controller's thread (default: a CPU the job threads do not use).
+    /// CPU for the simulated controller's thread (default: a CPU the job threads do not use; without --cpus the jobs then go round the other CPUs).
     #[arg(long, value_parser = parse_cpu)]
     pub sim_cpu: Option<usize>,
     /// Simulated MDTS (max transfer 4 KiB << MDTS): 1 to 13, or 0 for no limit (our driver then caps transfers at 1 MiB).
@@ -246,8 +246,9 @@ pub fn refuse_foreign_options(given: &[String], backend: PathKind) -> Result<(),
 
 /// Simulator runs: keep the job threads and the controller thread on
 /// different CPUs, as a device would be. Job threads go on `cpus` or, when
-/// none are given, round robin over every CPU but the last; the controller on
-/// `sim_cpu` or the highest CPU no job thread uses. A controller that is not
+/// none are given, round robin over every CPU but the controller's (`sim_cpu`,
+/// else the last); the controller on `sim_cpu` or the highest CPU no job
+/// thread uses. A controller that is not
 /// `threaded` (`--sim-sync`) has no thread and no CPU of its own: the job
 /// threads go round robin over every CPU, and no controller CPU is returned.
 /// Returns (job CPUs, controller CPU); a one-CPU machine pins nothing.
@@ -259,9 +260,11 @@ pub fn sim_placement(numjobs: usize, cpus: Option<&[usize]>, sim_cpu: Option<usi
 fn place_sim(ncpu: usize, numjobs: usize, cpus: Option<&[usize]>, sim_cpu: Option<usize>, threaded: bool) -> (Vec<usize>, Option<usize>) {
     let mut cpus = cpus.map(<[usize]>::to_vec).unwrap_or_default();
     if cpus.is_empty() && ncpu >= 2 {
-        // Every CPU but the controller's, or every CPU when it has no thread.
-        let spread = if threaded { ncpu - 1 } else { ncpu };
-        cpus = (0..numjobs).map(|i| i % spread).collect();
+        // Every CPU but the controller's (the one given, else the last),
+        // or every CPU when it has no thread.
+        let controller = if threaded { Some(sim_cpu.unwrap_or(ncpu - 1)) } else { None };
+        let free: Vec<usize> = (0..ncpu).filter(|&c| Some(c) != controller).collect();
+        cpus = (0..numjobs).map(|i| free[i % free.len()]).collect();
     }
     if !threaded {
         return (cpus, None);
@@ -435,7 +438,9 @@ mod tests {
         assert_eq!(place_sim(4, 5, None, None, true), (vec![0, 1, 2, 0, 1], Some(3)));
         assert_eq!(place_sim(4, 2, Some(&[2, 3][..]), None, true), (vec![2, 3], Some(1)));
         assert_eq!(place_sim(2, 2, Some(&[0, 1][..]), None, true), (vec![0, 1], Some(1)));
-        assert_eq!(place_sim(4, 2, None, Some(0), true), (vec![0, 1], Some(0)));
+        // --sim-cpu alone: the jobs go round the other CPUs, not onto it.
+        assert_eq!(place_sim(4, 2, None, Some(0), true), (vec![1, 2], Some(0)));
+        assert_eq!(place_sim(2, 2, None, Some(0), true), (vec![1, 1], Some(0)));
         // Synchronous (--sim-sync): no controller thread, so no controller
         // CPU (not even one asked for), and the jobs take every CPU.
         assert_eq!(place_sim(4, 5, None, None, false), (vec![0, 1, 2, 3, 0], None));

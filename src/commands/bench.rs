@@ -126,6 +126,7 @@ pub struct BenchArgs {
 }
 
 pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
+    let genesis_ms = report::unix_ms();
     for d in &a.device {
         refuse_non_nvme(d)?;
     }
@@ -279,7 +280,7 @@ pub fn bench(a: &BenchArgs, stop: &Stop) -> Result<i32, Error> {
     match a.output_format {
         OutputFormat::Normal => print!("{}", report::text(&summary, &spec)),
         OutputFormat::Json => {
-            let j = report::fio_json(&summary, &spec, &threads, started_ms);
+            let j = report::fio_json(&summary, &spec, &threads, genesis_ms, started_ms);
             // fio's keys and values in serde's layout (`"key": value`),
             // which the test bed's scripts and users' greps read; the fio
             // drop-in prints fio's own byte layout (`"key" : value`).

@@ -17,10 +17,13 @@ use serde_json::{json, Value};
 pub fn fio_ms(ns: u64) -> u64 {
     ns.div_ceil(1_000_000)
 }
-pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult], started_ms: u64) -> Value {
+/// The fio-shaped JSON of a run. `genesis_ms` is when the command started
+/// (fio's `elapsed` counts from it, set-up included: whole seconds, rounded
+/// up), `started_ms` when its jobs started (`job_start`), both in ms since
+/// the epoch.
+pub fn fio_json(s: &RunSummary, spec: &JobSpec, threads: &[ThreadResult], genesis_ms: u64, started_ms: u64) -> Value {
     let now_ms = unix_ms();
-    // fio's `elapsed`: whole seconds since the job started, rounded up.
-    let elapsed_s = now_ms.saturating_sub(started_ms).div_ceil(1000).max(1);
+    let elapsed_s = now_ms.saturating_sub(genesis_ms).div_ceil(1000).max(1);
     let jobs: Vec<Value> = threads
         .iter()
         .map(|t| {

@@ -90,6 +90,9 @@ nvb_batch() { if [ "$BATCH" = 1 ]; then echo "--batch 1"; else echo "--batch $1"
 # run_fio OUTFILE RUNTIME ARGS / run_nvb OUTFILE RUNTIME ARGS: one run, JSON to OUTFILE
 # fio reads a time as a whole number ("0.5" is 0 s): both go to it in ms.
 ms() { awk -v s="$1" 'BEGIN { printf "%dms", s * 1000 + 0.5 }'; }
+for _t in "$T" "$R" "$TC"; do
+  case "$_t" in ''|*[!0-9.]*) fail "times are seconds, as a plain number (--runtime 2, --ramp 0.5), not '$_t'" ;; esac
+done
 run_fio() {
   # shellcheck disable=SC2086
   fio --name="$name" --ramp_time="$(ms "$R")" --runtime="$(ms "$2")" --time_based --norandommap --output-format=json $3 > "$1" 2>"$1.err" \

@@ -143,8 +143,8 @@ if [ "$NVB_POLL_QUEUES" -gt 0 ]; then
     bench "block-hipri-$rw" --backend block --device "$BLK" --hipri --rw "$rw" --rwmixread 75 --iodepth 16 --runtime "$RUNTIME" --size 32M --verify --allow-write
   done
   bench passthru-hipri-fixed --backend passthru --device "$NG" --hipri --fixedbufs --registerfiles --rw randread --iodepth 32 --runtime "$RUNTIME" --size 32M --verify --allow-write
-  bench passthru-hipri-sqpoll --backend passthru --device "$NG" --hipri --sqthread-poll --rw randread --iodepth 16 --runtime "$RUNTIME" --size 32M --verify --allow-write
-  bench block-hipri-sqpoll --backend block --device "$BLK" --hipri --sqthread-poll --rw randread --iodepth 16 --runtime "$RUNTIME" --size 32M --verify --allow-write
+  bench passthru-hipri-sqpoll --backend passthru --device "$NG" --hipri --sqthread-poll --rw randread --iodepth 16 --runtime "$RUNTIME" --size 8M --verify --allow-write
+  bench block-hipri-sqpoll --backend block --device "$BLK" --hipri --sqthread-poll --rw randread --iodepth 16 --runtime "$RUNTIME" --size 8M --verify --allow-write
 else
   info "skipped: no nvme poll queues (run.sh --poll-queues 1 runs the polled variants)"
 fi

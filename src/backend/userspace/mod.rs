@@ -12,6 +12,19 @@ use nvme_hal::{DmaRegion, RegisterWindow};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+const SUBSYSTEM_RESET: &str = "subsystem reset";
+
+/// The run's fact for CSTS.NSSRO having read 1 (`occurred`), found at
+/// bring-up or, `during_run`, by a reset while the run had the controller.
+fn subsystem_reset_fact(occurred: bool, during_run: bool) -> Option<(String, String)> {
+    let when = if during_run {
+        "at a reset during the run: an NVM subsystem reset had reset this controller while this driver had it"
+    } else {
+        "at bring-up: an NVM subsystem reset had reset this controller since it was last brought up"
+    };
+    occurred.then(|| (SUBSYSTEM_RESET.into(), format!("CSTS.NSSRO read 1 {when}; cleared, as Linux's driver clears it")))
+}
+
 /// Where a queue's interrupt arrives: a function giving the eventfd of an
 /// MSI-X vector (VFIO), or none (polled).
 pub type IrqSource = Arc<dyn Fn(u16) -> std::io::Result<std::os::fd::OwnedFd> + Send + Sync>;
@@ -84,12 +97,7 @@ impl<R: RegisterWindow + 'static> UserspaceTarget<R> {
             };
             facts.push(("host memory buffer".into(), got));
         }
-        if ctrl.subsystem_reset_occurred() {
-            facts.push((
-                "subsystem reset".into(),
-                "CSTS.NSSRO read 1: an NVM subsystem reset had reset this controller since it was last brought up; cleared, as Linux's driver clears it".into(),
-            ));
-        }
+        facts.extend(subsystem_reset_fact(ctrl.subsystem_reset_occurred(), false));
         let (mqes, max_depth) = (ctrl.max_queue_entries(), ctrl.max_io_queue_depth());
         let depth_limit = if ctrl.max_io_queue_entries() < mqes {
             format!(
@@ -143,7 +151,13 @@ impl<R: RegisterWindow + 'static> Target for UserspaceTarget<R> {
         self.write_protected.clone()
     }
     fn describe(&self) -> Vec<(String, String)> {
-        self.facts.clone()
+        let mut facts = self.facts.clone();
+        // One found by a reset during the run (the flag stays set).
+        let at_bring_up = facts.iter().any(|(k, _)| k == SUBSYSTEM_RESET);
+        if !at_bring_up {
+            facts.extend(subsystem_reset_fact(self.with_controller(|c| c.subsystem_reset_occurred()) == Some(true), true));
+        }
+        facts
     }
     fn open_queue(&self, p: QueueParams) -> Result<Box<dyn IoQueue>, BackendError> {
         // Refused before any command reaches the controller.
@@ -712,5 +726,17 @@ mod tests {
         assert!(e.to_string().contains("did not finish its shutdown"), "{e}");
         assert!(target.open_queue(QueueParams { depth: 1, buf_size: 4096, batch: 0 }).is_err(), "the controller is gone");
         drop(target);
+    }
+
+    /// A subsystem reset is said whether bring-up or a reset during the run
+    /// found it, and not at all when none did.
+    #[test]
+    fn a_subsystem_reset_is_a_fact_of_the_run_when_and_as_found() {
+        assert_eq!(subsystem_reset_fact(false, false), None);
+        assert_eq!(subsystem_reset_fact(false, true), None);
+        let (k, v) = subsystem_reset_fact(true, false).unwrap();
+        assert_eq!(k, SUBSYSTEM_RESET);
+        assert!(v.contains("at bring-up"), "{v}");
+        assert!(subsystem_reset_fact(true, true).unwrap().1.contains("during the run"));
     }
 }

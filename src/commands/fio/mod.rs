@@ -467,8 +467,9 @@ fn plan(mut o: JobOpts, group: usize, readonly: bool, earlier: &[(PathBuf, u64)]
             // A job file has no --sim-cpu or --sim-sync: the advice is in
             // its own options.
             let advice = match sim_cpu {
-                Some(s) => format!("give each its own CPU: fewer numjobs, or a cpus_allowed= list without CPU {s}, where the simulated controller runs"),
-                None => "give each its own CPU: fewer numjobs, or a longer cpus_allowed= list".to_string(),
+                Some(s) if c.contains(&s) => format!("give each its own CPU: fewer numjobs, or a cpus_allowed= list without CPU {s}, where the simulated controller runs"),
+                Some(s) => format!("give each its own CPU: fewer numjobs, or a cpus_allowed= list of one CPU per job (not CPU {s}, where the simulated controller runs)"),
+                None => "give each its own CPU: fewer numjobs, or a cpus_allowed= list of one CPU per job".to_string(),
             };
             if let Some(w) = crate::commands::args::sim_sharing_advised(o.numjobs, &c, sim_cpu, &advice) {
                 eprintln!("nvme-bypass fio: warning: job {}: {w}", o.name);
@@ -1311,7 +1312,8 @@ pub fn fio(args: &[String], stop: &Stop) -> Result<i32, Error> {
             // adds into one under group_reporting.
             let merged = [if e.threads.len() > 1 { ThreadResult::merged(&e.threads) } else { e.threads[0].clone() }];
             let threads: &[ThreadResult] = &merged;
-            let mut v = crate::report::fio_json(&e.summary, &r.spec, threads, r.started_ms);
+            // (`elapsed` is set below, from the command's own start)
+            let mut v = crate::report::fio_json(&e.summary, &r.spec, threads, r.started_ms, r.started_ms);
             let fio_version = v["fio version"].as_str().unwrap_or("nvme-bypass").to_string();
             if let Some(jobs) = v["jobs"].as_array_mut() {
                 for (j, t) in jobs.iter_mut().zip(threads) {
