@@ -161,6 +161,13 @@ pub fn undone(c: &Change) {
     send(c, true)
 }
 
+/// The selected scheduler in the text of a `queue/scheduler` file
+/// (`mq-deadline kyber [none]` -> `none`); None when nothing is selected
+/// (a file of only `none`: a disk whose scheduler cannot be changed).
+pub fn selected_scheduler(text: &str) -> Option<&str> {
+    text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']'))
+}
+
 /// Switch the I/O scheduler in `file` (a disk's `queue/scheduler`) from
 /// `old` to `new`, the watcher told before the write (and that it is
 /// undone if the write fails): compare's and sweep's rows and the fio

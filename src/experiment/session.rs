@@ -197,15 +197,33 @@ struct SchedulerGuard {
 impl SchedulerGuard {
     fn set(block: &Path, sched: &str) -> Result<Self, Error> {
         let name = block.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let file = PathBuf::from(format!("/sys/block/{name}/queue/scheduler"));
+        Self::set_file(PathBuf::from(format!("/sys/block/{name}/queue/scheduler")), name, sched)
+    }
+
+    /// [`set`](Self::set) on disk `name`'s `queue/scheduler` file.
+    fn set_file(file: PathBuf, name: &str, sched: &str) -> Result<Self, Error> {
         let cur = std::fs::read_to_string(&file).map_err(|e| Error::io(format!("read {}", file.display()), e))?;
-        let old = cur
-            .split_whitespace()
-            .find(|w| w.starts_with('['))
-            .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
-            .unwrap_or_else(|| "none".into());
+        let Some(old) = handback::selected_scheduler(&cur).map(str::to_string) else {
+            return Err(Error::usage(format!(
+                "the row needs scheduler {sched}, but {name}'s cannot be changed ({}: \"{}\"); leave out the scheduler rows (a --paths list without sched)",
+                file.display(),
+                cur.trim()
+            )));
+        };
         handback::switch_scheduler(&file, &old, sched).map_err(|e| Error::io(format!("set scheduler {sched} in {}", file.display()), e))?;
-        Ok(SchedulerGuard { file, old })
+        let guard = SchedulerGuard { file, old };
+        // Read back, as fio's set_ioscheduler does: a row labelled with a
+        // scheduler must have run under it (the guard puts the old one back).
+        let now = std::fs::read_to_string(&guard.file).map_err(|e| Error::io(format!("read {} back", guard.file.display()), e))?;
+        if handback::selected_scheduler(&now) != Some(sched) {
+            return Err(Error::usage(format!(
+                "{name} did not take scheduler {sched}: {} reads \"{}\" after the write (its schedulers: {}); load its module (modprobe {sched}) or leave out the scheduler rows (a --paths list without sched)",
+                guard.file.display(),
+                now.trim(),
+                cur.trim()
+            )));
+        }
+        Ok(guard)
     }
 }
 
@@ -246,4 +264,27 @@ pub fn run_variant(v: &Variant, t: &Topology, spec: &JobSpec, clock: Clock, stat
     s.emulated = t.emulated.is_some();
     s.emulated_note = t.emulated.clone();
     Ok((s, threads))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scheduler row runs under its scheduler or not at all: a write the
+    /// kernel does not take (here a plain file, which keeps what is written
+    /// without the brackets of a selection) is refused, and the old
+    /// scheduler is put back.
+    #[test]
+    fn a_scheduler_the_disk_does_not_take_is_refused_and_the_old_one_put_back() {
+        let f = std::env::temp_dir().join(format!("nvb-session-scheduler-{}", std::process::id()));
+        std::fs::write(&f, "[none] mq-deadline\n").unwrap();
+        let e = SchedulerGuard::set_file(f.clone(), "nvme0n1", "mq-deadline").err().expect("refused").to_string();
+        assert!(e.contains("nvme0n1 did not take scheduler mq-deadline") && e.contains("without sched"), "{e}");
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "none", "the old one put back");
+        // Nothing selected: a disk whose scheduler cannot be changed.
+        std::fs::write(&f, "none\n").unwrap();
+        let e = SchedulerGuard::set_file(f.clone(), "nvme0n1", "mq-deadline").err().expect("refused").to_string();
+        assert!(e.contains("cannot be changed"), "{e}");
+        std::fs::remove_file(&f).unwrap();
+    }
 }

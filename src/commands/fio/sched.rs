@@ -17,12 +17,7 @@ pub struct Schedulers {
     saved: Mutex<Vec<(PathBuf, String)>>,
 }
 
-/// The selected scheduler in the text of a `queue/scheduler` file
-/// (`mq-deadline kyber [none]` -> `none`); None when nothing is selected
-/// (a file of only `none`: a disk whose scheduler cannot be changed).
-pub fn selected(text: &str) -> Option<&str> {
-    text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']'))
-}
+pub use handback::selected_scheduler as selected;
 
 impl Schedulers {
     /// Switch the disk under `path` (a block device, or the disk a regular
