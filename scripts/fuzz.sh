@@ -6,6 +6,7 @@
 #
 #   scripts/fuzz.sh                 # every target, NVB_FUZZ_SECONDS (25) each
 #   scripts/fuzz.sh options 60      # one target, 60 s
+#   scripts/fuzz.sh --build         # build every target, run none
 #
 # cargo-fuzz needs a nightly compiler for its -Z flags (sanitizer coverage,
 # AddressSanitizer). The machine has one stable toolchain and no other can be
@@ -25,6 +26,13 @@ fi
 
 export RUSTC_BOOTSTRAP=1
 FUZZ=$ROOT/tests/fuzz
+if [ "${1:-}" = --build ]; then
+  # The same build `cargo fuzz run --release` makes, ahead of time
+  # (scripts/test.sh builds them beside its release build).
+  cargo fuzz build --fuzz-dir "$FUZZ" --release
+  echo "fuzz: targets built"
+  exit 0
+fi
 failed=""
 passed=0
 for t in $TARGETS; do

@@ -61,7 +61,19 @@ target/debug/examples/read_block | tail -1
 step "release build (static: the host's checks and the test bed's guest run the same binary)"
 # One whole-program optimised build serves both: the host-side checks below
 # and every test-bed boot (run.sh --bin), as run.sh itself would build it.
+# The fuzz targets build beside it: whole-program LTO keeps one core busy
+# for most of this step and leaves the other idle. Waited for before the
+# timed steps below.
+FUZZ_BUILD_LOG=$(mktemp)
+scripts/fuzz.sh --build >"$FUZZ_BUILD_LOG" 2>&1 &
+fuzz_build_pid=$!
 RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --quiet --target x86_64-unknown-linux-gnu -p nvme-bypass --bin nvme-bypass
+if ! wait "$fuzz_build_pid"; then
+  tail -n 40 "$FUZZ_BUILD_LOG" >&2
+  echo "FAIL: building the fuzz targets (scripts/fuzz.sh --build; log above)" >&2
+  exit 1
+fi
+rm -f "$FUZZ_BUILD_LOG"
 BIN=$ROOT/target/x86_64-unknown-linux-gnu/release/nvme-bypass
 export NVB_HOST_BIN=$BIN
 
