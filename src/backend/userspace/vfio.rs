@@ -153,7 +153,7 @@ impl VfioTarget {
             target.add_fact("open quirk", "this model is not ready at once after the reset vfio-pci does when it is opened (SPDK's NVME_QUIRK_DELAY_BEFORE_INIT): bring-up waits 2 s first");
         }
         if medium_prio_sq {
-            target.add_fact("queue quirk", "this model's submission queues are created with medium priority (QPRIO 10b, Linux's NVME_QUIRK_MEDIUM_PRIO_SQ): with the default 00b its firmware turns on weighted round robin and every queue is urgent");
+            target.add_fact("queue quirk", "this model's submission queues are created with medium priority (QPRIO 10b), as Linux's driver creates them for it (NVME_QUIRK_MEDIUM_PRIO_SQ)");
         }
         if let Some(m) = msix.clone() {
             // Called on the thread that will wait on the queue: if it is
